@@ -10,6 +10,10 @@ class TidlxError(Exception):
     """Base of every error tidlx raises on bad input (models, text, options)."""
 
 
+class TidlxWarning(UserWarning):
+    """Something tidlx worked around and the user should know (e.g. a constant missing from text)."""
+
+
 class TidlxTypeError(TidlxError):
     """A type relation failed: wrong shapes, dtypes or attributes for an op."""
 

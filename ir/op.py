@@ -37,6 +37,9 @@ class Op:
     arg_names: Tuple[str, ...] = ()
     family: str = ""
     description: str = ""
+    #: TVM's fusion pattern kind: elemwise, broadcast, injective, comm_reduce,
+    #: out_elemwise_fusable, tuple or opaque.
+    pattern: str = "opaque"
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -49,14 +52,19 @@ class Op:
 _REGISTRY: Dict[str, Op] = {}
 
 
+PATTERNS = ("elemwise", "broadcast", "injective", "comm_reduce", "out_elemwise_fusable", "tuple", "opaque")
+
+
 def register_op(name: str, *, num_inputs: int, type_rel: TypeRelation, attrs: Optional[type] = None,
-                arg_names: Sequence[str] = (), description: str = "") -> Op:
+                arg_names: Sequence[str] = (), description: str = "", pattern: str = "opaque") -> Op:
     if name in _REGISTRY:
         raise ValueError(f"op '{name}' is registered twice")
     if attrs is not None and not dataclasses.is_dataclass(attrs):
         raise ValueError(f"attrs of '{name}' must be a frozen dataclass")
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern of '{name}' must be one of {PATTERNS}")
     family = type_rel.__module__.rsplit(".", 1)[-1]
-    op = Op(name, num_inputs, attrs, type_rel, tuple(arg_names), family, description)
+    op = Op(name, num_inputs, attrs, type_rel, tuple(arg_names), family, description, pattern)
     _REGISTRY[name] = op
     return op
 

@@ -18,7 +18,7 @@ def unary_rel(arg_types, attrs, op="unary"):
 UNARY = ("nn.relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs",
          "copy", "zeros_like", "ones_like", "floor", "ceil", "round", "sign")
 for _name in UNARY:
-    register_op(_name, num_inputs=1, type_rel=unary_rel, arg_names=("data",))
+    register_op(_name, num_inputs=1, type_rel=unary_rel, arg_names=("data",), pattern="elemwise")
 
 
 def binary_rel(arg_types, attrs, op="binary"):
@@ -36,9 +36,9 @@ def compare_rel(arg_types, attrs, op="compare"):
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide", "mod")
 COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 for _name in BINARY:
-    register_op(_name, num_inputs=2, type_rel=binary_rel, arg_names=("lhs", "rhs"))
+    register_op(_name, num_inputs=2, type_rel=binary_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
 for _name in COMPARE:
-    register_op(_name, num_inputs=2, type_rel=compare_rel, arg_names=("lhs", "rhs"))
+    register_op(_name, num_inputs=2, type_rel=compare_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
 
 
 @dataclass(frozen=True)
