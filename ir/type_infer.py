@@ -42,6 +42,10 @@ class _Where:
             parts.append(f"binding %{n}" if n is not None else "result")
         return ", ".join(parts)
 
+    def prefix(self, node: Expr) -> str:
+        place = self(node)
+        return f"{place}: " if place else ""
+
 
 def infer_expr_type(root: Expr, mod=None, func_name: Optional[str] = None,
                     func: Optional[Function] = None) -> Type:
@@ -62,7 +66,7 @@ def infer_expr_type(root: Expr, mod=None, func_name: Optional[str] = None,
                     node.var._set_checked_type(node.value._checked_type)
                 elif node.var.type_annotation != node.value._checked_type:
                     raise TidlxTypeError(
-                        f"{where(node)}: let %{node.var.name_hint} is annotated "
+                        f"{where.prefix(node)}let %{node.var.name_hint} is annotated "
                         f"{node.var.type_annotation} but its value is {node.value._checked_type}")
                 continue
             node._set_checked_type(node.body._checked_type)
@@ -79,60 +83,60 @@ def infer_expr_type(root: Expr, mod=None, func_name: Optional[str] = None,
 
 def _node_type(node: Expr, mod, where) -> Type:
     if isinstance(node, Var):
-        raise VerifyError(f"{where(node)}: variable %{node.name_hint} has no type annotation and is not "
+        raise VerifyError(f"{where.prefix(node)}variable %{node.name_hint} has no type annotation and is not "
                           f"bound by a let")
     if isinstance(node, GlobalVar):
         if mod is None or node.name_hint not in mod:
-            raise VerifyError(f"{where(node)}: @{node.name_hint} is not a function of the module")
+            raise VerifyError(f"{where.prefix(node)}@{node.name_hint} is not a function of the module")
         return mod[node.name_hint].checked_type
     if isinstance(node, Tuple):
         return TupleType(tuple(f._checked_type for f in node.fields))
     if isinstance(node, TupleGetItem):
         t = node.tuple_value._checked_type
         if not isinstance(t, TupleType):
-            raise TidlxTypeError(f"{where(node)}: projection .{node.index} of a non-tuple {t}")
+            raise TidlxTypeError(f"{where.prefix(node)}projection .{node.index} of a non-tuple {t}")
         if not 0 <= node.index < len(t.fields):
-            raise TidlxTypeError(f"{where(node)}: projection .{node.index} out of range for a "
+            raise TidlxTypeError(f"{where.prefix(node)}projection .{node.index} out of range for a "
                                  f"{len(t.fields)}-tuple")
         return t.fields[node.index]
     if isinstance(node, Function):
         body_t = node.body._checked_type
         if node.ret_type is not None and node.ret_type != body_t:
-            raise TidlxTypeError(f"{where(node)}: function declares return type {node.ret_type} but its "
+            raise TidlxTypeError(f"{where.prefix(node)}function declares return type {node.ret_type} but its "
                                  f"body has type {body_t}")
         for p in node.params:
             if p.type_annotation is None:
-                raise VerifyError(f"{where(node)}: parameter %{p.name_hint} has no type annotation")
+                raise VerifyError(f"{where.prefix(node)}parameter %{p.name_hint} has no type annotation")
         return FuncType(tuple(p.type_annotation for p in node.params), body_t)
     if isinstance(node, Call):
         arg_types = [a._checked_type for a in node.args]
         if isinstance(node.op, Op):
             op = node.op
             if op.num_inputs >= 0 and len(node.args) != op.num_inputs:
-                raise VerifyError(f"{where(node)}: {describe_call(node)} takes {op.num_inputs} inputs, "
+                raise VerifyError(f"{where.prefix(node)}{describe_call(node)} takes {op.num_inputs} inputs, "
                                   f"got {len(node.args)}")
             try:
                 out = op.type_rel(arg_types, node.attrs)
             except TidlxError as exc:
-                raise TidlxTypeError(f"{where(node)}: {describe_call(node)}: {exc}") from None
+                raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: {exc}") from None
             except (TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
-                raise TidlxTypeError(f"{where(node)}: {describe_call(node)}: invalid inputs or "
+                raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: invalid inputs or "
                                      f"attributes ({exc})") from None
             return out
         ft = node.op._checked_type
         if not isinstance(ft, FuncType):
-            raise TidlxTypeError(f"{where(node)}: {describe_call(node)}: callee is not a function ({ft})")
+            raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: callee is not a function ({ft})")
         if len(ft.arg_types) != len(arg_types):
-            raise TidlxTypeError(f"{where(node)}: {describe_call(node)} passes {len(arg_types)} arguments, "
+            raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)} passes {len(arg_types)} arguments, "
                                  f"the function takes {len(ft.arg_types)}")
         for i, (want, got) in enumerate(zip(ft.arg_types, arg_types)):
             if want != got:
-                raise TidlxTypeError(f"{where(node)}: {describe_call(node)}: argument {i} is {got}, "
+                raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: argument {i} is {got}, "
                                      f"the function expects {want}")
         return ft.ret_type
     if isinstance(node, Constant):
         return node._checked_type
-    raise VerifyError(f"{where(node)}: unknown node {type(node).__name__}")
+    raise VerifyError(f"{where.prefix(node)}unknown node {type(node).__name__}")
 
 
 def infer_module(mod) -> None:
