@@ -1,3 +1,3 @@
 """Op families. Importing this package registers every op (one family per file)."""
 
-from . import elemwise, nn  # noqa: F401
+from . import elemwise, image, nn, pool, qnn, reduce, transform  # noqa: F401
