@@ -22,8 +22,13 @@ def parse_relay(text: str, params: Optional[Union[Mapping, Sequence]] = None, *,
 
 
 def load(path: str, **kwargs) -> IRModule:
-    """Loads a model: Relay text (``.txt``, ``.relay``)."""
+    """Loads a model: ONNX (``.onnx``; ``batch=``/``shapes=`` override input shapes) or
+    Relay text (``.txt``, ``.relay``; ``params=`` as for ``parse_relay``)."""
     ext = os.path.splitext(path)[1].lower()
+    if ext == ".onnx":
+        from .frontends.onnx import load_onnx
+
+        return load_onnx(path, **kwargs)
     if ext in (".txt", ".relay"):
         try:
             with open(path, encoding="utf-8") as f:
@@ -33,4 +38,14 @@ def load(path: str, **kwargs) -> IRModule:
         except UnicodeDecodeError as exc:
             raise TidlxError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         return parse_relay(text, source_name=path, **kwargs)
-    raise TidlxError(f"{path}: unknown model format '{ext}' (expected .txt or .relay Relay text)")
+    raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
+
+
+def emulate(mod: IRModule, inputs: Mapping[str, "object"]) -> list:
+    """Runs @main in the float32 reference emulator; inputs by parameter name.
+
+    Returns the outputs as a list of numpy arrays (a tuple-valued result gives several).
+    """
+    from .emulator import run
+
+    return run(mod, dict(inputs))
