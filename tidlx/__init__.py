@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
 from .api import emulate, load, parse_relay  # noqa: F401
-from . import models  # noqa: F401
 
 __version__ = "0.1.0"
 __all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "structural_equal"]
+
+
+def __getattr__(name):
+    # tidlx.models imports onnx; load it only when asked for.
+    if name == "models":
+        import importlib
+
+        return importlib.import_module(".models", __name__)
+    raise AttributeError(f"module 'tidlx' has no attribute '{name}'")
