@@ -20,9 +20,21 @@ def _op_counts(mod) -> Counter:
     return counts
 
 
+def op_count_table(mod, title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("op")
+    table.add_column("count", justify="right")
+    counts = _op_counts(mod)
+    for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(name, str(n))
+    table.add_row("[bold]total[/bold]", f"[bold]{sum(counts.values())}[/bold]")
+    return table
+
+
 def cmd_show(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from .api import load
 
@@ -30,15 +42,35 @@ def cmd_show(args) -> int:
     console = Console(highlight=False, soft_wrap=True)
     if not args.counts_only:
         console.print(mod.astext(show_meta_data=args.meta), markup=False)
-    table = Table(title=f"ops in {args.model}")
-    table.add_column("op")
-    table.add_column("count", justify="right")
-    counts = _op_counts(mod)
-    for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        table.add_row(name, str(n))
-    table.add_row("[bold]total[/bold]", f"[bold]{sum(counts.values())}[/bold]")
-    console.print(table)
+    console.print(op_count_table(mod, title=f"ops in {args.model}"))
     return 0
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from .api import emulate, load
+
+    mod = load(args.model)
+    try:
+        with np.load(args.input) as npz:
+            inputs = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise TidlxError(f"--input {args.input}: cannot read the .npz file ({exc})") from None
+    outputs = emulate(mod, inputs)
+    np.savez(args.output, *outputs) if args.output else None
+    for i, out in enumerate(outputs):
+        print(f"output {i}: shape {tuple(out.shape)} {out.dtype}, min {out.min():.6g}, max {out.max():.6g}")
+    if args.output:
+        print(f"wrote {args.output} (arrays arr_0 .. arr_{len(outputs) - 1})")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    result = run_demo(backbone=args.backbone, batch=args.batch, tiny=args.tiny, out_dir=args.out)
+    return 0 if all(err <= 1e-4 for err in result["errors"].values()) else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--meta", action="store_true", help="include the #[metadata] section (constants)")
     show.add_argument("--counts-only", action="store_true", help="only the op-count table")
     show.set_defaults(func=cmd_show)
+
+    run = sub.add_parser("run", help="run a model in the float32 reference emulator")
+    run.add_argument("model", help="ONNX (.onnx) or Relay text (.txt, .relay)")
+    run.add_argument("--input", required=True, help=".npz with one array per model input, by input name")
+    run.add_argument("--output", help="write the outputs to this .npz")
+    run.set_defaults(func=cmd_run)
+
+    demo = sub.add_parser("demo", help="build, import and emulate the built-in BEVDet image stage")
+    demo.add_argument("--backbone", default="resnet50", choices=["resnet50", "resnet18"])
+    demo.add_argument("--batch", type=int, default=6, help="cameras (batch); BEVDet uses 6")
+    demo.add_argument("--tiny", action="store_true", help="the small variant (fast)")
+    demo.add_argument("--out", default="out", help="folder for the written model files")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 
