@@ -58,11 +58,11 @@ def cmd_run(args) -> int:
     except (OSError, ValueError) as exc:
         raise TidlxError(f"--input {args.input}: cannot read the .npz file ({exc})") from None
     outputs = emulate(mod, inputs)
-    np.savez(args.output, *outputs) if args.output else None
     for i, out in enumerate(outputs):
         print(f"output {i}: shape {tuple(out.shape)} {out.dtype}, min {out.min():.6g}, max {out.max():.6g}")
     if args.output:
-        print(f"wrote {args.output} (arrays arr_0 .. arr_{len(outputs) - 1})")
+        np.savez(args.output, **{f"output_{i}": out for i, out in enumerate(outputs)})
+        print(f"wrote {args.output} (arrays output_0 .. output_{len(outputs) - 1})")
     return 0
 
 
