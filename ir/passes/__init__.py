@@ -1,0 +1,33 @@
+"""The built-in passes, one per file. ``PASSES`` maps each name to its pass.
+
+    from tidlx.ir.passes import PASSES, FoldConstant
+    new_mod = FoldConstant(mod)
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from ..transform import Pass, Sequential
+from .dead_code import DeadCodeElimination
+from .fold_bn_conv import FoldBatchNormIntoConv
+from .fold_bn_dense import FoldBatchNormIntoDense
+from .fold_constant import FoldConstant
+from .simplify_inference import SimplifyInference
+
+PASSES: Dict[str, Pass] = {p.name: p for p in (
+    FoldConstant, DeadCodeElimination, SimplifyInference, FoldBatchNormIntoConv, FoldBatchNormIntoDense,
+)}
+
+
+def inference_pipeline() -> Sequential:
+    """The standard preparation of an imported model: fold the BNs into their neighbours where
+    possible, turn the remaining ones into multiply/add, fold constants, drop dead code.
+    Disable any step by name through ``PassContext(disabled_passes=[...])``."""
+    return Sequential([FoldConstant, FoldBatchNormIntoConv, FoldBatchNormIntoDense, SimplifyInference,
+                       FoldBatchNormIntoConv, FoldBatchNormIntoDense, FoldConstant, DeadCodeElimination],
+                      name="InferencePipeline")
+
+
+__all__ = ["PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
+           "FoldBatchNormIntoDense", "inference_pipeline"]

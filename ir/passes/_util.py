@@ -1,0 +1,60 @@
+"""Shared pieces of the passes: per-channel constants and batch-norm arithmetic."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..expr import Call, Constant, Expr
+from ..types import TensorType
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def is_float_tensor(t) -> bool:
+    return isinstance(t, TensorType) and t.dtype in FLOAT_DTYPES
+
+
+def per_channel_vector(value: Expr, out_type: TensorType, axis: int) -> Optional[np.ndarray]:
+    """The length-C vector of a constant that, broadcast against a tensor of ``out_type``,
+    varies only along ``axis`` (C = that axis' size) and does not enlarge the result; else None.
+
+    ``(C,1,1)`` against ``(N,C,H,W)`` at axis 1, ``(C,)`` against ``(N,C)`` at axis 1, and
+    scalars all qualify; ``(C,)`` against ``(N,C,H,W)`` does not (it broadcasts along W).
+    """
+    if not isinstance(value, Constant) or not isinstance(out_type, TensorType):
+        return None
+    data = value.data
+    if data.dtype.name != out_type.dtype or data.ndim > out_type.ndim:
+        return None
+    shape = (1,) * (out_type.ndim - data.ndim) + data.shape
+    channels = out_type.shape[axis]
+    for i, size in enumerate(shape):
+        if size != 1 and not (i == axis and size == channels):
+            return None
+    flat = data.reshape(-1)
+    return np.full(channels, flat[0], dtype=data.dtype) if flat.size == 1 else flat.copy()
+
+
+def channel_shape(channels: int, axis: int, ndim: int) -> tuple:
+    """Shape of a per-channel constant that broadcasts along ``axis`` of a rank-``ndim`` tensor."""
+    return (channels,) + (1,) * (ndim - 1 - axis)
+
+
+def batch_norm_scale_shift(call: Call, gamma, beta, mean, var):
+    """``(scale, shift)`` with ``batch_norm(x) == x * scale + shift`` along the BN axis.
+
+    Computed in float64 and rounded once to the data dtype.
+    """
+    attrs = call.attrs
+    std = np.sqrt(np.asarray(var, np.float64) + float(attrs.epsilon))
+    scale = (np.asarray(gamma, np.float64) if attrs.scale else np.ones_like(std)) / std
+    shift = -np.asarray(mean, np.float64) * scale
+    if attrs.center:
+        shift = shift + np.asarray(beta, np.float64)
+    return scale, shift
+
+
+def normalized_axis(axis: int, ndim: int) -> int:
+    return axis % ndim if ndim else 0

@@ -1,0 +1,106 @@
+"""FoldConstant: evaluates op calls whose inputs are all constants, with the emulator's kernels.
+
+What is not folded, and why:
+  * calls of functions and globals (only op calls are evaluated), and anything inside a function
+    of another compiler (``Compiler="tidl"``, ``Primitive``, ``Composite``) - that code belongs
+    to its backend as it is;
+  * ops without an emulator kernel, and calls the kernel refuses (a TidlxError from the kernel);
+  * QNN ops (``qnn.*``) unless ``FoldConstant.fold_qnn`` is set: a backend such as TIDL needs
+    to see ``qnn.quantize(weights)`` to recover the quantization parameters (as in TVM);
+  * calls whose result is much larger than their inputs (``broadcast_to``/``zeros``/``tile`` of
+    small inputs): more than ``FoldConstant.max_growth`` times the input bytes and above 64 KiB.
+    Folding those would only bloat the module's constants. (TVM folds them; we keep them lazy.)
+
+A projection of a tuple (``(%a, %b).1``) is replaced by the field, constant or not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TidlxError
+from ..expr import Constant, Tuple
+from ..pattern import is_op, is_tuple, is_tuple_get_item
+from ..rewrite import RewriteTable
+from ..transform import PassContext, PassError, module_pass, register_config
+from ..type_infer import describe_call
+from ..types import TensorType, TupleType, numpy_dtype
+
+register_config("FoldConstant.max_growth", float, 16.0,
+                "do not fold a call whose result exceeds this many times its inputs' bytes (and 64 KiB)")
+register_config("FoldConstant.fold_qnn", bool, False, "also fold qnn.* ops on constants")
+
+#: Results up to this size are always folded, however much they grow.
+ALWAYS_FOLD_BYTES = 64 * 1024
+
+
+def _all_args_constant(call) -> bool:
+    return all(isinstance(a, Constant) for a in call.args)
+
+
+def _result_bytes(t) -> int:
+    if isinstance(t, TensorType):
+        return t.nbytes
+    if isinstance(t, TupleType):
+        return sum(_result_bytes(f) for f in t.fields)
+    return 0
+
+
+def _to_constant(value, t: TensorType, call) -> Constant:
+    arr = np.asarray(value)
+    if arr.shape != t.shape:
+        raise PassError(f"FoldConstant: the kernel of {describe_call(call)} returned shape {arr.shape}, "
+                        f"the op's type is {t}")
+    want = numpy_dtype(t.dtype)
+    if arr.dtype != want:
+        arr = arr.astype(want)
+    return Constant(arr)
+
+
+def fold_constant_table(max_growth: float = 16.0, fold_qnn: bool = False) -> RewriteTable:
+    from tidlx.emulator.registry import get_kernel, has_kernel
+
+    def fold_call(m):
+        call = m.expr
+        name = call.op.name
+        if not has_kernel(name) or (name.startswith("qnn.") and not fold_qnn):
+            return None
+        out_type = call.checked_type
+        in_bytes = sum(a.data.nbytes for a in call.args)
+        out_bytes = _result_bytes(out_type)
+        if out_bytes > ALWAYS_FOLD_BYTES and out_bytes > max_growth * in_bytes:
+            return None
+        if isinstance(out_type, TupleType) and not all(isinstance(f, TensorType) for f in out_type.fields):
+            return None
+        try:
+            result = get_kernel(name)([a.data for a in call.args], call.attrs, out_type)
+        except TidlxError:
+            return None  # the kernel does not support this call; leave it for the backend
+        except Exception as exc:  # a kernel bug: name the call that triggered it
+            raise PassError(f"FoldConstant: evaluating {describe_call(call)} on constant inputs failed: "
+                            f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(out_type, TupleType):
+            if not isinstance(result, (tuple, list)) or len(result) != len(out_type.fields):
+                raise PassError(f"FoldConstant: the kernel of {describe_call(call)} returned "
+                                f"{type(result).__name__}, expected a {len(out_type.fields)}-tuple")
+            return Tuple([_to_constant(r, t, call) for r, t in zip(result, out_type.fields)])
+        return _to_constant(result, out_type, call)
+
+    def project_tuple(m):
+        return m.expr.tuple_value.fields[m.expr.index]
+
+    return RewriteTable([
+        ("fold_call", is_op().where(_all_args_constant), fold_call),
+        ("project_tuple", is_tuple_get_item(is_tuple()), project_tuple),
+    ], name="FoldConstant")
+
+
+@module_pass("FoldConstant", opt_level=2)
+def fold_constant(mod, ctx: PassContext):
+    """Evaluates op calls on constant inputs with the emulator's kernels."""
+    table = fold_constant_table(float(ctx.get_config("FoldConstant.max_growth")),
+                                bool(ctx.get_config("FoldConstant.fold_qnn")))
+    return table.rewrite(mod)
+
+
+FoldConstant = fold_constant
