@@ -11,9 +11,12 @@ from .traversal import free_vars
 class IRModule:
     """Maps global names (without ``@``) to Functions, in definition order."""
 
-    def __init__(self, functions: Optional[Mapping[str, Function]] = None):
+    def __init__(self, functions: Optional[Mapping[str, Function]] = None,
+                 attrs: Optional[Mapping[str, object]] = None):
         self._functions: Dict[str, Function] = {}
         self._gvars: Dict[str, GlobalVar] = {}
+        #: Module attributes that passes carry along (``copy``), e.g. ``layer_types``.
+        self.attrs: Dict[str, object] = dict(attrs or {})
         for name, fn in (functions or {}).items():
             self[name] = fn
 
@@ -61,9 +64,18 @@ class IRModule:
         return iter(list(self._functions))
 
     def copy(self) -> "IRModule":
-        new = IRModule(self._functions)
+        new = IRModule(self._functions, self.attrs)
         new._gvars = dict(self._gvars)
         return new
+
+    @property
+    def layer_types(self) -> Dict[str, str]:
+        """Layer name -> the source op type (ONNX ``Conv``, ``Gemm``...), set by the importer."""
+        return self.attrs.setdefault("layer_types", {})
+
+    @layer_types.setter
+    def layer_types(self, value: Mapping[str, str]) -> None:
+        self.attrs["layer_types"] = dict(value)
 
     @property
     def main(self) -> Function:

@@ -104,7 +104,7 @@ def dead_code_elimination(mod: IRModule, ctx: PassContext) -> IRModule:
                     reachable.add(gv.name_hint)
                     work.append(gv.name_hint)
         keep = [name for name in mod if name in reachable]
-    out = IRModule()
+    out = IRModule(attrs=mod.attrs)
     out._gvars = {k: v for k, v in mod._gvars.items() if k in keep}
     for name in keep:
         fn = mod[name]

@@ -1,0 +1,282 @@
+"""Composite patterns: groups of calls TIDL runs as one layer, so they must be placed together.
+
+    groups = find_composites(mod["main"])
+    for g in groups: g.layer_type, g.name, g.members, g.anchor
+
+The patterns use the IR's pattern language (``tidlx.ir.pattern``), one table entry per
+composite, tried in order at every node from the outputs back; the first match whose inner
+values are used only inside the group (and whose nodes are not in another group yet) wins.
+
+| composite           | TIDL layer   | calls                                                         |
+|---------------------|--------------|---------------------------------------------------------------|
+| conv2d_bn_act       | Conv         | conv2d [+ bias] + batch_norm .0 + BN activation               |
+| conv2d_bn           | Conv         | conv2d [+ bias] + batch_norm .0                               |
+| conv2d_act          | Conv         | conv2d [+ bias] + relu / clip / leaky_relu                    |
+| conv2d_bias         | Conv         | conv2d + bias_add (or add of a per-channel constant)          |
+| conv2d_transpose_*  | Deconv       | conv2d_transpose [+ bias] [+ relu / clip / leaky_relu]        |
+| dense_bias_relu ... | InnerProduct | dense [+ bias_add or add of a [N] constant] [+ relu]          |
+| batch_norm_act      | BatchNorm    | batch_norm .0 + BN activation                                 |
+| batch_norm          | BatchNorm    | batch_norm + its .0 projection                                |
+| hard_sigmoid        | BatchNorm    | clip(x * alpha + beta, 0, 1)                                  |
+| gelu                | BatchNorm    | x * 0.5 * (1 + erf(x / sqrt 2)), both operand orders          |
+| channelwise         | BatchNorm    | multiply and/or add by per-channel constants [+ BN activation] |
+
+"BN activation" is what TIDL's BatchNorm absorbs: relu, clip, leaky_relu, prelu, sigmoid, tanh,
+hard sigmoid and GELU (erf form). A bias is ``nn.bias_add`` or ``add`` of a constant that
+varies only along the channel axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ...ir.expr import Call, Constant, Expr, Function, TupleGetItem
+from ...ir.pattern import ANY_CALL, Pattern, is_constant, is_op, is_tuple_get_item, wildcard
+from ...ir.traversal import post_order, users
+from ...ir.types import TensorType
+from .rules import is_channelwise
+
+MEMBER = "m."  # capture names of group members start with this
+
+
+@dataclass(frozen=True, eq=False)
+class Composite:
+    """One group: ``members`` (calls and projections, inputs first), ``root`` (the member whose
+    value leaves the group), ``anchor`` (the main call, naming the layer)."""
+
+    name: str
+    layer_type: str
+    members: Tuple[Expr, ...]
+    root: Expr
+    anchor: Call
+
+    @property
+    def calls(self) -> Tuple[Call, ...]:
+        return tuple(m for m in self.members if isinstance(m, Call))
+
+    @property
+    def layer(self) -> Optional[str]:
+        return self.anchor.layer
+
+    def describe(self) -> str:
+        ops = "+".join(c.op_name for c in self.calls)
+        where = f" '{self.anchor.layer}'" if self.anchor.layer else ""
+        return f"{self.layer_type} composite {self.name}{where} ({ops})"
+
+    def __repr__(self) -> str:
+        return f"Composite({self.describe()})"
+
+
+@dataclass(frozen=True)
+class CompositeSpec:
+    name: str
+    layer_type: str
+    pattern: Pattern
+    anchors: Tuple[str, ...]  # capture names, first present one is the anchor
+    min_members: int = 2
+
+
+# -- pattern pieces --------------------------------------------------------------------------------
+
+def _tensor_shape(expr: Expr):
+    t = expr.checked_type
+    return t.shape if isinstance(t, TensorType) else None
+
+
+def _per_channel_operand(call: Call) -> bool:
+    """``call`` (add/multiply) combines a variable with a per-channel constant without growing
+    the variable's shape."""
+    if len(call.args) != 2:
+        return False
+    consts = [a for a in call.args if isinstance(a, Constant)]
+    variables = [a for a in call.args if not isinstance(a, Constant)]
+    if len(consts) != 1 or len(variables) != 1:
+        return False
+    out = _tensor_shape(call)
+    return (out is not None and _tensor_shape(variables[0]) == out
+            and is_channelwise(consts[0].data.shape, out))
+
+
+def _scalar(value: float) -> Pattern:
+    def near(e: Expr) -> bool:
+        if not isinstance(e, Constant) or e.data.size != 1:
+            return False
+        v = float(e.data.reshape(-1)[0])
+        return abs(v - value) <= 1e-3 * max(1.0, abs(value))
+
+    return is_constant().where(near)
+
+
+def _any_scalar() -> Pattern:
+    return is_constant().where(lambda e: e.data.size == 1)
+
+
+def _channel_op(op: str, x: Pattern, name: str) -> Pattern:
+    """``op(x, c)`` or ``op(c, x)`` with a per-channel constant ``c``."""
+    return is_op(op)(x, is_constant()).where(_per_channel_operand).named(name).commutative()
+
+
+def bias(x: Pattern) -> Pattern:
+    """A bias after a conv or dense: ``bias_add(x, c)`` or ``add`` of a per-channel constant."""
+    return is_op("nn.bias_add")(x, is_constant()).named(MEMBER + "bias") | _channel_op("add", x, MEMBER + "bias")
+
+
+def batch_norm_out(x: Pattern) -> Pattern:
+    """``batch_norm(x, ...).0`` with constant statistics."""
+    c = is_constant
+    norm = is_op("nn.batch_norm")(x, c(), c(), c(), c()).named(MEMBER + "bn")
+    return is_tuple_get_item(norm, 0).named(MEMBER + "bn0")
+
+
+def hard_sigmoid(x: Pattern) -> Pattern:
+    """``clip(x * alpha + beta, 0, 1)`` (ONNX HardSigmoid as imported)."""
+    scaled = is_op("multiply")(x, _any_scalar()).named(MEMBER + "hs_scale").commutative()
+    shifted = is_op("add")(scaled, _any_scalar()).named(MEMBER + "hs_shift").commutative()
+    return is_op("clip")(shifted).has_attr({"a_min": 0.0, "a_max": 1.0}).named(MEMBER + "act")
+
+
+def gelu(x: Pattern) -> Pattern:
+    """GELU, erf form: ``(x * 0.5) * (1 + erf(x * 1/sqrt2))`` (ONNX Gelu as imported) or
+    ``(x * (1 + erf(x / sqrt2))) * 0.5`` (PyTorch's export), in any operand order."""
+    inner = (is_op("multiply")(x, _scalar(1.0 / math.sqrt(2.0))).named(MEMBER + "gelu_scale").commutative()
+             | is_op("divide")(x, _scalar(math.sqrt(2.0))).named(MEMBER + "gelu_scale"))
+    erf = is_op("erf")(inner).named(MEMBER + "gelu_erf")
+    one_plus = is_op("add")(erf, _scalar(1.0)).named(MEMBER + "gelu_add").commutative()
+    half_x = is_op("multiply")(x, _scalar(0.5)).named(MEMBER + "gelu_mul").commutative()
+    form_a = is_op("multiply")(half_x, one_plus).named(MEMBER + "act").commutative()
+    x_times = is_op("multiply")(x, one_plus).named(MEMBER + "gelu_mul").commutative()
+    form_b = is_op("multiply")(x_times, _scalar(0.5)).named(MEMBER + "act").commutative()
+    return form_a | form_b
+
+
+#: Activations a convolution (or inner product) takes directly.
+CONV_ACTIVATIONS = ("nn.relu", "clip", "nn.leaky_relu")
+#: Unary activations TIDL's BatchNorm absorbs (plus prelu, hard sigmoid and GELU).
+BN_ACTIVATIONS = ("nn.relu", "clip", "nn.leaky_relu", "sigmoid", "tanh")
+
+
+def conv_activation(x: Pattern) -> Pattern:
+    return is_op(*CONV_ACTIVATIONS)(x).named(MEMBER + "act")
+
+
+def bn_activation(x: Pattern) -> Pattern:
+    return (is_op(*BN_ACTIVATIONS)(x).named(MEMBER + "act")
+            | is_op("nn.prelu")(x, is_constant()).named(MEMBER + "act")
+            | hard_sigmoid(x) | gelu(x))
+
+
+def _specs() -> List[CompositeSpec]:
+    specs: List[CompositeSpec] = []
+    conv = is_op("nn.conv2d")(wildcard(), is_constant()).named(MEMBER + "conv")
+    conv_b = conv.optional(bias)
+    specs += [
+        CompositeSpec("conv2d_bn_act", "Conv", bn_activation(batch_norm_out(conv_b)), (MEMBER + "conv",)),
+        CompositeSpec("conv2d_bn", "Conv", batch_norm_out(conv_b), (MEMBER + "conv",)),
+        CompositeSpec("conv2d_act", "Conv", conv_activation(conv_b), (MEMBER + "conv",)),
+        CompositeSpec("conv2d_bias", "Conv", bias(conv), (MEMBER + "conv",)),
+    ]
+    deconv = is_op("nn.conv2d_transpose")(wildcard(), is_constant()).named(MEMBER + "deconv")
+    specs += [
+        CompositeSpec("conv2d_transpose_act", "Deconv", conv_activation(deconv.optional(bias)),
+                      (MEMBER + "deconv",)),
+        CompositeSpec("conv2d_transpose_bias", "Deconv", bias(deconv), (MEMBER + "deconv",)),
+    ]
+    dense = is_op("nn.dense")(wildcard(), is_constant()).named(MEMBER + "dense")
+    specs += [
+        CompositeSpec("dense_relu", "InnerProduct", is_op("nn.relu")(dense.optional(bias)).named(MEMBER + "act"),
+                      (MEMBER + "dense",)),
+        CompositeSpec("dense_bias", "InnerProduct", bias(dense), (MEMBER + "dense",)),
+    ]
+    any_input = wildcard()
+    specs += [
+        CompositeSpec("batch_norm_act", "BatchNorm", bn_activation(batch_norm_out(any_input)), (MEMBER + "bn",)),
+        CompositeSpec("batch_norm", "BatchNorm", batch_norm_out(any_input), (MEMBER + "bn",)),
+        CompositeSpec("hard_sigmoid", "BatchNorm", hard_sigmoid(wildcard()), (MEMBER + "hs_scale",)),
+        CompositeSpec("gelu", "BatchNorm", gelu(wildcard()), (MEMBER + "gelu_erf",)),
+    ]
+    scale = _channel_op("multiply", wildcard(), MEMBER + "scale")
+    scale_shift = _channel_op("add", scale, MEMBER + "shift") | scale | _channel_op("add", wildcard(),
+                                                                                      MEMBER + "shift")
+    specs += [
+        CompositeSpec("channelwise", "BatchNorm", bn_activation(scale_shift) | scale_shift,
+                      (MEMBER + "scale", MEMBER + "shift")),
+    ]
+    return specs
+
+
+_SPECS: Optional[List[CompositeSpec]] = None
+
+
+def composite_specs() -> List[CompositeSpec]:
+    """The composite table, in the order it is tried (built once, on first use)."""
+    global _SPECS
+    if _SPECS is None:
+        _SPECS = _specs()
+    return _SPECS
+
+
+# -- finding groups ---------------------------------------------------------------------------------
+
+def _node_key(node: Expr):
+    if isinstance(node, Call):
+        return node.op_name or ANY_CALL
+    return type(node)
+
+
+def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None) -> List[Composite]:
+    """The composite groups of ``function``, each a list of calls TIDL runs as one layer.
+
+    Nodes are visited from the outputs back, so the largest pattern ending at a node is taken
+    before its parts; a match is kept only when every inner value is used inside the group only
+    and none of its nodes is in an earlier group."""
+    if isinstance(function, Function):
+        root = function.body
+    else:
+        root = function
+    specs = list(composite_specs() if specs is None else specs)
+    order = post_order(root, enter_functions=False)
+    position = {node: i for i, node in enumerate(order)}
+    node_users = users(root)
+    keyed = [(spec, spec.pattern.dispatch_keys()) for spec in specs]
+    claimed: Dict[Expr, Composite] = {}
+    groups: List[Composite] = []
+    for node in reversed(order):
+        if node in claimed or not isinstance(node, (Call, TupleGetItem)):
+            continue
+        key = _node_key(node)
+        candidates = [spec for spec, keys in keyed
+                      if keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)]
+        for spec in candidates:
+            group = _try(spec, node, node_users, claimed, position)
+            if group is not None:
+                for member in group.members:
+                    claimed[member] = group
+                groups.append(group)
+                break
+    groups.sort(key=lambda g: position[g.root])
+    return groups
+
+
+def _try(spec: CompositeSpec, node: Expr, node_users, claimed, position) -> Optional[Composite]:
+    match = spec.pattern.match(node)
+    if match is None:
+        return None
+    members = {v for k, v in match.names.items() if k.startswith(MEMBER)}
+    if len(members) < spec.min_members or any(m in claimed for m in members):
+        return None
+    for member in members:
+        if member is node:
+            continue
+        if any(u not in members for u in node_users.get(member, ())):
+            return None  # an inner value is used outside: the group cannot be one layer
+    anchor = next((match.get(a) for a in spec.anchors if match.get(a) is not None), None)
+    if not isinstance(anchor, Call):
+        anchor = next(m for m in sorted(members, key=position.__getitem__) if isinstance(m, Call))
+    ordered = tuple(sorted(members, key=position.__getitem__))
+    return Composite(spec.name, spec.layer_type, ordered, node, anchor)
+
+
+__all__ = ["Composite", "CompositeSpec", "find_composites", "composite_specs", "bias", "batch_norm_out",
+           "hard_sigmoid", "gelu", "conv_activation", "bn_activation", "CONV_ACTIVATIONS", "BN_ACTIVATIONS"]

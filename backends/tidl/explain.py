@@ -1,0 +1,148 @@
+"""Why a call stays on the host: the support rules and the user's options, together.
+
+    reason = explain(call, ctx, options)      # None: TIDL may take it
+    reason.kind, reason.message               # e.g. "batch", "nn.conv2d 'conv1': batch 6 > ..."
+
+Checks, first hit wins: the user's lists (``deny_list`` by Relay op, ``deny_list:layer_type``
+by ONNX op type, ``deny_list:layer_name``, ``allow_list:layer_name``), then the support rules
+(generic and per op), then the batch limit.
+
+Composites are judged whole: TIDL runs a composite as one layer, so if any member is denied
+(by op, layer type or layer name), is missing from a non-empty allow list, breaks a rule or
+exceeds the batch limit, every member of the composite goes to the host, and the reason names
+the member at fault. Ops without a layer of their own (the erf of a GELU) are accepted inside a
+composite.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Union
+
+from ...ir.errors import TidlxWarning
+from ...ir.expr import Call, Function
+from ...ir.module import IRModule
+from .context import RuleContext
+from .options import BatchLimit, TidlOptions
+from .rules import batch_reason, check_call, where
+
+#: The kinds of host reasons, in the order they are checked.
+HOST_REASON_KINDS = ("deny_list", "deny_list:layer_type", "deny_list:layer_name", "allow_list", "rule", "batch")
+
+
+@dataclass(frozen=True)
+class HostReason:
+    """Why a call runs on the host: ``kind`` (one of HOST_REASON_KINDS) and a message for users."""
+
+    kind: str
+    message: str
+
+    def __post_init__(self):
+        if self.kind not in HOST_REASON_KINDS:
+            raise ValueError(f"unknown host reason kind {self.kind!r}")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _members(call: Call, group) -> Sequence[Call]:
+    """The calls judged together with ``call``: itself first, then its composite's anchor and the
+    other members."""
+    if group is None:
+        return (call,)
+    rest = [group.anchor] + [m for m in group.calls if m is not group.anchor]
+    return [call] + [m for m in rest if m is not call]
+
+
+def _in_group(call: Call, member: Call, group, message: str) -> str:
+    if member is call or group is None:
+        return message
+    return f"{where(call)} is part of one TIDL {group.layer_type} layer ({group.name}) with {message}"
+
+
+def _list_reason(call: Call, members: Sequence[Call], ctx: RuleContext, options: TidlOptions,
+                 group) -> Optional[HostReason]:
+    deny_ops = set(options.deny_list)
+    for m in members:
+        if m.op_name in deny_ops:
+            return HostReason("deny_list", _in_group(call, m, group,
+                                                     f"{where(m)}: {m.op_name} is in the option deny_list"))
+    deny_types = set(options.deny_layer_types)
+    if deny_types:
+        for m in members:
+            onnx_type = ctx.layer_type(m)
+            if onnx_type in deny_types:
+                return HostReason("deny_list:layer_type", _in_group(
+                    call, m, group, f"{where(m)}: its ONNX op type {onnx_type} is in the option "
+                                    f"deny_list:layer_type"))
+    deny_names = set(options.deny_layer_names)
+    for m in members:
+        if m.layer is not None and m.layer in deny_names:
+            return HostReason("deny_list:layer_name", _in_group(
+                call, m, group, f"{where(m)}: layer '{m.layer}' is in the option deny_list:layer_name"))
+    if options.allow_layer_names:
+        allowed = set(options.allow_layer_names)
+        for m in members:
+            if m.layer is None:
+                return HostReason("allow_list", _in_group(
+                    call, m, group, f"{where(m)}: it has no layer name and the option allow_list:layer_name "
+                                    f"admits only the layers it lists"))
+            if m.layer not in allowed:
+                return HostReason("allow_list", _in_group(
+                    call, m, group, f"{where(m)}: layer '{m.layer}' is not in the option allow_list:layer_name"))
+    return None
+
+
+def explain(call: Call, ctx: RuleContext, options: Optional[TidlOptions] = None, *,
+            batch_limit: Optional[BatchLimit] = None) -> Optional[HostReason]:
+    """None when TIDL may take ``call``, else the reason it stays on the host.
+
+    The batch limit is ``batch_limit`` when given, else ``options.batch_limit()`` (the option,
+    else the environment variable, read now)."""
+    options = TidlOptions() if options is None else options
+    group = ctx.composite_of(call)
+    members = _members(call, group)
+    reason = _list_reason(call, members, ctx, options, group)
+    if reason is not None:
+        return reason
+    for m in members:
+        message = check_call(m, ctx, absorbed=group is not None)
+        if message:
+            return HostReason("rule", _in_group(call, m, group, message))
+    limit = options.batch_limit() if batch_limit is None else batch_limit
+    for m in members:
+        message = batch_reason(m, limit)
+        if message:
+            return HostReason("batch", _in_group(call, m, group, message))
+    return None
+
+
+def explain_function(target: Union[Function, IRModule], options: Optional[TidlOptions] = None,
+                     layer_types=None, ctx: Optional[RuleContext] = None) -> Dict[Call, HostReason]:
+    """The host reason of every op call of a function (``mod["main"]`` for a module) that TIDL
+    cannot take; calls missing from the result may go to TIDL. Warns (TidlxWarning) about
+    option entries that name no layer or layer type of the model."""
+    options = TidlOptions() if options is None else options
+    if ctx is None:
+        if isinstance(target, IRModule):
+            ctx = RuleContext.for_module(target)
+        else:
+            ctx = RuleContext.for_function(target, layer_types)
+    options.check_layer_names(ctx.layer_names())
+    if options.deny_layer_types:
+        if not ctx.layer_types:
+            warnings.warn("option deny_list:layer_type is set but the model records no ONNX op types (it was not "
+                          "imported from ONNX): it denies nothing", TidlxWarning, stacklevel=2)
+        else:
+            options.check_layer_types(set(ctx.layer_types.values()))
+    limit = options.batch_limit()  # resolved once for the whole function
+    out: Dict[Call, HostReason] = {}
+    for call in ctx.calls():
+        reason = explain(call, ctx, options, batch_limit=limit)
+        if reason is not None:
+            out[call] = reason
+    return out
+
+
+__all__ = ["HostReason", "HOST_REASON_KINDS", "explain", "explain_function"]

@@ -1,0 +1,452 @@
+"""TIDL compile options, under the names users already type in TI's flow.
+
+    opts = TidlOptions.from_dict({"tensor_bits": 16, "deny_list": "nn.dense"})
+    opts = TidlOptions.from_strings(["tensor_bits=16", "advanced_options:num_cores=2"])  # CLI -o k=v
+    opts.validate_for_model(batch=6)          # checks that need the model (inference_mode 1)
+    opts.check_layer_names({"conv1", ...})    # warns about list entries naming no layer
+
+``TidlOptions`` holds Python field names (``advanced_options:num_cores`` -> ``num_cores``);
+``OPTIONS`` maps each TI name to its field. Two names are tidlx's own: ``max_batch_size`` (TI
+only has the environment variable ``TIDL_RELAY_MAX_BATCH_SIZE``) and ``max_subgraph_io``
+(TI's fixed limit of 32 inputs/outputs per subgraph).
+
+The batch limit: ``max_batch_size`` when given, else the environment variable
+``TIDL_RELAY_MAX_BATCH_SIZE`` (default 1). The variable is read by ``batch_limit()``, i.e. when
+the limit is resolved for a check, never at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import warnings
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from ...ir.errors import TidlxError, TidlxWarning, closest
+
+#: The environment variable of TI's relay import that admits batch > 1.
+BATCH_ENV_VAR = "TIDL_RELAY_MAX_BATCH_SIZE"
+
+#: TIDL's hard limit on the number of subgraphs.
+MAX_SUBGRAPHS = 16
+
+#: C7x cores of the largest TDA4 part (J784S4); AM62A has one.
+MAX_CORES = 4
+
+PLATFORMS = ("J7", "AM62A")
+
+
+class OptionError(TidlxError):
+    """A bad TIDL option: unknown name, bad value, or a value that does not fit the model."""
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One TI option: its user-facing name, the TidlOptions field, how to parse and check it."""
+
+    name: str
+    field: str
+    kind: str  # "int", "choice", "str", "names", "optional_int"
+    choices: Tuple[Any, ...] = ()
+    minimum: Optional[int] = None
+    maximum: Optional[int] = None
+    doc: str = ""
+
+    def allowed(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.kind in ("int", "optional_int"):
+            if self.minimum is not None and self.maximum is not None:
+                return f"an integer from {self.minimum} to {self.maximum}"
+            if self.minimum is not None:
+                return f"an integer >= {self.minimum}"
+            return "an integer"
+        if self.kind == "names":
+            return "a comma-separated list of names"
+        return "a string"
+
+
+def _spec(name, fld, kind, doc, choices=(), minimum=None, maximum=None) -> OptionSpec:
+    return OptionSpec(name, fld, kind, tuple(choices), minimum, maximum, doc)
+
+
+_SPECS = (
+    _spec("tensor_bits", "tensor_bits", "choice", "8 or 16 bit activations and weights", (8, 16)),
+    _spec("debug_level", "debug_level", "int", "0..6; 3 and above write per-layer traces", minimum=0, maximum=6),
+    _spec("max_num_subgraphs", "max_num_subgraphs", "int", "subgraphs kept (those with the most MACs)",
+          minimum=1, maximum=MAX_SUBGRAPHS),
+    _spec("max_num_subgraph_nodes", "max_num_subgraph_nodes", "int", "nodes per subgraph", minimum=1),
+    _spec("accuracy_level", "accuracy_level", "choice",
+          "0 min/max calibration, 1 advanced bias calibration, 9 user-defined (advanced options)", (0, 1, 9)),
+    _spec("deny_list", "deny_list", "names", "Relay op names kept off TIDL"),
+    _spec("deny_list:layer_type", "deny_layer_types", "names", "ONNX op types kept off TIDL"),
+    _spec("deny_list:layer_name", "deny_layer_names", "names", "layer (ONNX node) names kept off TIDL"),
+    _spec("allow_list:layer_name", "allow_layer_names", "names", "only these layers may go to TIDL"),
+    _spec("advanced_options:calibration_frames", "calibration_frames", "int", "frames used for calibration",
+          minimum=1),
+    _spec("advanced_options:calibration_iterations", "calibration_iterations", "int",
+          "iterations of bias calibration", minimum=1),
+    _spec("advanced_options:quantization_scale_type", "quantization_scale_type", "choice",
+          "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4)),
+    _spec("advanced_options:output_feature_16bit_names_list", "output_feature_16bit_names", "names",
+          "layers whose outputs are 16 bit"),
+    _spec("advanced_options:params_16bit_names_list", "params_16bit_names", "names",
+          "layers whose parameters are 16 bit"),
+    _spec("advanced_options:activation_clipping", "activation_clipping", "choice",
+          "clip activation ranges (accuracy_level 9)", (0, 1)),
+    _spec("advanced_options:weight_clipping", "weight_clipping", "choice", "clip weights (accuracy_level 9)",
+          (0, 1)),
+    _spec("advanced_options:bias_calibration", "bias_calibration", "choice",
+          "bias calibration (accuracy_level 9)", (0, 1)),
+    _spec("advanced_options:channel_wise_quantization", "channel_wise_quantization", "choice",
+          "per-channel weights (accuracy_level 9)", (0, 1)),
+    _spec("advanced_options:inference_mode", "inference_mode", "choice",
+          "0 one core, 1 high throughput (one frame of the batch per core), 2 low latency", (0, 1, 2)),
+    _spec("advanced_options:num_cores", "num_cores", "int", "C7x cores used", minimum=1, maximum=MAX_CORES),
+    _spec("advanced_options:c7x_codegen", "c7x_codegen", "choice", "generate C7x code for the host part", (0, 1)),
+    _spec("platform", "platform", "choice", "target SoC family", PLATFORMS),
+    _spec("max_batch_size", "max_batch_size", "optional_int",
+          f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1),
+    _spec("max_subgraph_io", "max_subgraph_io", "int",
+          "inputs + outputs allowed per subgraph (tidlx's name for TI's fixed 32)", minimum=1),
+)
+
+#: TI option name -> its spec, in the order of TI's documentation.
+OPTIONS: Dict[str, OptionSpec] = {s.name: s for s in _SPECS}
+_BY_FIELD: Dict[str, OptionSpec] = {s.field: s for s in _SPECS}
+
+#: Options TIDL honours only at accuracy_level 9.
+_LEVEL9_ONLY = ("activation_clipping", "weight_clipping", "bias_calibration", "channel_wise_quantization")
+
+
+def suggest_option(name: str) -> List[str]:
+    """Valid option names close to ``name``: a name whose part after ':' is ``name`` first
+    (``weight_clipping`` -> ``advanced_options:weight_clipping``), then spelling neighbours."""
+    key = name.strip().lower()
+    exact_suffix = [n for n in OPTIONS if n.split(":")[-1] == key]
+    if exact_suffix:
+        return exact_suffix
+    scored = sorted(((difflib.SequenceMatcher(None, key, n).ratio(), n) for n in OPTIONS), reverse=True)
+    best = scored[0][0]
+    fuzzy = [n for score, n in scored if score >= 0.6 and score >= best - 0.1]
+    if fuzzy:
+        return fuzzy[:3]
+    return [n for n in OPTIONS if difflib.get_close_matches(key, [n.split(":")[-1]], 1, 0.75)][:3]
+
+
+def _unknown_option(name: str) -> OptionError:
+    hint = suggest_option(name)
+    extra = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else \
+        f"; valid options: {', '.join(OPTIONS)}"
+    return OptionError(f"unknown TIDL option '{name}'{extra}")
+
+
+def _bad_value(spec: OptionSpec, value, why: str = "") -> OptionError:
+    reason = f" ({why})" if why else ""
+    return OptionError(f"option {spec.name}={value!r} is not allowed{reason}: it must be {spec.allowed()}")
+
+
+def _parse_int(spec: OptionSpec, value) -> int:
+    if isinstance(value, bool):
+        return int(value)  # True/False for 0/1 flags
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 10)
+        except ValueError:
+            pass
+    raise _bad_value(spec, value)
+
+
+def _parse_names(spec: OptionSpec, value) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = []
+        for v in value:
+            if not isinstance(v, str):
+                raise _bad_value(spec, value, f"{v!r} is not a name")
+            items.extend(v.split(","))
+    else:
+        raise _bad_value(spec, value)
+    out: List[str] = []
+    for item in items:
+        item = item.strip()
+        if item and item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+def parse_value(spec: OptionSpec, value):
+    """The typed value of option ``spec`` from a dict value or a ``key=value`` string."""
+    if spec.kind == "names":
+        return _parse_names(spec, value)
+    if spec.kind == "str":
+        if not isinstance(value, str):
+            raise _bad_value(spec, value)
+        return value.strip()
+    if spec.kind == "optional_int" and (value is None or (isinstance(value, str) and value.strip() == "")):
+        return None
+    if spec.kind == "choice" and isinstance(spec.choices[0], str):
+        if not isinstance(value, str):
+            raise _bad_value(spec, value)
+        text = value.strip()
+        for c in spec.choices:
+            if text.upper() == c.upper():
+                return c
+        raise _bad_value(spec, value)
+    return _parse_int(spec, value)
+
+
+def _check_value(spec: OptionSpec, value) -> None:
+    """Range and choice checks on a typed value (also run on direct construction)."""
+    if spec.kind == "names":
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise _bad_value(spec, value)
+        return
+    if spec.kind == "optional_int" and value is None:
+        return
+    if spec.kind == "choice":
+        if value not in spec.choices or isinstance(value, bool):
+            raise _bad_value(spec, value)
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad_value(spec, value)
+    if spec.name == "max_num_subgraphs" and value > MAX_SUBGRAPHS:
+        raise OptionError(f"option max_num_subgraphs={value} is too large: TIDL runs at most {MAX_SUBGRAPHS} "
+                          f"subgraphs (the rest of the model falls back to the host)")
+    if spec.minimum is not None and value < spec.minimum:
+        raise _bad_value(spec, value)
+    if spec.maximum is not None and value > spec.maximum:
+        raise _bad_value(spec, value)
+
+
+def onnx_layer_types() -> frozenset:
+    """The ONNX op types the ONNX importer knows (what ``deny_list:layer_type`` may name).
+
+    Should the importer fail to load, the op types of ONNX's default domain stand in, so a
+    broken frontend does not make every option check fail."""
+    try:
+        from ...frontends.onnx.converters import CONVERTERS
+    except ImportError:
+        import onnx.defs
+
+        return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx"))
+    return frozenset(CONVERTERS)
+
+
+@dataclass(frozen=True)
+class BatchLimit:
+    """The largest batch offloaded and where it came from (for messages)."""
+
+    value: int
+    source: str  # "option" or "environment"
+
+    def describe(self) -> str:
+        name = "max_batch_size" if self.source == "option" else BATCH_ENV_VAR
+        return f"{name}={self.value}"
+
+
+@dataclass(frozen=True)
+class TidlOptions:
+    """TIDL compile options with TI's defaults. Build from user input with ``from_dict`` or
+    ``from_strings``; direct construction takes field names and is validated the same way."""
+
+    tensor_bits: int = 8
+    debug_level: int = 0
+    max_num_subgraphs: int = 16
+    max_num_subgraph_nodes: int = 864
+    accuracy_level: int = 1
+    deny_list: Tuple[str, ...] = ()
+    deny_layer_types: Tuple[str, ...] = ()
+    deny_layer_names: Tuple[str, ...] = ()
+    allow_layer_names: Tuple[str, ...] = ()
+    calibration_frames: int = 20
+    calibration_iterations: int = 50
+    quantization_scale_type: int = 0
+    output_feature_16bit_names: Tuple[str, ...] = ()
+    params_16bit_names: Tuple[str, ...] = ()
+    activation_clipping: int = 1
+    weight_clipping: int = 1
+    bias_calibration: int = 1
+    channel_wise_quantization: int = 0
+    inference_mode: int = 0
+    num_cores: int = 1
+    c7x_codegen: int = 0
+    platform: str = "J7"
+    max_batch_size: Optional[int] = None
+    max_subgraph_io: int = 32
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            spec = _BY_FIELD[f.name]
+            if spec.kind == "names" and isinstance(value, (list, str)):
+                value = _parse_names(spec, value)
+                object.__setattr__(self, f.name, value)
+            _check_value(spec, value)
+        self._check_ops()
+        self._check_layer_types()
+        if self.platform == "AM62A" and self.num_cores != 1:
+            raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
+                              f"platform=AM62A: AM62A has one C7x core")
+
+    # -- validation against the registries ---------------------------------------------------
+    def _check_ops(self) -> None:
+        from ...ir.op import has_op, list_ops
+
+        for name in self.deny_list:
+            if not has_op(name):
+                hint = closest(name, list_ops())
+                extra = f"; closest Relay ops: {', '.join(hint)}" if hint else ""
+                raise OptionError(f"option deny_list: '{name}' is not a Relay op{extra} (deny_list takes Relay op "
+                                  f"names such as nn.batch_norm; ONNX op types go in deny_list:layer_type)")
+
+    def _check_layer_types(self) -> None:
+        if not self.deny_layer_types:
+            return
+        known = onnx_layer_types()
+        lowered = {k.lower(): k for k in known}
+        for name in self.deny_layer_types:
+            if name in known:
+                continue
+            if name.lower() in lowered:
+                raise OptionError(f"option deny_list:layer_type: '{name}' is not an ONNX op type; ONNX op types "
+                                  f"are case-sensitive: did you mean '{lowered[name.lower()]}'?")
+            hint = closest(name, known)
+            extra = f"; closest: {', '.join(hint)}" if hint else ""
+            raise OptionError(f"option deny_list:layer_type: '{name}' is not an ONNX op type the importer "
+                              f"knows{extra}")
+
+    # -- construction from user input -----------------------------------------------------------
+    @classmethod
+    def from_dict(cls, values: Optional[Mapping[str, Any]] = None) -> "TidlOptions":
+        """Options from TI names to values (ints, strings, lists of names)."""
+        if values is None:
+            values = {}
+        if not isinstance(values, Mapping):
+            raise OptionError(f"TIDL options must be a mapping of option names to values, got "
+                              f"{type(values).__name__}")
+        kwargs: Dict[str, Any] = {}
+        for key, value in values.items():
+            if not isinstance(key, str):
+                raise OptionError(f"TIDL option names must be strings, got {key!r}")
+            spec = OPTIONS.get(key.strip())
+            if spec is None:
+                raise _unknown_option(key)
+            kwargs[spec.field] = parse_value(spec, value)
+        options = cls(**kwargs)
+        options._warn_level9(kwargs)
+        return options
+
+    @classmethod
+    def from_strings(cls, items: Iterable[str]) -> "TidlOptions":
+        """Options from ``key=value`` strings (the CLI's ``-o key=value``); a key may appear once."""
+        if isinstance(items, str):
+            items = [items]
+        values: Dict[str, str] = {}
+        for item in items:
+            if not isinstance(item, str) or "=" not in item:
+                raise OptionError(f"TIDL option {item!r} must be written key=value (e.g. tensor_bits=16)")
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if not key:
+                raise OptionError(f"TIDL option {item!r} has no name before '='")
+            if key in values:
+                raise OptionError(f"TIDL option '{key}' is given twice ({key}={values[key]} and {key}={value})")
+            values[key] = value
+        return cls.from_dict(values)
+
+    def replace(self, **changes) -> "TidlOptions":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def _warn_level9(self, given: Mapping[str, Any]) -> None:
+        if self.accuracy_level == 9:
+            return
+        ignored = [_BY_FIELD[f].name for f in _LEVEL9_ONLY if f in given]
+        if ignored:
+            warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} only honoured at "
+                          f"accuracy_level=9 (accuracy_level is {self.accuracy_level})", TidlxWarning, stacklevel=3)
+
+    # -- views -------------------------------------------------------------------------------
+    def as_dict(self) -> Dict[str, Any]:
+        """TI name -> value, lists joined with commas (what TI's tools take)."""
+        out = {}
+        for spec in _SPECS:
+            value = getattr(self, spec.field)
+            out[spec.name] = ",".join(value) if spec.kind == "names" else value
+        return out
+
+    def batch_limit(self, environ: Optional[Mapping[str, str]] = None) -> BatchLimit:
+        """The largest batch offloaded: the option, else ``TIDL_RELAY_MAX_BATCH_SIZE`` (read now), else 1."""
+        if self.max_batch_size is not None:
+            return BatchLimit(self.max_batch_size, "option")
+        env = os.environ if environ is None else environ
+        text = env.get(BATCH_ENV_VAR)
+        if text is None or text.strip() == "":
+            return BatchLimit(1, "environment")
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise OptionError(f"environment variable {BATCH_ENV_VAR}={text!r} is not allowed: it must be an "
+                              f"integer >= 1")
+        return BatchLimit(value, "environment")
+
+    # -- checks that need the model --------------------------------------------------------------
+    def validate_for_model(self, batch: int) -> None:
+        """Checks options against the model's batch: high-throughput mode runs one frame of the
+        batch per core, so the batch must be a multiple of ``num_cores``."""
+        if self.inference_mode == 1 and batch % self.num_cores:
+            raise OptionError(
+                f"option advanced_options:inference_mode=1 (high throughput) runs one frame of the batch per "
+                f"core: the model's batch {batch} is not a multiple of advanced_options:num_cores="
+                f"{self.num_cores} (use a batch that is a multiple of {self.num_cores}, or inference_mode 0 or 2)")
+
+    def check_layer_names(self, layer_names: Iterable[str]) -> List[Tuple[str, str]]:
+        """Warns (TidlxWarning) about names in the layer-name lists that match no layer of the
+        model; returns them as (option, name) pairs."""
+        known = set(n for n in layer_names if n)
+        missing: List[Tuple[str, str]] = []
+        for spec_name in ("deny_list:layer_name", "allow_list:layer_name",
+                          "advanced_options:output_feature_16bit_names_list",
+                          "advanced_options:params_16bit_names_list"):
+            spec = OPTIONS[spec_name]
+            unmatched = [n for n in getattr(self, spec.field) if n not in known]
+            for name in unmatched:
+                missing.append((spec_name, name))
+            if unmatched:
+                hints = []
+                for n in unmatched:
+                    near = closest(n, known, n=1)
+                    hints.append(f"'{n}'" + (f" (closest layer: '{near[0]}')" if near else ""))
+                warnings.warn(f"option {spec_name} names {len(unmatched)} layer(s) not in the model: "
+                              f"{', '.join(hints)}", TidlxWarning, stacklevel=2)
+        return missing
+
+    def check_layer_types(self, layer_types: Iterable[str]) -> List[str]:
+        """Warns about ``deny_list:layer_type`` entries that no layer of the model has."""
+        present = set(layer_types)
+        unmatched = [t for t in self.deny_layer_types if t not in present]
+        if unmatched:
+            warnings.warn(f"option deny_list:layer_type names ONNX op types the model does not use: "
+                          f"{', '.join(unmatched)}", TidlxWarning, stacklevel=2)
+        return unmatched
+
+
+def option_names() -> List[str]:
+    return list(OPTIONS)
+
+
+__all__ = ["TidlOptions", "OptionError", "OptionSpec", "OPTIONS", "BatchLimit", "BATCH_ENV_VAR", "MAX_SUBGRAPHS",
+           "PLATFORMS", "parse_value", "suggest_option", "onnx_layer_types", "option_names"]
