@@ -1,0 +1,42 @@
+"""Errors of the ONNX importer. Each names the file, node, input or attribute at fault."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ...ir.errors import TidlxError
+
+
+class OnnxImportError(TidlxError):
+    """Base of every error the ONNX importer raises."""
+
+
+class OnnxLoadError(OnnxImportError):
+    """The file cannot be read or is not a valid ONNX model."""
+
+
+class OnnxGraphError(OnnxImportError):
+    """The graph is malformed: an undefined input, a cycle, a missing output."""
+
+
+class DynamicShapeError(OnnxImportError):
+    """An input dimension is not known and no override (batch= or shapes=) fixes it."""
+
+
+class UnsupportedAttributeError(OnnxImportError):
+    """A node uses an attribute value (or input form) tidlx cannot import."""
+
+
+class UnsupportedOpsError(OnnxImportError):
+    """The model uses op types tidlx cannot import; lists all of them with their nodes."""
+
+    def __init__(self, nodes_by_op: Dict[str, List[str]]):
+        self.nodes_by_op = {op: list(nodes) for op, nodes in sorted(nodes_by_op.items())}
+        parts = []
+        for op, nodes in self.nodes_by_op.items():
+            shown = ", ".join(f"'{n}'" for n in nodes[:8])
+            more = f" and {len(nodes) - 8} more" if len(nodes) > 8 else ""
+            parts.append(f"{op} (node{'s' if len(nodes) > 1 else ''} {shown}{more})")
+        count = len(self.nodes_by_op)
+        super().__init__(f"the model uses {count} unsupported ONNX op type{'s' if count > 1 else ''}: "
+                         + "; ".join(parts))

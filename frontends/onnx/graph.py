@@ -1,0 +1,287 @@
+"""Reading an ONNX model: loading and validation, dtypes, input shapes, the node order."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...ir.errors import closest
+from .errors import DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError
+
+#: The oldest and newest default-domain opsets the importer accepts. Opsets 7-10 are read
+#: where a converter knows the old attribute forms; 11 and newer are the supported range.
+MIN_OPSET = 7
+SUPPORTED_MIN_OPSET = 11
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+#: ONNX TensorProto element types the IR can hold, by their IR dtype name.
+_ONNX_TO_IR_DTYPE = {
+    onnx.TensorProto.FLOAT: "float32",
+    onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.BFLOAT16: "bfloat16",
+    onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.INT16: "int16",
+    onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64",
+    onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32",
+    onnx.TensorProto.UINT64: "uint64",
+    onnx.TensorProto.BOOL: "bool",
+}
+_IR_TO_ONNX_DTYPE = {v: k for k, v in _ONNX_TO_IR_DTYPE.items()}
+
+
+def onnx_type_name(elem_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"element type {elem_type}"
+
+
+def ir_dtype(elem_type: int, where: str) -> str:
+    """The IR dtype of an ONNX element type; refuses strings, complex, float8/4-bit types."""
+    dtype = _ONNX_TO_IR_DTYPE.get(elem_type)
+    if dtype is None:
+        raise OnnxImportError(f"{where}: ONNX type {onnx_type_name(elem_type)} is not supported "
+                              f"(supported: {', '.join(onnx_type_name(t) for t in _ONNX_TO_IR_DTYPE)})")
+    return dtype
+
+
+def onnx_elem_type(dtype: str) -> int:
+    return _IR_TO_ONNX_DTYPE[dtype]
+
+
+def load_model(model_or_path) -> Tuple[onnx.ModelProto, str]:
+    """The ModelProto and a name for messages (the path, or '<ModelProto>')."""
+    if isinstance(model_or_path, onnx.ModelProto):
+        model, source = model_or_path, "<ModelProto>"
+    elif isinstance(model_or_path, (bytes, bytearray)):
+        model, source = _parse_bytes(bytes(model_or_path), "<bytes>"), "<bytes>"
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        source = os.fspath(model_or_path)
+        model = _load_file(source)
+    else:
+        raise OnnxLoadError(f"from_onnx expects an onnx.ModelProto or a path to a .onnx file, got "
+                            f"{type(model_or_path).__name__}")
+    _check_model(model, source)
+    return model, source
+
+
+def _parse_bytes(data: bytes, source: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf raises DecodeError (and RuntimeWarning-ish variants)
+        raise OnnxLoadError(f"{source}: not an ONNX model (protobuf decoding failed: {exc})") from None
+    return model
+
+
+def _load_file(path: str) -> onnx.ModelProto:
+    if not os.path.exists(path):
+        raise OnnxLoadError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise OnnxLoadError(f"{path}: is a directory, not an ONNX model file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise OnnxLoadError(f"cannot read {path}: {exc.strerror}") from None
+    model = _parse_bytes(data, path)
+    if model.HasField("graph") and _uses_external_data(model):
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(path) or ".")
+        except Exception as exc:
+            raise OnnxLoadError(f"{path}: cannot load the external tensor data: {exc}") from None
+    return model
+
+
+def _uses_external_data(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def _check_model(model: onnx.ModelProto, source: str) -> None:
+    """A parsed protobuf is an ONNX model only if it has an IR version and a graph with outputs.
+
+    (Arbitrary bytes often decode as a protobuf with unknown fields, so decoding alone proves
+    nothing.)
+    """
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise OnnxLoadError(f"{source}: not an ONNX model (no IR version or no graph; the file may be "
+                            f"truncated or of another format)")
+    if not model.graph.output:
+        raise OnnxGraphError(f"{source}: the graph declares no outputs")
+
+
+def default_opset(model: onnx.ModelProto, override: Optional[int], source: str) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
+    if override is not None:
+        opset = int(override)
+    elif versions:
+        opset = max(versions)
+    else:
+        raise OnnxImportError(f"{source}: the model imports no default-domain opset; pass opset=")
+    if opset < MIN_OPSET:
+        raise OnnxImportError(f"{source}: opset {opset} is too old (tidlx reads opset {SUPPORTED_MIN_OPSET} "
+                              f"to {MAX_OPSET}); re-export the model with a newer opset")
+    if opset > MAX_OPSET:
+        raise OnnxImportError(f"{source}: opset {opset} is newer than the newest this onnx knows "
+                              f"({MAX_OPSET})")
+    return opset
+
+
+def node_names(graph: onnx.GraphProto) -> List[str]:
+    """Each node's layer name: its ONNX name, or ``<OpType>_<index>`` for unnamed nodes."""
+    return [n.name if n.name else f"{n.op_type}_{i}" for i, n in enumerate(graph.node)]
+
+
+def initializers(graph: onnx.GraphProto, source: str) -> Dict[str, np.ndarray]:
+    out = {}
+    for init in graph.initializer:
+        ir_dtype(init.data_type, f"{source}: initializer '{init.name}'")
+        try:
+            out[init.name] = numpy_helper.to_array(init)
+        except Exception as exc:
+            raise OnnxLoadError(f"{source}: initializer '{init.name}' cannot be read: {exc}") from None
+    for sparse in graph.sparse_initializer:
+        raise OnnxImportError(f"{source}: sparse initializer '{sparse.values.name}' is not supported")
+    return out
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str
+
+
+def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
+                 shapes: Optional[Mapping[str, Sequence[int]]], source: str) -> List[GraphInput]:
+    """The runtime inputs with static shapes; ``shapes`` and then ``batch`` override the model's."""
+    shapes = dict(shapes or {})
+    declared = [vi.name for vi in graph.input]
+    for name, shape in shapes.items():
+        if name not in declared:
+            hint = closest(name, declared)
+            raise OnnxImportError(f"{source}: shapes= names '{name}', which is not a graph input"
+                                  + (f"; did you mean {', '.join(repr(h) for h in hint)}?" if hint else
+                                     f" (inputs: {', '.join(repr(d) for d in declared)})"))
+        if not isinstance(shape, (list, tuple)) or not all(_is_dim(d) and d >= 0 for d in shape):
+            raise OnnxImportError(f"{source}: shapes['{name}'] must be a list of non-negative ints, got "
+                                  f"{shape!r}")
+    if batch is not None and not (_is_dim(batch) and batch > 0):
+        raise OnnxImportError(f"{source}: batch must be a positive int, got {batch!r}")
+    out = []
+    for vi in graph.input:
+        if vi.name in init_names and vi.name not in shapes:
+            continue  # an input with a default value: a constant of the model
+        where = f"{source}: input '{vi.name}'"
+        if vi.type.WhichOneof("value") != "tensor_type":
+            raise OnnxImportError(f"{where} is a {vi.type.WhichOneof('value') or 'untyped value'}, not a "
+                                  f"tensor")
+        dtype = ir_dtype(vi.type.tensor_type.elem_type, where)
+        if vi.name in shapes:
+            shape = tuple(int(d) for d in shapes[vi.name])
+        else:
+            if not vi.type.tensor_type.HasField("shape"):
+                raise DynamicShapeError(f"{where} has no shape (not even a rank); pass shapes={{'{vi.name}': "
+                                        f"[...]}}")
+            dims = []
+            for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+                if axis == 0 and batch is not None:
+                    dims.append(int(batch))
+                elif dim.HasField("dim_value"):
+                    dims.append(int(dim.dim_value))
+                else:
+                    what = f"'{dim.dim_param}'" if dim.dim_param else "unnamed"
+                    fix = ("pass batch= or shapes=" if axis == 0 else "pass shapes=")
+                    raise DynamicShapeError(f"{where}: dimension {axis} is dynamic ({what}); {fix}"
+                                            f"{{'{vi.name}': [...]}} to fix it")
+            shape = tuple(dims)
+        out.append(GraphInput(vi.name, shape, dtype))
+    return out
+
+
+def _is_dim(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def topological_order(graph: onnx.GraphProto, available: Sequence[str], names: Sequence[str],
+                      source: str) -> List[int]:
+    """Node indices so each node comes after the producers of its inputs (Kahn's algorithm).
+
+    Raises for an input nobody produces (naming node and input), for a tensor produced twice,
+    and for a cycle (naming the nodes on it).
+    """
+    nodes = list(graph.node)
+    producer: Dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if not out:
+                continue
+            if out in producer:
+                raise OnnxGraphError(f"{source}: tensor '{out}' is produced by both node '{names[producer[out]]}' "
+                                     f"and node '{names[i]}'")
+            if out in available:
+                raise OnnxGraphError(f"{source}: node '{names[i]}' ({node.op_type}) writes '{out}', which is "
+                                     f"already a graph input or initializer")
+            producer[out] = i
+    available = set(available)
+    preds: List[set] = []
+    for i, node in enumerate(nodes):
+        deps = set()
+        for inp in node.input:
+            if not inp or inp in available:
+                continue
+            if inp not in producer:
+                raise OnnxGraphError(f"{source}: node '{names[i]}' ({node.op_type}) reads '{inp}', which is "
+                                     f"not a graph input, an initializer or the output of any node "
+                                     f"(missing initializer?)")
+            deps.add(producer[inp])
+        preds.append(deps)
+    succs: List[List[int]] = [[] for _ in nodes]
+    for i, deps in enumerate(preds):
+        for d in deps:
+            succs[d].append(i)
+    waiting = [len(d) for d in preds]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    ready.reverse()
+    order = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for s in reversed(succs[i]):
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                ready.append(s)
+    if len(order) != len(nodes):
+        cycle = _find_cycle([i for i, w in enumerate(waiting) if w > 0], preds, waiting)
+        raise OnnxGraphError(f"{source}: the graph is not a DAG: nodes "
+                             f"{' -> '.join(repr(names[i]) for i in cycle)} -> {names[cycle[0]]!r} form a cycle")
+    for out in graph.output:
+        if out.name not in available and out.name not in producer:
+            raise OnnxGraphError(f"{source}: graph output '{out.name}' is not produced by any node")
+    return order
+
+
+def _find_cycle(stuck: List[int], preds: List[set], waiting: List[int]) -> List[int]:
+    """A cycle among the nodes Kahn's algorithm could not schedule (each has a stuck predecessor)."""
+    stuck_set = set(stuck)
+    path: List[int] = []
+    position: Dict[int, int] = {}
+    node = stuck[0]
+    while node not in position:
+        position[node] = len(path)
+        path.append(node)
+        node = min(p for p in preds[node] if p in stuck_set and waiting[p] > 0)
+    cycle = path[position[node]:]
+    cycle.reverse()  # producers first
+    return cycle

@@ -1,0 +1,181 @@
+"""ONNX -> IRModule: the graph walk, import-time folding of constant subgraphs, the op check.
+
+The walk visits nodes in topological order and keeps one IR expression per ONNX tensor name.
+A node whose inputs are all constants (initializers, Constant nodes, and everything computed
+from shapes, which are static here) is evaluated at import time with ONNX's reference
+implementation and becomes a Constant: so ``Shape -> Gather -> Concat -> Reshape`` chains fold
+away and the module is static, following any ``batch=``/``shapes=`` override. Quantize and
+dequantize nodes are never folded, so QDQ weights keep their quantized form.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Set
+
+import numpy as np
+import onnx
+
+from ...ir import Constant, Expr, Function, IRModule, Tuple, Var
+from ...ir.types import TensorType
+from .context import NodeContext, constant
+from .converters import CONST_OUTPUT_OPS, CONVERTERS, STATIC_OPERANDS
+from .errors import OnnxImportError, UnsupportedOpsError
+from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
+                    node_names, topological_order)
+
+#: Ops never evaluated at import time even when all their inputs are constant: quantization
+#: structure must survive, and random ops are not constants.
+NEVER_FOLD = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli",
+})
+
+
+def from_onnx(model, batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+              opset: Optional[int] = None) -> IRModule:
+    """Imports an ONNX model (a ModelProto, serialized bytes, or a path) as a static IRModule.
+
+    ``batch`` sets dimension 0 of every runtime input; ``shapes`` gives whole input shapes by
+    name (it also turns an input with a default initializer into a real input). ``opset``
+    overrides the model's default-domain opset.
+    """
+    model, source = load_model(model)
+    return _Importer(model, source, batch, shapes, opset).run()
+
+
+def load_onnx(path, batch: Optional[int] = None,
+              shapes: Optional[Mapping[str, Sequence[int]]] = None) -> IRModule:
+    """Imports the ONNX model file at ``path`` (see ``from_onnx``)."""
+    return from_onnx(path, batch=batch, shapes=shapes)
+
+
+def static_inputs(model) -> List[str]:
+    """Graph inputs that feed an operand the importer needs as a constant (a shape, axes, pads,
+    ...); bind them to values (make them initializers) before importing."""
+    model, _ = load_model(model)
+    graph = model.graph
+    inits = {i.name for i in graph.initializer}
+    runtime = [vi.name for vi in graph.input if vi.name not in inits]
+    wanted = set()
+    for node in graph.node:
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        for i in STATIC_OPERANDS.get(node.op_type, ()):
+            if i < len(node.input) and node.input[i]:
+                wanted.add(node.input[i])
+    return [name for name in runtime if name in wanted]
+
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto, source: str, batch, shapes, opset):
+        self.model = model
+        self.graph = model.graph
+        self.source = source
+        self.opset = default_opset(model, opset, source)
+        self.names = node_names(self.graph)
+        self.inits = initializers(self.graph, source)
+        self.inputs = graph_inputs(self.graph, self.inits.keys(), batch, shapes, source)
+        available = set(self.inits) | {vi.name for vi in self.graph.input}
+        self.order = topological_order(self.graph, available, self.names, source)
+
+    def run(self) -> IRModule:
+        params = [Var(i.name, TensorType(i.shape, i.dtype)) for i in self.inputs]
+        values: Dict[str, Expr] = {}
+        for name, array in self.inits.items():
+            values[name] = constant(array)
+        for p in params:
+            values[p.name_hint] = p  # an input overridden by shapes= wins over its initializer
+        self._check_supported(set(n for n, v in values.items() if isinstance(v, Constant)))
+        for index in self.order:
+            self._convert(index, values)
+        outputs = [values[o.name] for o in self.graph.output]
+        body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+        mod = IRModule({"main": Function(params, body)})
+        # Layer name -> ONNX op type, for deny_list:layer_type and reports.
+        mod.layer_types = {self.names[i]: _qualified_op(self.graph.node[i]) for i in self.order}
+        mod.infer_types()
+        return mod
+
+    # --- the up-front op check ------------------------------------------------------------
+
+    def _check_supported(self, const_names: Set[str]) -> None:
+        """Lists every unsupported op type with its nodes, before converting anything."""
+        unsupported: Dict[str, List[str]] = {}
+        known = set(const_names)
+        for index in self.order:
+            node = self.graph.node[index]
+            op = _qualified_op(node)
+            present = [x for x in node.input if x]
+            foldable = (node.domain in DEFAULT_DOMAINS and node.op_type not in NEVER_FOLD
+                        and all(x in known for x in present))
+            if foldable or (node.domain in DEFAULT_DOMAINS and node.op_type in CONST_OUTPUT_OPS):
+                known.update(x for x in node.output if x)
+            elif node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+                unsupported.setdefault(op, []).append(self.names[index])
+        if unsupported:
+            raise UnsupportedOpsError(unsupported)
+
+    # --- one node -------------------------------------------------------------------------
+
+    def _convert(self, index: int, values: Dict[str, Expr]) -> None:
+        node = self.graph.node[index]
+        name = self.names[index]
+        inputs = [values[x] if x else None for x in node.input]
+        present = [x for x in inputs if x is not None]
+        if node.op_type not in NEVER_FOLD and all(isinstance(x, Constant) for x in present):
+            results = self._fold(node, name, inputs)
+        else:
+            ctx = NodeContext(node, name, self.opset, inputs)
+            try:
+                result = CONVERTERS[node.op_type](ctx)
+            except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as exc:
+                # A malformed node the converter did not anticipate (wrong attribute kind, ...).
+                raise OnnxImportError(f"{ctx.where}: malformed node ({type(exc).__name__}: {exc})") from None
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+        for k, out_name in enumerate(node.output):
+            if not out_name:
+                continue
+            if k >= len(results) or results[k] is None:
+                raise OnnxImportError(f"node '{name}' ({node.op_type}): output {k} ('{out_name}') is not "
+                                      f"supported; only the first {sum(r is not None for r in results)} "
+                                      f"output(s) can be imported")
+            values[out_name] = results[k]
+
+    def _fold(self, node: onnx.NodeProto, name: str, inputs: List[Optional[Expr]]) -> List[Optional[Expr]]:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {x: v.data for x, v in zip(node.input, inputs) if x}
+        outputs = [o for o in node.output if o]
+        # A one-node graph, so the reference picks the op version of the model's opset.
+        graph = onnx.helper.make_graph([node], "fold", [onnx.ValueInfoProto(name=x) for x in feeds],
+                                       [onnx.ValueInfoProto(name=o) for o in outputs])
+        try:
+            evaluator = ReferenceEvaluator(graph, opsets={node.domain: self.opset})
+            values = dict(zip(outputs, evaluator.run(None, feeds)))
+        except Exception as exc:  # the reference implementation raises anything on bad input
+            raise OnnxImportError(f"node '{name}' ({node.op_type}): evaluating it on its constant inputs "
+                                  f"at import time failed: {type(exc).__name__}: {exc}") from None
+        results: List[Optional[Expr]] = []
+        for k, out_name in enumerate(node.output):
+            if not out_name:
+                results.append(None)
+                continue
+            out = values[out_name]
+            if not isinstance(out, (np.ndarray, np.generic)):
+                raise OnnxImportError(f"node '{name}' ({node.op_type}): output {k} is a "
+                                      f"{type(out).__name__}, not a tensor")
+            arr = np.asarray(out)
+            ir_dtype(_np_to_onnx_type(arr.dtype, name), f"node '{name}' ({node.op_type}) output {k}")
+            results.append(constant(arr))
+        return results
+
+
+def _qualified_op(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+
+
+def _np_to_onnx_type(dtype: np.dtype, name: str) -> int:
+    try:
+        return onnx.helper.np_dtype_to_tensor_dtype(dtype)
+    except Exception:
+        raise OnnxImportError(f"node '{name}': folded to an unsupported numpy dtype {dtype}") from None
