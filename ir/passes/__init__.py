@@ -13,10 +13,15 @@ from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
 from .fold_bn_dense import FoldBatchNormIntoDense
 from .fold_constant import FoldConstant
+from .max_min_to_clip import ConvertMaxMinToClip
+from .merge_pad_into_conv import MergePadIntoConv
+from .remove_identity_ops import RemoveIdentityOps
 from .simplify_inference import SimplifyInference
+from .split_asymmetric_stride_conv import SplitAsymmetricStrideConv
 
 PASSES: Dict[str, Pass] = {p.name: p for p in (
     FoldConstant, DeadCodeElimination, SimplifyInference, FoldBatchNormIntoConv, FoldBatchNormIntoDense,
+    RemoveIdentityOps, ConvertMaxMinToClip, SplitAsymmetricStrideConv, MergePadIntoConv,
 )}
 
 
@@ -30,4 +35,5 @@ def inference_pipeline() -> Sequential:
 
 
 __all__ = ["PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
-           "FoldBatchNormIntoDense", "inference_pipeline"]
+           "FoldBatchNormIntoDense", "inference_pipeline",
+           "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv"]

@@ -30,7 +30,8 @@ def renaming_pass(name, opt_level=0, log=None):
 
 def test_passes_are_listed_by_name():
     assert set(PASSES) == {"FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
-                           "FoldBatchNormIntoDense"}
+                           "FoldBatchNormIntoDense", "RemoveIdentityOps", "ConvertMaxMinToClip",
+                           "SplitAsymmetricStrideConv", "MergePadIntoConv"}
     for name, p in PASSES.items():
         assert p.name == name and registered_passes()[name] is p
 
