@@ -1,0 +1,218 @@
+"""Partitioner timing: a ResNet-50-shaped graph and synthetic DAGs of 1k..10k calls.
+
+Prints, per strategy, the time of ``partition`` (graph analysis, strategy, outlining; and
+separately the verification of the outlined module), and fits t ~ n^k over the synthetic
+sizes. Run: ``.venv/bin/python benchmarks/bench_partition.py [--quick]``.
+
+The builders (``resnet50``, ``synthetic_dag``, ``residual_stack``) are also used by
+tests/ir/test_partition_models.py.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+
+from tidlx.ir import Call, Function, IRModule, TensorType, Tuple as TupleExpr, TupleGetItem, Var, call, const, verify
+from tidlx.ir.partition import PartitionLimits, partition
+from tidlx.ir.traversal import calls as op_calls
+
+STRATEGIES = ("greedy", "max-offload", "min-transfer")
+
+
+# --- ResNet-50 (torchvision v1.5: stride on the 3x3 conv), batch 1, NCHW, 224x224 --------------
+
+def _conv(x, cin: int, cout: int, k: int, stride: int, name: str, relu: bool = True):
+    weight = const(np.zeros((cout, cin, k, k), "float32"))
+    y = call("nn.conv2d", x, weight, strides=(stride, stride), padding=(k // 2,) * 4, channels=cout,
+             kernel_size=(k, k), layer=name)
+    y = call("nn.bias_add", y, const(np.zeros((cout,), "float32")), layer=name)
+    return call("nn.relu", y, layer=name + ".relu") if relu else y
+
+
+def resnet50(num_classes: int = 1000) -> IRModule:
+    """A ResNet-50-shaped @main: conv + bias_add (+ relu), residual adds, pools, dense.
+    Weights are zero constants: the graph, shapes and MACs are those of ResNet-50."""
+    data = Var("input", TensorType((1, 3, 224, 224)))
+    x = _conv(data, 3, 64, 7, 2, "conv1")
+    x = call("nn.max_pool2d", x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), layer="maxpool")
+    cin = 64
+    for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
+        for b in range(blocks):
+            name = f"layer{stage}.{b}"
+            stride = 2 if b == 0 and stage > 1 else 1
+            y = _conv(x, cin, width, 1, 1, name + ".conv1")
+            y = _conv(y, width, width, 3, stride, name + ".conv2")
+            y = _conv(y, width, width * 4, 1, 1, name + ".conv3", relu=False)
+            shortcut = x if b > 0 else _conv(x, cin, width * 4, 1, stride, name + ".downsample", relu=False)
+            x = call("nn.relu", call("add", y, shortcut, layer=name + ".add"), layer=name + ".relu")
+            cin = width * 4
+    x = call("nn.global_avg_pool2d", x, layer="avgpool")
+    x = call("nn.batch_flatten", x, layer="flatten")
+    x = call("nn.dense", x, const(np.zeros((num_classes, 2048), "float32")), units=num_classes, layer="fc")
+    x = call("nn.bias_add", x, const(np.zeros((num_classes,), "float32")), layer="fc")
+    return IRModule({"main": Function([data], x)})
+
+
+# --- synthetic DAGs ------------------------------------------------------------------------------
+
+UNARY = ("nn.relu", "sigmoid", "tanh", "negative")
+
+
+def synthetic_dag(num_calls: int, seed: int = 0, window: int = 16, width: int = 8) -> IRModule:
+    """A random DAG of about ``num_calls`` calls on (1, width) tensors: unary ops, dense layers,
+    adds of two earlier values, concatenate + split (+ projections). Operands are mostly drawn
+    from the last ``window`` values (as in real networks), sometimes from anywhere earlier."""
+    rng = np.random.default_rng(seed)
+    x = Var("x", TensorType((1, width)))
+    values: List = [x]
+    users = [0]
+    weight = const(rng.standard_normal((width, width)).astype("float32") * 0.1)
+    calls = 0
+
+    def pick():
+        k = len(values)
+        if rng.random() < 0.9:
+            i = k - 1 - int(rng.integers(0, min(window, k)))
+        else:
+            i = int(rng.integers(0, k))
+        users[i] += 1
+        return values[i]
+
+    def emit(v):
+        values.append(v)
+        users.append(0)
+
+    while calls < num_calls:
+        r = rng.random()
+        if r < 0.45:
+            emit(call(UNARY[int(rng.integers(0, len(UNARY)))], pick()))
+            calls += 1
+        elif r < 0.6:
+            emit(call("nn.dense", pick(), weight))
+            calls += 1
+        elif r < 0.9:
+            emit(call("add", pick(), pick()))
+            calls += 1
+        else:
+            k = int(rng.integers(2, 4))
+            cat = call("concatenate", TupleExpr([pick() for _ in range(k)]), axis=1)
+            parts = call("split", cat, indices_or_sections=k, axis=1)
+            calls += 2
+            for i in range(k):
+                emit(TupleGetItem(parts, i))
+    sinks = [v for v, n in zip(values, users) if n == 0 and v is not x]
+    body = sinks[0] if len(sinks) == 1 else TupleExpr(sinks)
+    return IRModule({"main": Function([x], body)})
+
+
+def residual_stack(num_calls: int, channels: int = 8, size: int = 8) -> IRModule:
+    """A deep ResNet-like chain of basic blocks (conv-bias-relu-conv-bias-add-relu, 7 calls
+    each) on small tensors, about ``num_calls`` calls: the shape of real networks, scaled up."""
+    x = Var("x", TensorType((1, channels, size, size)))
+    weight = const(np.zeros((channels, channels, 3, 3), "float32"))
+    bias = const(np.zeros((channels,), "float32"))
+    y = x
+    for b in range(max(1, num_calls // 7)):
+        name = f"block{b}"
+        h = y
+        for k in range(2):
+            h = call("nn.conv2d", h, weight, padding=(1, 1, 1, 1), channels=channels, kernel_size=(3, 3),
+                     layer=f"{name}.conv{k}")
+            h = call("nn.bias_add", h, bias, layer=f"{name}.conv{k}")
+            if k == 0:
+                h = call("nn.relu", h, layer=f"{name}.relu0")
+        y = call("nn.relu", call("add", h, y, layer=f"{name}.add"), layer=f"{name}.relu1")
+    return IRModule({"main": Function([x], y)})
+
+
+def mask_oracle(fraction_supported: float, seed: int = 1) -> Callable[[Call], Optional[str]]:
+    """Supports a fixed random fraction of calls (decided per call, deterministic by seed)."""
+    rng = np.random.default_rng(seed)
+    decided = {}
+
+    def supported(c: Call) -> Optional[str]:
+        if id(c) not in decided:
+            decided[id(c)] = rng.random() < fraction_supported
+        return None if decided[id(c)] else "masked out by the benchmark"
+    return supported
+
+
+def resnet_oracle(c: Call) -> Optional[str]:
+    """TIDL-like: everything but the global pool + flatten, so the dense becomes a second subgraph."""
+    return "host op" if c.op_name in ("nn.global_avg_pool2d", "nn.batch_flatten") else None
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+def best_time(fn, repeat: int) -> Tuple[float, object]:
+    """Best CPU time of ``repeat`` runs (CPU time, not wall time: helpers share the machine)."""
+    best, out = math.inf, None
+    for _ in range(repeat):
+        t0 = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - t0)
+    return best, out
+
+
+def fit_exponent(sizes, times) -> float:
+    """Least-squares slope of log t against log n."""
+    lx, ly = np.log(np.asarray(sizes, float)), np.log(np.asarray(times, float))
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def _scaling_table(title: str, build, sizes, oracle, limits, repeat: int) -> None:
+    print(f"\n{title}")
+    print(f"{'strategy':<14}" + "".join(f"{'n=' + str(n):>10}" for n in sizes) + f"{'exponent':>10}"
+          + "   (partition CPU ms; exponent k of t ~ n^k)")
+    graphs = {}
+    for n in sizes:
+        graphs[n] = build(n)
+        graphs[n].infer_types()
+    last = {}
+    for s in STRATEGIES:
+        times = []
+        for n in sizes:
+            t, last[n] = best_time(lambda: partition(graphs[n], oracle(), strategy=s, limits=limits, check=False),
+                                   repeat)
+            times.append(t)
+        print(f"{s:<14}" + "".join(f"{t * 1e3:>10.1f}" for t in times) + f"{fit_exponent(sizes, times):>10.2f}")
+    times = [best_time(lambda: verify(last[n].module), 1)[0] for n in sizes]
+    print(f"{'(verify)':<14}" + "".join(f"{t * 1e3:>10.1f}" for t in times) + f"{fit_exponent(sizes, times):>10.2f}")
+
+
+def main(argv=None) -> int:
+    quick = "--quick" in (argv or sys.argv[1:])
+    repeat = 1 if quick else 3
+    tidl = PartitionLimits()          # TIDL defaults: 16 subgraphs, 864 nodes, 32 I/O
+    print("partition CPU time, best of %d (graph analysis + strategy + outlining; verification of the "
+          "outlined module is timed separately)" % repeat)
+
+    mod = resnet50()
+    mod.infer_types()
+    n_calls = sum(1 for _ in op_calls(mod["main"].body))
+    print(f"\nResNet-50-shaped graph: {n_calls} calls, TIDL limits")
+    print(f"{'strategy':<14}{'partition ms':>14}{'verify ms':>11}{'subgraphs':>11}{'offloaded':>11}")
+    for s in STRATEGIES:
+        t, res = best_time(lambda: partition(mod, resnet_oracle, strategy=s, limits=tidl, check=False), repeat)
+        tv, _ = best_time(lambda: verify(res.module), 1)
+        share = res.offloaded_macs / max(res.total_macs, 1)
+        print(f"{s:<14}{t * 1e3:>14.1f}{tv * 1e3:>11.1f}{res.num_subgraphs:>11}{share:>10.1%}")
+
+    sizes = (1000, 2000, 5000) if quick else (1000, 2000, 5000, 10000)
+    _scaling_table("random DAGs (10% of operands from anywhere earlier), 85% of calls supported, TIDL limits",
+                   lambda n: synthetic_dag(n, seed=n), sizes, lambda: mask_oracle(0.85), tidl, repeat)
+    _scaling_table("residual stacks (conv/bias/relu/add blocks), 95% of calls supported, TIDL limits",
+                   residual_stack, sizes, lambda: mask_oracle(0.95), tidl, repeat)
+    _scaling_table("random DAGs, 60% supported, no limits (greedy = plain MergeCompilerRegions)",
+                   lambda n: synthetic_dag(n, seed=n), sizes, lambda: mask_oracle(0.6),
+                   PartitionLimits(None, None, None), repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Outlining: each region becomes a global function called from the rebuilt ``@main``.
+
+Region N becomes ``@<prefix>N`` with attributes ``Compiler``, ``Primitive=1``, ``Inline=1``
+and ``global_symbol``, parameters ``<compiler>_N_i<k>`` (one per input tensor, tuples
+flattened) and a body returning its one output tensor or a Tuple of them; ``@main`` calls it
+and projects ``.k`` for each output. Calls keep their attributes and layer names; constants
+are embedded in the subgraph that uses them; tuples and projections are rebuilt in whichever
+function reads them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+from typing import Callable, Dict, List, Optional, Sequence, Tuple as PyTuple
+
+from ..expr import Call, Expr, Function, Tuple, TupleGetItem, Var
+from ..module import IRModule
+from ..types import TupleType, Type
+from .graph import PartitionError, PartitionGraph, Ref, peel, type_at
+
+
+def _assemble(ty: Type, key, path: PyTuple[int, ...], leaf: Callable[[Ref], Expr]) -> Expr:
+    """The value at ``(key, path)`` built from its leaf tensors: the leaf itself, or nested Tuples."""
+    if not isinstance(ty, TupleType):
+        return leaf((key, path))
+    # Iterative post-order over the tuple type: children first, then the Tuple.
+    built: Dict[PyTuple[int, ...], Expr] = {}
+    stack = [(path, ty, False)]
+    while stack:
+        p, t, ready = stack.pop()
+        if not isinstance(t, TupleType):
+            built[p] = leaf((key, p))
+        elif ready:
+            built[p] = Tuple([built[p + (i,)] for i in range(len(t.fields))])
+        else:
+            stack.append((p, t, True))
+            for i, f in enumerate(t.fields):
+                stack.append((p + (i,), f, False))
+    return built[path]
+
+
+class _Context:
+    """One function being built (``@main`` or a subgraph): rebuilt nodes by original id, and
+    ``external(base, path)`` giving the expression of a value produced elsewhere (or None)."""
+
+    def __init__(self, external: Callable[[Expr, PyTuple[int, ...]], Optional[Expr]]):
+        self.memo: Dict[int, Expr] = {}
+        self.projections: Dict[PyTuple[object, PyTuple[int, ...]], Expr] = {}
+        self.external = external
+
+    def project(self, key, base: Expr, path: PyTuple[int, ...]) -> Expr:
+        """``base.path`` built once per function (shared by readers and outputs)."""
+        expr = base
+        for depth in range(1, len(path) + 1):
+            k = (key, path[:depth])
+            nxt = self.projections.get(k)
+            if nxt is None:
+                nxt = self.projections[k] = TupleGetItem(expr, path[depth - 1])
+            expr = nxt
+        return expr
+
+    def translate(self, root: Expr) -> Expr:
+        memo = self.memo
+        stack = [(root, False)]
+        while stack:
+            x, ready = stack.pop()
+            if id(x) in memo:
+                continue
+            if isinstance(x, TupleGetItem):
+                base, path = peel(x)
+                if isinstance(base, (Call, Var)):
+                    ext = self.external(base, path)
+                    if ext is not None:
+                        memo[id(x)] = ext
+                        continue
+                    if id(base) in memo and not isinstance(memo[id(base)], Tuple):
+                        memo[id(x)] = self.project(id(base), memo[id(base)], path)
+                        continue
+                if not ready:
+                    stack.append((x, True))
+                    stack.append((x.tuple_value, False))
+                    continue
+                inner = memo[id(x.tuple_value)]
+                memo[id(x)] = x if inner is x.tuple_value else TupleGetItem(inner, x.index)
+            elif isinstance(x, Tuple):
+                if not ready:
+                    stack.append((x, True))
+                    stack.extend((f, False) for f in reversed(x.fields))
+                    continue
+                fields = [memo[id(f)] for f in x.fields]
+                same = all(map(operator.is_, fields, x.fields))
+                memo[id(x)] = x if same else Tuple(fields)
+            elif isinstance(x, (Call, Var)):
+                ext = self.external(x, ())
+                if ext is None:
+                    raise PartitionError(f"internal error: {type(x).__name__} used before it was built "
+                                         f"while outlining")
+                memo[id(x)] = ext
+            else:
+                memo[id(x)] = x  # constants, globals, ops: shared as they are
+        return memo[id(root)]
+
+
+def unit_order(graph: PartitionGraph, region_of: Sequence[int]) -> List[PyTuple[str, int]]:
+    """Host calls and regions in a topological order (Kahn; ties by first call, so it is
+    deterministic): ``("host", call)`` or ``("region", number)``. Raises if the regions make
+    the graph cyclic, which no strategy may do."""
+    def unit(c: int):
+        r = region_of[c]
+        return ("region", r) if r >= 0 else ("host", c)
+
+    first: Dict[PyTuple[str, int], int] = {}
+    succ: Dict[PyTuple[str, int], set] = {}
+    indegree: Dict[PyTuple[str, int], int] = {}
+    for c in range(len(graph.calls)):
+        u = unit(c)
+        if u not in first:
+            first[u] = c
+            succ[u] = set()
+            indegree[u] = 0
+    for c in range(len(graph.calls)):
+        u = unit(c)
+        for d in graph.deps[c]:
+            du = unit(d)
+            if du != u and u not in succ[du]:
+                succ[du].add(u)
+                indegree[u] += 1
+    ready = [(first[u], u) for u, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        order.append(u)
+        for s in succ[u]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                heapq.heappush(ready, (first[s], s))
+    if len(order) != len(indegree):
+        raise PartitionError("internal error: the regions make the graph cyclic")
+    return order
+
+
+def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequence[str], compiler: str,
+            region_io: Sequence[PyTuple[List[Ref], List[Ref]]]) -> IRModule:
+    """The partitioned module: ``regions[k]`` becomes ``@names[k]`` with parameters
+    ``<compiler>_k_i<j>`` for the inputs ``region_io[k][0]`` and results ``region_io[k][1]``."""
+    func = graph.func
+    calls = graph.calls
+    region_of = [-1] * len(calls)
+    for k, region in enumerate(regions):
+        for c in region:
+            region_of[c] = k
+    host_values: Dict[Ref, Expr] = {}   # region outputs as @main sees them
+
+    def host_external(base: Expr, path: PyTuple[int, ...]) -> Optional[Expr]:
+        if isinstance(base, Call) and region_of[graph.index[id(base)]] >= 0:
+            key = graph.index[id(base)]
+            return _assemble(type_at(base.checked_type, path), key, path, host_values.__getitem__)
+        return None
+
+    host = _Context(host_external)
+    for p in func.params:
+        host.memo[id(p)] = p
+
+    def host_leaf(ref: Ref) -> Expr:
+        """An input tensor of a subgraph as @main has it."""
+        if ref in host_values:
+            return host_values[ref]
+        producer, path = ref
+        base = producer if isinstance(producer, Var) else calls[producer]
+        built = host.memo[id(base)]
+        return host.project(id(base), built, path) if path else built
+
+    module = graph.module.copy()   # other functions and their GlobalVars stay as they are
+    entry_name = next(name for name, fn in graph.module.items() if fn is func)
+    new_functions: Dict[str, Function] = {}
+    for kind, u in unit_order(graph, region_of):
+        if kind == "host":
+            call = calls[u]
+            op = call.op
+            args = [host.translate(a) for a in call.args]
+            same = all(map(operator.is_, args, call.args))
+            host.memo[id(call)] = call if same else Call(op, args, call.attrs, call.layer)
+            continue
+        name = names[u]
+        inputs, outputs = region_io[u]
+        params: Dict[Ref, Var] = {}
+        for k, ref in enumerate(inputs):
+            params[ref] = Var(f"{compiler}_{u}_i{k}", graph.ref_type[ref])
+        members = set(regions[u])
+
+        def region_external(base: Expr, path: PyTuple[int, ...], members=members, params=params):
+            if isinstance(base, Var):
+                return _assemble(type_at(base.checked_type, path), base, path, params.__getitem__)
+            c = graph.index[id(base)]
+            if c in members:
+                return None
+            return _assemble(type_at(base.checked_type, path), c, path, params.__getitem__)
+
+        ctx = _Context(region_external)
+        for c in regions[u]:
+            call = calls[c]
+            ctx.memo[id(call)] = Call(call.op, [ctx.translate(a) for a in call.args], call.attrs, call.layer)
+        results = []
+        for producer, path in outputs:
+            base = calls[producer]
+            built = ctx.memo[id(base)]
+            results.append(ctx.project(id(base), built, path) if path else built)
+        body = results[0] if len(results) == 1 else Tuple(results)
+        out_types = [graph.ref_type[r] for r in outputs]
+        ret_type = out_types[0] if len(out_types) == 1 else TupleType(tuple(out_types))
+        fn = Function([params[r] for r in inputs], body, ret_type,
+                      {"Compiler": compiler, "Primitive": 1, "Inline": 1, "global_symbol": name})
+        new_functions[name] = fn
+        gv = module.get_global_var(name)
+        site = Call(gv, [host_leaf(r) for r in inputs])
+        if len(outputs) == 1:
+            host_values[outputs[0]] = site
+        else:
+            for k, ref in enumerate(outputs):
+                host_values[ref] = TupleGetItem(site, k)
+    body = host.translate(func.body)
+    module[entry_name] = Function(func.params, body, func.ret_type, func.attrs)
+    for name in names:
+        module[name] = new_functions[name]
+    return module
+
+
+__all__ = ["outline", "unit_order"]
