@@ -1,16 +1,16 @@
 """tidlx: will my model export to TIDL, into how many subgraphs, and are the numbers right?
 
-Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``IRModule.astext``,
+Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``partition``, ``IRModule.astext``,
 ``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``.
 """
 
 from __future__ import annotations
 
 from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
-from .api import emulate, load, parse_relay  # noqa: F401
+from .api import emulate, load, parse_relay, partition  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "structural_equal"]
+__all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "partition", "structural_equal"]
 
 
 def __getattr__(name):

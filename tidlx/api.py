@@ -49,3 +49,19 @@ def emulate(mod: IRModule, inputs: Mapping[str, "object"]) -> list:
     from .emulator import run
 
     return run(mod, dict(inputs))
+
+
+def partition(mod: IRModule, options=None, strategy: str = "greedy"):
+    """Partitions a model for TIDL as TI's TVM flow does; returns ``(IRModule, PartitionReport)``.
+
+    ``options``: TI's compile options as a dict (``{"deny_list": "nn.batch_norm",
+    "max_num_subgraphs": 8}``), a ``TidlOptions`` or ``key=value`` strings; tidlx's own
+    ``disabled_passes`` skips graph preparation passes by name (as does a ``PassContext``
+    with ``disabled_passes`` in effect). ``strategy``: ``greedy`` (TVM's), ``max-offload`` or
+    ``min-transfer``. The module holds ``@main`` and the ``Compiler="tidl"`` subgraphs; the
+    report says what runs where and why (``print(report)``, ``report.to_json()``,
+    ``report.svg()``).
+    """
+    from .backends.tidl.flow import partition_for_tidl
+
+    return partition_for_tidl(mod, options, strategy)

@@ -1,4 +1,4 @@
-"""The ``tidlx`` command line: show, run, demo."""
+"""The ``tidlx`` command line: show, run, partition, demo."""
 
 from __future__ import annotations
 
@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--tiny", action="store_true", help="the small variant (fast)")
     demo.add_argument("--out", default="out", help="folder for the written model files")
     demo.set_defaults(func=cmd_demo)
+
+    from .partition_cli import add_partition_parser
+
+    add_partition_parser(sub)
     return parser
 
 

@@ -1,6 +1,7 @@
 """The TIDL backend: support rules, composite layers, TI's compile options and the host reasons.
 
     from tidlx.backends.tidl import TidlOptions, RuleContext, explain, find_composites
+    from tidlx.backends.tidl import run_flow, compare_strategies, PartitionReport
 """
 
 from .composites import Composite, find_composites
@@ -8,7 +9,10 @@ from .context import RuleContext
 from .explain import HOST_REASON_KINDS, HostReason, explain, explain_function
 from .options import BATCH_ENV_VAR, BatchLimit, OptionError, TidlOptions
 from .rules import RULES, check_call, layer_type
+from .flow import PREP_PASSES, compare_strategies, partition_for_tidl, run_flow
+from .report import PartitionReport, StrategyComparison
 
 __all__ = ["TidlOptions", "OptionError", "BatchLimit", "BATCH_ENV_VAR", "RuleContext", "RULES", "check_call",
            "layer_type", "Composite", "find_composites", "HostReason", "HOST_REASON_KINDS", "explain",
-           "explain_function"]
+           "explain_function", "PREP_PASSES", "compare_strategies", "partition_for_tidl", "run_flow",
+           "PartitionReport", "StrategyComparison"]

@@ -17,7 +17,7 @@ from ....ir.expr import Call
 from ....ir.op import Op
 from . import conv, elemwise, norm, pool, shape  # noqa: F401  (registers every family)
 from ._base import RULE_INFO, RULES, RuleInfo, axis_name, is_channelwise, where
-from .generic import MAX_RANK, batch_reason, op_reason, output_batch, type_reason
+from .generic import MAX_RANK, batch_reason, op_reason, call_batch, type_reason
 
 
 def check_call(call: Call, ctx, *, absorbed: bool = False) -> Optional[str]:
@@ -46,4 +46,4 @@ def supported_ops() -> list:
 
 
 __all__ = ["RULES", "RULE_INFO", "RuleInfo", "check_call", "layer_type", "supported_ops", "batch_reason",
-           "output_batch", "type_reason", "op_reason", "where", "axis_name", "is_channelwise", "MAX_RANK"]
+           "call_batch", "type_reason", "op_reason", "where", "axis_name", "is_channelwise", "MAX_RANK"]

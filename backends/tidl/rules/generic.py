@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ....ir.expr import Call
+from ....ir.expr import Call, Constant
 from ....ir.op import Op
 from ._base import RULE_INFO, RULES, fmt_shape, tensor_types, where
 
@@ -58,10 +58,15 @@ def type_reason(call: Call) -> Optional[str]:
     return None
 
 
-def output_batch(call: Call) -> int:
-    """The batch of a call's result: axis 0 of its tensors of rank >= 2 (largest over tuple fields)."""
+def call_batch(call: Call) -> int:
+    """The batch a call works on: axis 0 of its result and of its non-constant inputs (rank >= 2),
+    the largest. Inputs count too: a reshape of N x ... to 1 x N x ... still handles N frames."""
     batch = 1
-    for t in tensor_types(call.checked_type):
+    types = list(tensor_types(call.checked_type))
+    for arg in call.args:
+        if not isinstance(arg, Constant):
+            types.extend(tensor_types(arg.checked_type))
+    for t in types:
         if t.ndim >= 2:
             batch = max(batch, t.shape[0])
     return batch
@@ -72,7 +77,7 @@ def batch_reason(call: Call, limit) -> Optional[str]:
     BatchLimit (options.batch_limit())."""
     from ..options import BATCH_ENV_VAR
 
-    batch = output_batch(call)
+    batch = call_batch(call)
     if batch <= limit.value:
         return None
     if limit.source == "option":

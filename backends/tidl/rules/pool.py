@@ -27,7 +27,9 @@ def pool2d(call, ctx):
     sh, sw = pair(attrs.strides)
     if kh != kw or kh not in POOL_SIZES:
         return f"pool size {kh}x{kw} is not supported (pools: 1x1, 2x2 or 3x3 with stride 1 or 2)"
-    if sh != sw or sh not in POOL_STRIDES:
+    # A 1x1 pool with strides [1, 2] only decimates: TI's own preparation turns a conv with stride
+    # [1, 2] into a stride-1 conv plus such a pool, so TIDL takes unequal strides there.
+    if sh not in POOL_STRIDES or sw not in POOL_STRIDES or (sh != sw and kh != 1):
         return f"stride {sh}x{sw} is not supported (pools: 1x1, 2x2 or 3x3 with stride 1 or 2)"
     if pair(attrs.dilation) != (1, 1):
         dh, dw = pair(attrs.dilation)

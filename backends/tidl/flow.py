@@ -1,0 +1,541 @@
+"""TI's TVM compile flow up to partitioning: options, graph preparation, composites, the
+support oracle and the partitioner.
+
+    flow = run_flow(mod, {"deny_list": "nn.batch_norm"}, strategy="greedy")
+    flow.partition.module        # @main + @tidl_0, ... (Compiler="tidl")
+    flow.prepared                # the module after graph preparation (what was partitioned)
+
+    rows = compare_strategies(mod, options)   # every registered strategy on the same analysis
+
+Steps, in TI's order:
+
+1. Options: a dict of TI names, a ``TidlOptions``, or ``key=value`` strings (the CLI's ``-o``);
+   unknown names are errors naming the closest valid name. ``validate_for_model`` runs with the
+   model's batch (dim 0 of @main's first input of rank >= 2).
+2. Graph preparation (``PREP_PASSES``), each pass named and disable-able: FoldConstant,
+   RemoveIdentityOps, ConvertMaxMinToClip, SplitAsymmetricStrideConv, MergePadIntoConv and
+   the BN + dense merge FoldBatchNormIntoDense. Disable passes with tidlx's own option
+   ``disabled_passes`` (``{"disabled_passes": "FoldBatchNormIntoDense"}``, or ``-o
+   disabled_passes=A,B``) or with a ``PassContext(disabled_passes=[...])`` in effect.
+   The BN + dense merge respects the user's lists: a batch norm or dense that ``deny_list``,
+   ``deny_list:layer_type``, ``deny_list:layer_name`` or ``allow_list:layer_name`` keeps off
+   TIDL is not merged (otherwise the merge would hide the denied layer, and denying it is how
+   TI's users kept the merge from breaking their import).
+3. Composites (conv + BN + ReLU, ...), which TIDL runs as one layer. A composite member the
+   user's lists keep off TIDL is taken out of its composite first and the rest regrouped (a
+   denied conv leaves its BN + ReLU as a BatchNorm layer), so those lists move exactly the
+   layers they name. Members failing a support rule or the batch limit still take their whole
+   composite to the host (``explain``'s rule).
+4. The support oracle: ``explain`` per call (lists, rules, batch limit).
+5. ``tidlx.ir.partition.partition`` with the composites as groups and the limits
+   ``max_num_subgraphs``, ``max_num_subgraph_nodes`` and ``max_subgraph_io``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ...ir.errors import TidlxError, TidlxWarning, closest
+from ...ir.expr import Call, Function
+from ...ir.module import IRModule
+from ...ir.op import Op
+from ...ir.partition import PartitionLimits, PartitionResult, list_strategies, partition
+from ...ir.partition.strategies import get_strategy
+from ...ir.rewrite import RewriteTable, is_external
+from ...ir.traversal import post_order
+from ...ir.transform import Pass, PassContext
+from ...ir.types import TensorType
+from .composites import Composite, composite_specs, find_composites
+from .context import RuleContext
+from .explain import HostReason, explain_function
+from .options import OPTIONS, BatchLimit, OptionError, TidlOptions
+
+#: tidlx's own option (not TI's): preparation passes to skip, by name.
+DISABLED_PASSES_OPTION = "disabled_passes"
+
+#: TI's graph preparation, in TI's order.
+PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv",
+               "MergePadIntoConv", "FoldBatchNormIntoDense")
+
+#: What each preparation pass does to a layer it removes or rewrites (for the report).
+PASS_EFFECTS = {
+    "FoldConstant": "computed at compile time (all its inputs are constants)",
+    "RemoveIdentityOps": "an identity op (returns its input unchanged), dropped",
+    "ConvertMaxMinToClip": "max/min with a constant, turned into a clip",
+    "SplitAsymmetricStrideConv": "conv with unequal strides, split into conv + 1x1 max pool",
+    "MergePadIntoConv": "explicit pad, merged into the padding of the conv/pool reading it",
+    "FoldBatchNormIntoDense": "batch norm merged into a neighbouring dense (the BN + GEMM merge)",
+}
+
+
+# -- options ------------------------------------------------------------------------------------
+
+OptionsLike = Union[None, TidlOptions, Mapping[str, object], Sequence[str], str]
+
+
+def _unknown(name: str) -> OptionError:
+    from .options import suggest_option
+
+    hint = list(suggest_option(name))
+    if closest(name.strip(), [DISABLED_PASSES_OPTION], n=1):
+        hint.insert(0, DISABLED_PASSES_OPTION)
+    extra = f"; did you mean {' or '.join(repr(h) for h in hint[:3])}?" if hint else \
+        f"; valid options: {', '.join(list(OPTIONS) + [DISABLED_PASSES_OPTION])}"
+    return OptionError(f"unknown TIDL option '{name}'{extra}")
+
+
+def _pass_names(value) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
+        items = [part for v in value for part in v.split(",")]
+    else:
+        raise OptionError(f"option {DISABLED_PASSES_OPTION}={value!r} is not allowed: it must be a comma-separated "
+                          f"list of pass names ({', '.join(PREP_PASSES)})")
+    names: List[str] = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item not in PREP_PASSES:
+            hint = closest(item, PREP_PASSES)
+            extra = f"; did you mean {', '.join(hint)}?" if hint else ""
+            raise OptionError(f"option {DISABLED_PASSES_OPTION}: '{item}' is not a graph preparation pass{extra} "
+                              f"(the passes: {', '.join(PREP_PASSES)})")
+        if item not in names:
+            names.append(item)
+    return tuple(names)
+
+
+def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str, ...]]:
+    """``(TidlOptions, disabled preparation passes)`` from what users pass: None, a
+    TidlOptions, a dict of TI option names (plus ``disabled_passes``), or ``key=value``
+    strings. Unknown names raise OptionError naming the closest valid name."""
+    if options is None:
+        return TidlOptions(), ()
+    if isinstance(options, TidlOptions):
+        return options, ()
+    if isinstance(options, str):
+        options = [options]
+    if isinstance(options, Mapping):
+        values = dict(options)
+        for key in values:
+            if not isinstance(key, str):
+                raise OptionError(f"TIDL option names must be strings, got {key!r}")
+    elif isinstance(options, (list, tuple)):
+        values = {}
+        for item in options:
+            if not isinstance(item, str) or "=" not in item:
+                raise OptionError(f"TIDL option {item!r} must be written key=value (e.g. tensor_bits=16)")
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if not key:
+                raise OptionError(f"TIDL option {item!r} has no name before '='")
+            if key in values:
+                raise OptionError(f"TIDL option '{key}' is given twice ({key}={values[key]} and {key}={value})")
+            values[key] = value
+    else:
+        raise OptionError(f"TIDL options must be a dict of option names to values, a TidlOptions or a list of "
+                          f"'key=value' strings, got {type(options).__name__}")
+    disabled: Tuple[str, ...] = ()
+    ti_values = {}
+    for key, value in values.items():
+        name = key.strip()
+        if name == DISABLED_PASSES_OPTION:
+            disabled = _pass_names(value)
+        elif name in OPTIONS:
+            ti_values[name] = value
+        else:
+            raise _unknown(key)
+    return TidlOptions.from_dict(ti_values), disabled
+
+
+def model_batch(mod: IRModule) -> int:
+    """The model's batch: dim 0 of @main's first parameter of rank >= 2 (1 if none)."""
+    for p in mod["main"].params:
+        t = p.type_annotation if p.type_annotation is not None else p.checked_type
+        if isinstance(t, TensorType) and t.ndim >= 2:
+            return int(t.shape[0])
+    return 1
+
+
+# -- the user's lists, per call ------------------------------------------------------------------
+
+def list_denial(call: Call, options: TidlOptions, layer_types: Mapping[str, str]) -> Optional[str]:
+    """Which of the user's lists keeps ``call`` off TIDL (the option name), or None."""
+    if call.op_name in options.deny_list:
+        return "deny_list"
+    if options.deny_layer_types and call.layer is not None \
+            and layer_types.get(call.layer) in options.deny_layer_types:
+        return "deny_list:layer_type"
+    if call.layer is not None and call.layer in options.deny_layer_names:
+        return "deny_list:layer_name"
+    if options.allow_layer_names and (call.layer is None or call.layer not in options.allow_layer_names):
+        return "allow_list:layer_name"
+    return None
+
+
+def _has_lists(options: TidlOptions) -> bool:
+    return bool(options.deny_list or options.deny_layer_types or options.deny_layer_names
+                or options.allow_layer_names)
+
+
+# -- graph preparation ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Transformation:
+    """A layer a preparation pass removed or rewrote: ``change`` is "removed" or "rewritten";
+    ``ops_before``/``ops_after`` the layer's Relay ops; ``into`` the layer it merged into."""
+
+    pass_name: str
+    layer: str
+    layer_type: Optional[str]
+    change: str
+    ops_before: Tuple[str, ...]
+    ops_after: Tuple[str, ...]
+    into: Optional[str]
+    message: str
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    name: str
+    status: str  # "ran" or "disabled"
+    changes: int
+
+
+class _GuardedBnDenseMerge(Pass):
+    """FoldBatchNormIntoDense that leaves alone the BNs and denses the user's lists keep off
+    TIDL, and records which dense each BN merged into. Named like the registered pass, so
+    disabling "FoldBatchNormIntoDense" disables it; it is not registered itself."""
+
+    name = "FoldBatchNormIntoDense"
+    opt_level = 2
+
+    def __init__(self, options: TidlOptions, layer_types: Mapping[str, str]):
+        from ...ir.passes.fold_bn_dense import FOLD_BN_INTO_DENSE
+
+        self.merged_into: Dict[str, str] = {}
+        self._options, self._layer_types = options, layer_types
+        self._table = RewriteTable([(r.name, r.pattern, self._guard(r.fn)) for r in FOLD_BN_INTO_DENSE.rules],
+                                   name="FoldBatchNormIntoDense")
+
+    def _guard(self, fold):
+        def guarded(m):
+            bn = m.get("bn") if m.get("bn") is not None else m.get("mul")
+            dense = m.get("producer") if m.get("producer") is not None else m.get("consumer")
+            if _has_lists(self._options):
+                for node in (bn, m.get("affine"), dense, m.get("bias_op")):
+                    if isinstance(node, Call) and list_denial(node, self._options, self._layer_types):
+                        return None
+            out = fold(m)
+            if out is not None and isinstance(bn, Call) and bn.layer and isinstance(dense, Call) and dense.layer:
+                if bn.layer != dense.layer:
+                    self.merged_into[bn.layer] = dense.layer
+            return out
+        return guarded
+
+    def transform(self, mod, ctx):
+        return self._table.rewrite(mod)
+
+
+def _layer_ops(fn: Function) -> Dict[str, Tuple[str, ...]]:
+    """Layer name -> its op calls' names, in post order (layers in order of first call)."""
+    out: Dict[str, List[str]] = {}
+    for node in post_order(fn.body, enter_functions=False):
+        if isinstance(node, Call) and isinstance(node.op, Op) and node.layer:
+            out.setdefault(node.layer, []).append(node.op.name)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str]) -> List[Pass]:
+    from ...ir.passes import PASSES
+
+    return [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
+
+
+def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = ()) \
+        -> Tuple[IRModule, List[PassRecord], List[Transformation]]:
+    """Runs TI's graph preparation on ``mod``; returns the prepared module, what each pass did
+    and the layers it removed or rewrote. Passes in ``disabled_passes`` or disabled by the
+    PassContext in effect are skipped."""
+    current = PassContext.current()
+    disabled = set(disabled_passes) | set(current.disabled_passes)
+    ctx = PassContext(opt_level=current.opt_level, config=dict(current.config), disabled_passes=sorted(disabled),
+                      required_passes=sorted(set(current.required_passes) - disabled))
+    mod = mod.copy()
+    layer_types = dict(mod.layer_types)
+    records: List[PassRecord] = []
+    changes: List[Transformation] = []
+    before = _layer_ops(mod["main"])
+    for p in _prep_passes(options, layer_types):
+        if ctx.is_disabled(p.name):
+            records.append(PassRecord(p.name, "disabled", 0))
+            continue
+        old_main = mod["main"]
+        mod = p.run(mod, ctx)
+        if mod["main"] is old_main:  # nothing fired
+            records.append(PassRecord(p.name, "ran", 0))
+            continue
+        after = _layer_ops(mod["main"])
+        merged = getattr(p, "merged_into", {})
+        found = _diff_layers(p.name, before, after, layer_types, merged)
+        changes += found
+        records.append(PassRecord(p.name, "ran", len(found)))
+        before = after
+    mod.layer_types = layer_types
+    if not mod["main"].has_type:
+        mod.infer_types()
+    return mod, records, changes
+
+
+def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str, str]) -> List[Transformation]:
+    out = []
+    for layer, ops in before.items():
+        now = after.get(layer)
+        if now == ops:
+            continue
+        kind = layer_types.get(layer)
+        if now is None:
+            into = merged.get(layer)
+            if into is not None:
+                message = (f"{'+'.join(ops)} '{layer}' merged into nn.dense '{into}' by {pass_name} "
+                           f"(TIDL then runs it as part of that InnerProduct layer)")
+            else:
+                message = f"{'+'.join(ops)} '{layer}': {PASS_EFFECTS[pass_name]} by {pass_name}"
+            out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message))
+        else:
+            message = f"'{layer}': {'+'.join(ops)} -> {'+'.join(now)} by {pass_name} ({PASS_EFFECTS[pass_name]})"
+            out.append(Transformation(pass_name, layer, kind, "rewritten", ops, now, None, message))
+    return out
+
+
+# -- composites that respect the user's lists ----------------------------------------------------
+
+def composites_for(fn: Function, options: TidlOptions, layer_types: Mapping[str, str]) -> List[Composite]:
+    """The composite groups of ``fn``; members the user's lists keep off TIDL are not grouped
+    (the other members are regrouped around them, e.g. BN + ReLU after a denied conv)."""
+    groups = find_composites(fn)
+    if not _has_lists(options):
+        return groups
+    denied = {id(c) for g in groups for c in g.calls if list_denial(c, options, layer_types)}
+    if not denied:
+        return groups
+    return _find_composites_excluding(fn, denied)
+
+
+def _find_composites_excluding(fn: Function, excluded_ids) -> List[Composite]:
+    # find_composites' search with the excluded calls pre-claimed, so no group may hold them.
+    from ...ir.traversal import users
+    from .composites import _node_key, _try  # the search of find_composites, one step at a time
+
+    order = post_order(fn.body, enter_functions=False)
+    position = {node: i for i, node in enumerate(order)}
+    node_users = users(fn.body)
+    blocker = object()
+    claimed: Dict[object, object] = {node: blocker for node in order if id(node) in excluded_ids}
+    keyed = [(spec, spec.pattern.dispatch_keys()) for spec in composite_specs()]
+    groups: List[Composite] = []
+    from ...ir.expr import TupleGetItem
+    from ...ir.pattern import ANY_CALL
+
+    for node in reversed(order):
+        if node in claimed or not isinstance(node, (Call, TupleGetItem)):
+            continue
+        key = _node_key(node)
+        for spec, keys in keyed:
+            if not (keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)):
+                continue
+            group = _try(spec, node, node_users, claimed, position)
+            if group is not None:
+                for member in group.members:
+                    claimed[member] = group
+                groups.append(group)
+                break
+    groups.sort(key=lambda g: position[g.root])
+    return groups
+
+
+# -- the flow -----------------------------------------------------------------------------------
+
+@dataclass
+class Analysis:
+    """The prepared module and what TIDL would do with each call: ``reasons`` (calls kept on
+    the host by the oracle), ``groups`` (composites), ``ctx`` (the rule context)."""
+
+    prepared: IRModule
+    options: TidlOptions
+    disabled_passes: Tuple[str, ...]
+    passes: List[PassRecord]
+    transformations: List[Transformation]
+    ctx: RuleContext
+    groups: List[Composite]
+    reasons: Dict[Call, HostReason]
+    batch: int
+    batch_limit: BatchLimit
+    timings: Dict[str, float] = field(default_factory=dict)
+
+    def oracle(self, call: Call) -> Optional[str]:
+        reason = self.reasons.get(call)
+        return None if reason is None else reason.message
+
+    def limits(self) -> PartitionLimits:
+        o = self.options
+        return PartitionLimits(max_num_subgraphs=o.max_num_subgraphs,
+                               max_num_subgraph_nodes=o.max_num_subgraph_nodes,
+                               max_subgraph_io=o.max_subgraph_io)
+
+
+@dataclass
+class FlowResult:
+    analysis: Analysis
+    partition: PartitionResult
+    strategy: str
+    timings: Dict[str, float]
+
+    @property
+    def prepared(self) -> IRModule:
+        return self.analysis.prepared
+
+
+def _check_module(mod) -> IRModule:
+    if not isinstance(mod, IRModule):
+        raise TidlxError(f"partition takes an IRModule (tidlx.load(path) gives one), got {type(mod).__name__}")
+    if "main" not in mod:
+        raise TidlxError("the module has no @main function to partition")
+    external = [name for name, fn in mod.items() if is_external(fn)]
+    if external:
+        raise TidlxError(f"the module is already partitioned (it has @{external[0]} with "
+                         f"Compiler={mod[external[0]].attrs.get('Compiler', '?')!r}); partition the original model")
+    return mod
+
+
+_NAME_WARNINGS = (r"option \S+ names \d+ layer\(s\) not in the model",
+                  r"option deny_list:layer_type names ONNX op types the model does not use",
+                  r"option deny_list:layer_type is set but the model records no ONNX op types")
+
+
+def _check_names_against(mod: IRModule, options: TidlOptions) -> None:
+    """Warns about list entries naming no layer (or layer type) of the model as given."""
+    layers = list(_layer_ops(mod["main"]))
+    options.check_layer_names(layers)
+    if options.deny_layer_types:
+        if not mod.layer_types:
+            warnings.warn("option deny_list:layer_type is set but the model records no ONNX op types (it was not "
+                          "imported from ONNX): it denies nothing", TidlxWarning, stacklevel=4)
+        else:
+            options.check_layer_types(set(mod.layer_types.values()))
+
+
+def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
+    """Steps 1-4 of the flow: options, preparation, composites, the support oracle."""
+    t0 = time.perf_counter()
+    opts, disabled = resolve_options(options)
+    mod = _check_module(mod)
+    if not mod["main"].has_type:
+        mod.infer_types()
+    batch = model_batch(mod)
+    opts.validate_for_model(batch)
+    batch_limit = opts.batch_limit()  # a bad TIDL_RELAY_MAX_BATCH_SIZE is an error before any work
+    _check_names_against(mod, opts)
+    t1 = time.perf_counter()
+    prepared, records, changes = prepare(mod, opts, disabled)
+    t2 = time.perf_counter()
+    layer_types = dict(prepared.layer_types)
+    ctx = RuleContext.for_function(prepared["main"], layer_types, find_groups=False)
+    groups = composites_for(prepared["main"], opts, layer_types)
+    for group in groups:
+        for member in group.members:
+            ctx.composites[member] = group
+    with warnings.catch_warnings():
+        # explain_function checks the lists against the prepared module, where layers merged
+        # away by preparation are missing; they were checked against the model above.
+        for pattern in _NAME_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern, category=TidlxWarning)
+        reasons = explain_function(prepared, opts, ctx=ctx)
+    t3 = time.perf_counter()
+    return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,
+                    {"options": t1 - t0, "prepare": t2 - t1, "explain": t3 - t2})
+
+
+def partition_analysis(analysis: Analysis, strategy: str = "greedy") -> PartitionResult:
+    """Step 5: the partitioner on an analysed module."""
+    return partition(analysis.prepared, analysis.oracle, groups=[g.calls for g in analysis.groups],
+                     strategy=strategy, limits=analysis.limits(), compiler="tidl")
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pauses Python's cyclic GC during the flow: it allocates many small acyclic objects and
+    each collection walks the whole heap (the partitioner pauses it for the same reason)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def run_flow(mod: IRModule, options: OptionsLike = None, strategy: str = "greedy") -> FlowResult:
+    """The whole flow: options, preparation, composites, support oracle, partitioning."""
+    get_strategy(strategy)  # an unknown strategy is an error before any work
+    with _gc_paused():
+        analysis = analyse(mod, options)
+        t0 = time.perf_counter()
+        result = partition_analysis(analysis, strategy)
+    timings = dict(analysis.timings, partition=time.perf_counter() - t0)
+    return FlowResult(analysis, result, strategy, timings)
+
+
+def partition_for_tidl(mod: IRModule, options: OptionsLike = None, strategy: str = "greedy",
+                       model_name: Optional[str] = None):
+    """``(partitioned IRModule, PartitionReport)``: what ``tidlx.partition`` returns."""
+    from .report import PartitionReport
+
+    flow = run_flow(mod, options, strategy)
+    t0 = time.perf_counter()
+    report = PartitionReport.from_flow(flow, model_name=model_name)
+    report.timings["report"] = time.perf_counter() - t0
+    return flow.partition.module, report
+
+
+def compare_strategies(mod: IRModule, options: OptionsLike = None, strategies: Optional[Sequence[str]] = None,
+                       model_name: Optional[str] = None):
+    """Every strategy (default: all registered) on the same prepared and analysed model;
+    returns a ``StrategyComparison`` (rows: strategy, subgraphs, % MACs on TIDL, boundary
+    bytes, host ops; ``.table()``, ``.to_json()``). A strategy that fails (e.g. a registered
+    one that breaks the partitioner's checks) gets a row with its error instead of stopping
+    the comparison; bad options still raise."""
+    from ...ir.partition import PartitionError
+    from .report import PartitionReport, StrategyComparison
+
+    names = list(list_strategies()) if strategies is None else list(strategies)
+    for name in names:
+        get_strategy(name)
+    with _gc_paused():
+        analysis = analyse(mod, options)
+    reports, failures = [], {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            with _gc_paused():
+                result = partition_analysis(analysis, name)
+        except PartitionError as exc:
+            failures[name] = str(exc)
+            continue
+        flow = FlowResult(analysis, result, name, dict(analysis.timings, partition=time.perf_counter() - t0))
+        reports.append(PartitionReport.from_flow(flow, model_name=model_name))
+    return StrategyComparison(reports, model_name=model_name, failures=failures, order=names)
+
+
+__all__ = ["run_flow", "analyse", "partition_analysis", "partition_for_tidl", "compare_strategies",
+           "resolve_options", "prepare", "composites_for", "list_denial", "model_batch", "Analysis", "FlowResult",
+           "Transformation", "PassRecord", "PREP_PASSES", "DISABLED_PASSES_OPTION"]

@@ -1,0 +1,624 @@
+"""What the TIDL partition did and why: ``PartitionReport`` (table, JSON, SVG) and
+``StrategyComparison``.
+
+    mod, report = tidlx.partition(model, {"deny_list": "nn.batch_norm"})
+    print(report)                 # rich tables: subgraphs, boundary tensors, host ops, preparation
+    report.to_json()              # {"subgraphs": [...], "host_ops": [...], "strategy": ..., "totals": ...}
+    report.svg()                  # the graph coloured by target (TIDL subgraph N / host)
+
+Per subgraph: its ops, layer names, MACs, and the tensors entering and leaving it with their
+bytes. Per op left on the host, a ``kind`` and a message saying why:
+
+| kind                         | why                                                            |
+|------------------------------|----------------------------------------------------------------|
+| rule                         | a TIDL support rule (op, attributes, shapes, types)            |
+| deny_list                    | its Relay op is in the option ``deny_list``                    |
+| deny_list:layer_type         | its ONNX op type is in ``deny_list:layer_type``                |
+| deny_list:layer_name         | its layer is in ``deny_list:layer_name``                       |
+| allow_list                   | ``allow_list:layer_name`` is set and does not list it          |
+| batch                        | batch > TIDL_RELAY_MAX_BATCH_SIZE / ``max_batch_size``         |
+| composite                    | supported, but its composite group stays on the host           |
+| limit:max_num_subgraphs      | its subgraph was pruned (only the N with the most MACs stay)   |
+| limit:max_subgraph_io        | its subgraph had more inputs + outputs than allowed            |
+| limit:max_num_subgraph_nodes | its subgraph had more nodes than allowed                       |
+| limit:min_subgraph_macs      | its subgraph had too little compute to be worth a launch       |
+| cost_model                   | the min-transfer strategy found the host cheaper               |
+| strategy                     | another decision of the partitioning strategy (see the reason) |
+
+A member of a composite (TIDL runs conv + BN + ReLU as one layer) that goes to the host
+because another member is refused keeps that member's kind; ``composite`` names its group.
+
+Graph preparation is reported as ``transformations``: each layer a pass removed or rewrote.
+The BN + dense merge (FoldBatchNormIntoDense) in particular is reported as "batch norm 'bn'
+merged into nn.dense 'fc1'", an explained transformation and not a failure: TIDL-NOTES record
+that this merge once broke a user's TIDL import, not why, and the merged dense + bias is an
+InnerProduct layer that TIDL's Gemm constraints accept (transA=0, alpha=beta=1, bias [N]).
+The report says how to keep the BN a layer of its own: ``deny_list=nn.batch_norm`` (the BN
+runs on the host) or ``disabled_passes=FoldBatchNormIntoDense`` (it stays a TIDL BatchNorm
+layer).
+
+Output is deterministic: the same model and options give the same table, JSON and SVG bytes
+(timings are kept in ``report.timings`` and appear in none of them).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ...ir.analysis import describe_bytes, describe_macs, macs as call_macs
+from ...ir.expr import Call, Constant, Tuple as TupleExpr, TupleGetItem
+from ...ir.op import Op
+from ...ir.traversal import children, post_order
+from ...ir.types import TensorType
+from .options import TidlOptions
+
+#: Every host-op kind the report uses (see the module docstring).
+REPORT_KINDS = ("rule", "deny_list", "deny_list:layer_type", "deny_list:layer_name", "allow_list", "batch",
+                "composite", "limit:max_num_subgraphs", "limit:max_subgraph_io", "limit:max_num_subgraph_nodes",
+                "limit:min_subgraph_macs", "cost_model", "strategy")
+
+JSON_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor crossing a subgraph boundary."""
+
+    name: str
+    source: str
+    shape: Tuple[int, ...]
+    dtype: str
+    nbytes: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "source": self.source, "shape": list(self.shape), "dtype": self.dtype,
+                "bytes": self.nbytes}
+
+
+@dataclass(frozen=True)
+class SubgraphInfo:
+    name: str
+    index: int
+    ops: Dict[str, int]            # Relay op -> count, in order of first appearance
+    layers: Tuple[str, ...]
+    num_nodes: int
+    num_tidl_layers: int           # composites count once
+    macs: int
+    inputs: Tuple[TensorInfo, ...]
+    outputs: Tuple[TensorInfo, ...]
+
+    @property
+    def io_bytes(self) -> int:
+        return sum(t.nbytes for t in self.inputs) + sum(t.nbytes for t in self.outputs)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "layers": list(self.layers), "macs": self.macs, "num_nodes": self.num_nodes,
+                "num_tidl_layers": self.num_tidl_layers, "ops": dict(self.ops),
+                "inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
+                "io_bytes": self.io_bytes}
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """An op call left on the host, and why."""
+
+    layer: Optional[str]
+    op: str
+    kind: str
+    reason: str
+    macs: int
+    layer_type: Optional[str]
+    composite: Optional[str]
+    supported: bool     # TIDL's rules accept it; the partitioner held it back
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"layer": self.layer, "op": self.op, "kind": self.kind, "reason": self.reason, "macs": self.macs,
+                "layer_type": self.layer_type, "composite": self.composite, "supported": self.supported}
+
+
+def held_back_kind(reason: str) -> str:
+    """The kind of a reason the partitioner gives for a supported call it kept on the host."""
+    if reason.startswith("its composite group stays on the host"):
+        return "composite"
+    if reason.startswith("pruned by max_num_subgraphs"):
+        return "limit:max_num_subgraphs"
+    if "(max_subgraph_io)" in reason:
+        return "limit:max_subgraph_io"
+    if "> max_num_subgraph_nodes" in reason:
+        return "limit:max_num_subgraph_nodes"
+    if "min_subgraph_macs" in reason:
+        return "limit:min_subgraph_macs"
+    if reason.startswith("min-transfer:"):
+        return "cost_model"
+    raise ValueError(f"unclassified partitioner reason: {reason!r}")
+
+
+def _short_op(name: str) -> str:
+    return {"nn.batch_norm": "bn", "nn.bias_add": "bias", "nn.conv2d": "conv2d"}.get(name, name.split(".")[-1])
+
+
+def short_layer_name(layer: Optional[str], layer_type: Optional[str] = None) -> str:
+    """``/img_backbone/layer1/layer1.0/conv1/Conv`` -> ``layer1.0/conv1``: the tail of a
+    layer name (its last two scopes, without the trailing ONNX op type)."""
+    if not layer:
+        return ""
+    parts = [p for p in layer.split("/") if p]
+    if len(parts) > 1 and (parts[-1] == layer_type or parts[-1].split("_")[0] == layer_type):
+        parts = parts[:-1]
+    return "/".join(parts[-2:]) if parts else layer
+
+
+def _tensor_info(b) -> TensorInfo:
+    t = b.type
+    return TensorInfo(b.name, b.source, tuple(int(d) for d in t.shape), t.dtype, int(b.nbytes))
+
+
+def _pct(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+class PartitionReport:
+    """The partition of one model for TIDL: subgraphs, host ops and their reasons, the graph
+    preparation, totals. Build with ``PartitionReport.from_flow`` (``tidlx.partition`` does)."""
+
+    def __init__(self, *, model: Optional[str], strategy: str, options: TidlOptions, disabled_passes,
+                 batch: int, batch_limit, subgraphs, host_ops, transformations, passes, total_macs: int,
+                 flow=None):
+        self.model = model
+        self.strategy = strategy
+        self.options = options
+        self.disabled_passes = tuple(disabled_passes)
+        self.batch = batch
+        self.batch_limit = batch_limit
+        self.subgraphs: Tuple[SubgraphInfo, ...] = tuple(subgraphs)
+        self.host_ops: Tuple[HostOp, ...] = tuple(host_ops)
+        self.transformations = tuple(transformations)
+        self.passes = tuple(passes)
+        self.total_macs = total_macs
+        #: Seconds per flow step (not part of the table, JSON or SVG, which are deterministic).
+        self.timings: Dict[str, float] = dict(flow.timings) if flow is not None else {}
+        self._flow = flow
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_flow(cls, flow, model_name: Optional[str] = None) -> "PartitionReport":
+        analysis, result = flow.analysis, flow.partition
+        layer_types = analysis.prepared.layer_types
+        group_of = analysis.ctx.composite_of
+        subgraphs = []
+        for region in result.regions:
+            ops: Dict[str, int] = {}
+            units = set()
+            for c in region.calls:
+                ops[c.op_name] = ops.get(c.op_name, 0) + 1
+                g = group_of(c)
+                units.add(id(g) if g is not None else id(c))
+            subgraphs.append(SubgraphInfo(region.name, region.index, ops, region.layers, region.num_nodes,
+                                          len(units), region.macs, tuple(_tensor_info(b) for b in region.inputs),
+                                          tuple(_tensor_info(b) for b in region.outputs)))
+        host_ops = []
+        for h in result.host_calls:
+            call = h.call
+            g = group_of(call)
+            if h.supported:
+                try:
+                    kind = held_back_kind(h.reason)
+                except ValueError:  # a reason this report does not know yet: still reported
+                    kind = "strategy"
+            else:
+                oracle = analysis.reasons.get(call)
+                kind = oracle.kind if oracle is not None else "rule"  # not an op call: no layer for it
+            host_ops.append(HostOp(call.layer, call.op_name or "call", kind, h.reason, h.macs,
+                                   layer_types.get(call.layer) if call.layer else None,
+                                   g.name if g is not None else None, h.supported))
+        return cls(model=model_name, strategy=flow.strategy, options=analysis.options,
+                   disabled_passes=analysis.disabled_passes, batch=analysis.batch,
+                   batch_limit=analysis.batch_limit, subgraphs=subgraphs, host_ops=host_ops,
+                   transformations=analysis.transformations, passes=analysis.passes,
+                   total_macs=result.total_macs, flow=flow)
+
+    # -- the partitioned and the prepared module ----------------------------------------------------
+    @property
+    def module(self):
+        """The partitioned module (also the first value ``tidlx.partition`` returns)."""
+        return self._flow.partition.module if self._flow is not None else None
+
+    @property
+    def prepared_module(self):
+        """The module after graph preparation: what was partitioned (emulates like ``module``)."""
+        return self._flow.prepared if self._flow is not None else None
+
+    @property
+    def result(self):
+        """The ``tidlx.ir.partition.PartitionResult``."""
+        return self._flow.partition if self._flow is not None else None
+
+    def _layer_type(self, layer: Optional[str]) -> Optional[str]:
+        module = self.prepared_module
+        return module.layer_types.get(layer) if module is not None and layer else None
+
+    # -- totals ---------------------------------------------------------------------------------
+    @property
+    def num_subgraphs(self) -> int:
+        return len(self.subgraphs)
+
+    @property
+    def tidl_macs(self) -> int:
+        return sum(s.macs for s in self.subgraphs)
+
+    @property
+    def host_macs(self) -> int:
+        return self.total_macs - self.tidl_macs
+
+    @property
+    def tidl_macs_percent(self) -> float:
+        return _pct(self.tidl_macs, self.total_macs)
+
+    @property
+    def boundary_bytes(self) -> int:
+        return sum(s.io_bytes for s in self.subgraphs)
+
+    def host_kinds(self) -> Dict[str, int]:
+        """Host ops per kind, in REPORT_KINDS order."""
+        counts = Counter(h.kind for h in self.host_ops)
+        return {k: counts[k] for k in REPORT_KINDS if counts[k]}
+
+    def host_layers(self) -> List[str]:
+        """Layer names of the host ops, each once, in order."""
+        seen: Dict[str, None] = {}
+        for h in self.host_ops:
+            if h.layer:
+                seen.setdefault(h.layer, None)
+        return list(seen)
+
+    def tidl_layers(self) -> List[str]:
+        return [layer for s in self.subgraphs for layer in s.layers]
+
+    def totals(self) -> Dict[str, Any]:
+        return {"num_subgraphs": self.num_subgraphs, "macs": self.total_macs, "tidl_macs": self.tidl_macs,
+                "host_macs": self.host_macs, "tidl_macs_percent": self.tidl_macs_percent,
+                "boundary_bytes": self.boundary_bytes, "num_host_ops": len(self.host_ops),
+                "host_ops_by_kind": self.host_kinds()}
+
+    # -- JSON -------------------------------------------------------------------------------------
+    def _changed_options(self) -> Dict[str, Any]:
+        default = TidlOptions().as_dict()
+        return {k: v for k, v in self.options.as_dict().items() if v != default[k]}
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "schema": JSON_SCHEMA_VERSION,
+            "model": self.model,
+            "strategy": self.strategy,
+            "options": self._changed_options(),
+            "disabled_passes": list(self.disabled_passes),
+            "batch": {"model": self.batch, "limit": self.batch_limit.value,
+                      "limit_from": self.batch_limit.describe()},
+            "totals": self.totals(),
+            "subgraphs": [s.to_dict() for s in self.subgraphs],
+            "host_ops": [h.to_dict() for h in self.host_ops],
+            "transformations": [{"pass": t.pass_name, "layer": t.layer, "layer_type": t.layer_type,
+                                 "change": t.change, "ops_before": list(t.ops_before),
+                                 "ops_after": list(t.ops_after), "into": t.into, "message": t.message}
+                                for t in self.transformations],
+            "preparation": [{"pass": p.name, "status": p.status, "changes": p.changes} for p in self.passes],
+        }
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False) + "\n"
+
+    # -- table ------------------------------------------------------------------------------------
+    def headline(self) -> str:
+        name = f"{self.model}: " if self.model else ""
+        return (f"{name}{self.num_subgraphs} TIDL subgraph(s) ({self.strategy}), "
+                f"{describe_macs(self.tidl_macs)} of {describe_macs(self.total_macs)} on TIDL "
+                f"({self.tidl_macs_percent:.1f}%), {describe_bytes(self.boundary_bytes)} across subgraph "
+                f"boundaries, {len(self.host_ops)} op(s) on the host; batch {self.batch}, limit "
+                f"{self.batch_limit.describe()}")
+
+    def table(self, max_layers: int = 4):
+        """The report as rich renderables (a Group): headline, subgraphs, boundary tensors,
+        host ops, preparation."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        parts: List[Any] = [Text(self.headline())]
+        sub = Table(title="TIDL subgraphs", title_justify="left")
+        for col, just in (("subgraph", "left"), ("nodes", "right"), ("TIDL layers", "right"),
+                          ("MACs", "right"), ("% MACs", "right"), ("in", "right"), ("out", "right"),
+                          ("boundary", "right"), ("ops", "left"), ("layers", "left")):
+            sub.add_column(col, justify=just)
+        for s in self.subgraphs:
+            ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in s.ops.items())
+            layers = [short_layer_name(x, self._layer_type(x)) for x in s.layers]
+            shown = ", ".join(layers[:max_layers]) + (f", ... ({len(layers)} layers)" if len(layers) > max_layers
+                                                      else "")
+            sub.add_row(s.name, str(s.num_nodes), str(s.num_tidl_layers), describe_macs(s.macs),
+                        f"{_pct(s.macs, self.total_macs):.1f}", str(len(s.inputs)), str(len(s.outputs)),
+                        describe_bytes(s.io_bytes), ops, shown)
+        parts.append(sub)
+        if self.subgraphs:
+            io_table = Table(title="tensors crossing subgraph boundaries", title_justify="left")
+            for col in ("subgraph", "", "tensor", "from", "shape", "dtype", "bytes"):
+                io_table.add_column(col, justify="right" if col == "bytes" else "left")
+            for s in self.subgraphs:
+                for direction, tensors in (("in", s.inputs), ("out", s.outputs)):
+                    for t in tensors:
+                        io_table.add_row(s.name, direction, t.name, t.source, "x".join(map(str, t.shape)), t.dtype,
+                                         str(t.nbytes))
+            parts.append(io_table)
+        if self.host_ops:
+            host = Table(title="ops on the host, and why", title_justify="left")
+            for col in ("layer", "op", "kind", "MACs", "reason"):
+                host.add_column(col, justify="right" if col == "MACs" else "left", overflow="fold")
+            for h in self.host_ops:
+                host.add_row(h.layer or "-", h.op, h.kind, describe_macs(h.macs), h.reason)
+            parts.append(host)
+            parts.append(Text("host ops by kind: " + ", ".join(f"{k} {n}" for k, n in self.host_kinds().items())))
+        else:
+            parts.append(Text("every op runs on TIDL"))
+        prep = ", ".join(f"{p.name}" + ("" if p.status == "ran" else " (disabled)") for p in self.passes)
+        parts.append(Text(f"graph preparation: {prep}"))
+        if self.transformations:
+            tt = Table(title="graph preparation: layers removed or rewritten", title_justify="left")
+            for col in ("pass", "layer", "change", "what"):
+                tt.add_column(col, overflow="fold")
+            for t in self.transformations:
+                tt.add_row(t.pass_name, t.layer, t.change, t.message)
+            parts.append(tt)
+            if any(t.into for t in self.transformations if t.pass_name == "FoldBatchNormIntoDense"):
+                parts.append(Text("to keep a merged batch norm a layer of its own: -o deny_list=nn.batch_norm "
+                                  "(it runs on the host) or -o disabled_passes=FoldBatchNormIntoDense (it stays "
+                                  "a TIDL BatchNorm layer)"))
+        return Group(*parts)
+
+    def render_text(self, width: int = 140) -> str:
+        from rich.console import Console
+
+        buf = io.StringIO()
+        console = Console(file=buf, width=width, color_system=None, highlight=False, emoji=False,
+                          force_terminal=False, legacy_windows=False)
+        console.print(self.table())
+        return buf.getvalue()
+
+    def __str__(self) -> str:
+        return self.render_text()
+
+    def __repr__(self) -> str:
+        return f"PartitionReport({self.headline()})"
+
+    # -- SVG --------------------------------------------------------------------------------------
+    def svg(self, title: Optional[str] = None) -> str:
+        """The graph of the prepared model, one box per TIDL layer (composites as one box) or
+        host op, coloured by target; tensors crossing a subgraph boundary in red."""
+        if self._flow is None:
+            raise ValueError("this report was built without its flow; it has no graph to draw")
+        from ...svg import SvgNode, render_svg
+
+        nodes, edges = graph_units(self._flow)
+        legend = {s.name: f"TIDL subgraph {s.name}: {s.num_tidl_layers} layers, {describe_macs(s.macs)}, "
+                          f"{len(s.inputs)} in / {len(s.outputs)} out ({describe_bytes(s.io_bytes)})"
+                  for s in self.subgraphs}
+        legend["host"] = f"host (Arm / C7x via TVM): {len(self.host_ops)} ops, {describe_macs(self.host_macs)}"
+        svg_nodes = [SvgNode(n["key"], n["label"], n["group"], n["tooltip"], n["detail"]) for n in nodes]
+        return render_svg(svg_nodes, edges, title=title or f"{self.model or 'model'}: TIDL partition "
+                                                           f"({self.strategy})",
+                          legend=legend, subtitle=self.headline())
+
+
+def graph_units(flow) -> Tuple[List[Dict[str, Any]], List[Tuple[int, int]]]:
+    """The drawable graph of a flow: one unit per composite group or op call, plus the
+    inputs and outputs of @main; edges between units, in topological order."""
+    analysis, result = flow.analysis, flow.partition
+    fn = analysis.prepared["main"]
+    layer_types = analysis.prepared.layer_types
+    order = post_order(fn.body, enter_functions=False)
+    position = {id(n): i for i, n in enumerate(order)}
+    unit_of: Dict[int, int] = {}          # node id -> unit key
+    members: Dict[int, List[Call]] = {}   # unit key -> calls
+    root_pos: Dict[int, int] = {}
+    params = {id(p): p for p in fn.params}
+    next_key = 0
+    for p in fn.params:
+        unit_of[id(p)] = next_key
+        members[next_key] = []
+        root_pos[next_key] = -1
+        next_key += 1
+    group_key: Dict[int, int] = {}
+    for node in order:
+        if isinstance(node, Call) and isinstance(node.op, Op) or isinstance(node, TupleGetItem):
+            g = analysis.ctx.composite_of(node)
+            if g is not None:
+                key = group_key.get(id(g))
+                if key is None:
+                    key = group_key[id(g)] = next_key
+                    members[key] = []
+                    next_key += 1
+            elif isinstance(node, Call):
+                key = next_key
+                members[key] = []
+                next_key += 1
+            else:
+                continue
+            unit_of[id(node)] = key
+            if isinstance(node, Call):
+                members[key].append(node)
+            root_pos[key] = max(root_pos.get(key, -1), position[id(node)])
+    # The units each node's value comes from (through tuples and projections).
+    sources: Dict[int, Tuple[int, ...]] = {}
+    edges_set = set()
+    for node in order:
+        if id(node) in params:
+            sources[id(node)] = (unit_of[id(node)],)
+            continue
+        if isinstance(node, Constant):
+            sources[id(node)] = ()
+            continue
+        from_children: List[int] = []
+        for ch in children(node):
+            for u in sources.get(id(ch), ()):
+                if u not in from_children:
+                    from_children.append(u)
+        key = unit_of.get(id(node))
+        if key is None:
+            sources[id(node)] = tuple(from_children)
+            continue
+        for u in from_children:
+            if u != key:
+                edges_set.add((u, key))
+        sources[id(node)] = (key,)
+    outputs = list(fn.body.fields) if isinstance(fn.body, TupleExpr) else [fn.body]
+    out_keys = []
+    for i, out in enumerate(outputs):
+        key = next_key
+        next_key += 1
+        members[key] = []
+        root_pos[key] = len(order) + i
+        out_keys.append(key)
+        for u in sources.get(id(out), ()):
+            edges_set.add((u, key))
+    keys = sorted(members, key=lambda k: (root_pos[k], k))
+    nodes = []
+    for k in keys:
+        calls = members[k]
+        if not calls:
+            if k in out_keys:
+                i = out_keys.index(k)
+                t = outputs[i].checked_type
+                shape = "x".join(map(str, t.shape)) if isinstance(t, TensorType) else str(t)
+                nodes.append({"key": k, "label": f"output {i}", "group": "io", "detail": shape,
+                              "tooltip": f"output {i} of @main: {t}"})
+            else:
+                p = next(p for p in fn.params if unit_of[id(p)] == k)
+                t = p.checked_type
+                nodes.append({"key": k, "label": f"input %{p.name_hint}", "group": "io",
+                              "detail": "x".join(map(str, t.shape)) if isinstance(t, TensorType) else "",
+                              "tooltip": f"input %{p.name_hint}: {t}"})
+            continue
+        region = result.region_of(calls[0])
+        group = region.name if region is not None else "host"
+        anchor = calls[0]
+        g = analysis.ctx.composite_of(anchor)
+        if g is not None:
+            anchor = g.anchor
+            label = "+".join(_short_op(c.op_name) for c in calls)
+        else:
+            label = _short_op(anchor.op_name)
+        layer = anchor.layer
+        detail = short_layer_name(layer, layer_types.get(layer) if layer else None)
+        tip = [f"{'TIDL ' + region.name if region is not None else 'host'}: " + " + ".join(c.op_name for c in calls)]
+        if g is not None:
+            tip.append(f"composite {g.name} (one TIDL {g.layer_type} layer)")
+        layers = []
+        for c in calls:
+            if c.layer and c.layer not in layers:
+                layers.append(c.layer)
+        if layers:
+            tip.append("layers: " + ", ".join(layers))
+        out_t = calls[-1].checked_type
+        if isinstance(out_t, TensorType):
+            tip.append(f"output {out_t}")
+        macs = sum(call_macs(c, analysis.prepared) for c in calls)
+        tip.append(f"{describe_macs(macs)}")
+        if region is None:
+            reason = result.host_reason(calls[0])
+            if reason:
+                tip.append(f"on the host: {reason}")
+        nodes.append({"key": k, "label": label, "group": group, "detail": detail, "tooltip": "\n".join(tip)})
+    edges = sorted(edges_set, key=lambda e: (root_pos[e[1]], root_pos[e[0]], e[1], e[0]))
+    return nodes, edges
+
+
+# -- strategy comparison ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StrategyRow:
+    strategy: str
+    subgraphs: int
+    tidl_macs_percent: float
+    boundary_bytes: int
+    host_ops: int
+    tidl_macs: int
+    total_macs: int
+    host_ops_by_kind: Dict[str, int] = field(default_factory=dict)
+    error: Optional[str] = None     # the strategy failed: why (the numbers are then 0)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"strategy": self.strategy, "subgraphs": self.subgraphs, "tidl_macs_percent": self.tidl_macs_percent,
+                "boundary_bytes": self.boundary_bytes, "host_ops": self.host_ops, "tidl_macs": self.tidl_macs,
+                "macs": self.total_macs, "host_ops_by_kind": dict(self.host_ops_by_kind), "error": self.error}
+
+
+class StrategyComparison:
+    """One row per strategy on the same model and options; ``reports`` holds each full report."""
+
+    def __init__(self, reports: Sequence[PartitionReport], model_name: Optional[str] = None,
+                 failures: Optional[Dict[str, str]] = None, order: Optional[Sequence[str]] = None):
+        self.reports = list(reports)
+        self.model = model_name
+        self.failures = dict(failures or {})
+        by_name = {r.strategy: StrategyRow(r.strategy, r.num_subgraphs, r.tidl_macs_percent, r.boundary_bytes,
+                                           len(r.host_ops), r.tidl_macs, r.total_macs, r.host_kinds())
+                   for r in self.reports}
+        for name, error in self.failures.items():
+            by_name[name] = StrategyRow(name, 0, 0.0, 0, 0, 0, 0, {}, error)
+        names = list(order) if order is not None else [r.strategy for r in self.reports] + list(self.failures)
+        self.rows = [by_name[n] for n in names]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def report(self, strategy: str) -> PartitionReport:
+        for r in self.reports:
+            if r.strategy == strategy:
+                return r
+        raise KeyError(strategy)
+
+    def table(self):
+        from rich.table import Table
+
+        title = "partitioning strategies" + (f" for {self.model}" if self.model else "")
+        table = Table(title=title, title_justify="left")
+        for col, just in (("strategy", "left"), ("subgraphs", "right"), ("% MACs on TIDL", "right"),
+                          ("MACs on TIDL", "right"), ("boundary bytes", "right"), ("host ops", "right"),
+                          ("host ops by kind", "left")):
+            table.add_column(col, justify=just)
+        for row in self.rows:
+            if row.error is not None:
+                table.add_row(row.strategy, "-", "-", "-", "-", "-", f"failed: {row.error}")
+                continue
+            table.add_row(row.strategy, str(row.subgraphs), f"{row.tidl_macs_percent:.2f}",
+                          describe_macs(row.tidl_macs), f"{row.boundary_bytes} ({describe_bytes(row.boundary_bytes)})",
+                          str(row.host_ops), ", ".join(f"{k} {n}" for k, n in row.host_ops_by_kind.items()) or "-")
+        return table
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"schema": JSON_SCHEMA_VERSION, "model": self.model, "strategies": [r.to_dict() for r in self.rows]}
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent) + "\n"
+
+    def render_text(self, width: int = 140) -> str:
+        from rich.console import Console
+
+        buf = io.StringIO()
+        Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False).print(self.table())
+        return buf.getvalue()
+
+    def __str__(self) -> str:
+        return self.render_text()
+
+
+__all__ = ["PartitionReport", "SubgraphInfo", "HostOp", "TensorInfo", "StrategyComparison", "StrategyRow",
+           "REPORT_KINDS", "held_back_kind", "short_layer_name", "graph_units"]
