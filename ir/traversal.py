@@ -83,15 +83,23 @@ def number_bindings(func: Function) -> Dict[Expr, int]:
     """``%N`` numbers for the bindings of a function, in printing (post) order.
 
     The function body's result itself is printed inline and so gets no number, nor does a
-    Let's value (it binds the let's own variable).
+    Let's value (it binds the let's own variable), nor a nested function's unshared result.
     """
     numbers: Dict[Expr, int] = {}
-    let_values = set()
-    for node in post_order(func.body):
+    order = post_order(func.body)
+    inline = {id(func.body)}
+    use_count: Dict[int, int] = {}
+    for node in order:
+        for child in children(node):
+            use_count[id(child)] = use_count.get(id(child), 0) + 1
         if isinstance(node, Let):
-            let_values.add(id(node.value))
-    for node in post_order(func.body):
-        if node is func.body or id(node) in let_values or not is_binding(node):
+            inline.add(id(node.value))
+    for node in order:
+        # A nested function's result is printed inline as its block's last line, unless shared.
+        if isinstance(node, Function) and use_count.get(id(node.body), 0) == 1:
+            inline.add(id(node.body))
+    for node in order:
+        if id(node) in inline or not is_binding(node):
             continue
         numbers[node] = len(numbers)
     return numbers
