@@ -1,0 +1,310 @@
+"""numba loops for the kernels where numpy would need many passes or Python loops.
+
+The loops release the GIL and work on a block of planes ``[start, stop)``: _parallel.for_blocks
+runs the blocks on the emulator's thread pool. Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
+``__pycache__`` next to this file, or, when that folder is read-only, to its user-wide cache
+directory (``NUMBA_CACHE_DIR`` overrides both). Imported lazily, so importing the emulator
+does not import numba.
+
+Array arguments are 4-D NCHW planes; the wrappers in the family files bring other layouts
+to this form. Accumulation is in the output dtype (float32 for float models).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+# --- math --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def erf_f64(x):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = math.erf(x[i])
+    return out
+
+
+# --- convolution -------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
+    """out[n, o] = sum_ij x[n, o // multiplier, oh*sh - pt + i*dh, ow*sw - pl + j*dw] * w[o, 0, i, j]."""
+    n_batch, channels, height, width = x.shape
+    out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    for plane in range(start, stop):
+        n = plane // out_channels
+        o = plane % out_channels
+        c = o // multiplier
+        res = out[n, o]
+        res[:, :] = 0
+        for i in range(kh):
+            for j in range(kw):
+                wv = w[o, 0, i, j]
+                # output columns whose input column is inside the image
+                off = j * dw - pl
+                lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                hi = (width - 1 - off) // sw + 1 if width - 1 - off >= 0 else 0
+                if hi > out_w:
+                    hi = out_w
+                if lo >= hi:
+                    continue
+                first = lo * sw + off
+                last = (hi - 1) * sw + off + 1
+                for oh in range(out_h):
+                    h = oh * sh - pt + i * dh
+                    if h < 0 or h >= height:
+                        continue
+                    taps = x[n, c, h, first:last:sw]
+                    dst = res[oh, lo:hi]
+                    for k in range(dst.size):
+                        dst[k] += taps[k] * wv
+
+
+# --- pooling -----------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _valid_range(out_size, in_size, stride, offset):
+    """Output indices o with 0 <= o*stride + offset < in_size, as [lo, hi)."""
+    lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
+    last = in_size - 1 - offset
+    hi = last // stride + 1 if last >= 0 else 0
+    if hi > out_size:
+        hi = out_size
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def max_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, start, stop):
+    n_batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        res = out[n, c]
+        res[:, :] = init
+        src = x[n, c]
+        for i in range(kh):
+            oh_lo, oh_hi = _valid_range(out_h, height, sh, i * dh - pt)
+            for j in range(kw):
+                off = j * dw - pl
+                ow_lo, ow_hi = _valid_range(out_w, width, sw, off)
+                if ow_lo >= ow_hi:
+                    continue
+                first = ow_lo * sw + off
+                last = (ow_hi - 1) * sw + off + 1
+                for oh in range(oh_lo, oh_hi):
+                    taps = src[oh * sh - pt + i * dh, first:last:sw]
+                    dst = res[oh, ow_lo:ow_hi]
+                    for k in range(dst.size):
+                        # max() is branch-free; a compare-and-store mispredicts on real data
+                        dst[k] = max(dst[k], taps[k])
+
+
+@njit(cache=True, nogil=True)
+def sum_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, start, stop):
+    """Window sums over the valid (non-padding) taps; the caller divides by the counts."""
+    n_batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        res = out[n, c]
+        res[:, :] = 0
+        src = x[n, c]
+        for i in range(kh):
+            oh_lo, oh_hi = _valid_range(out_h, height, sh, i * dh - pt)
+            for j in range(kw):
+                off = j * dw - pl
+                ow_lo, ow_hi = _valid_range(out_w, width, sw, off)
+                if ow_lo >= ow_hi:
+                    continue
+                first = ow_lo * sw + off
+                last = (ow_hi - 1) * sw + off + 1
+                for oh in range(oh_lo, oh_hi):
+                    taps = src[oh * sh - pt + i * dh, first:last:sw]
+                    dst = res[oh, ow_lo:ow_hi]
+                    for k in range(dst.size):
+                        dst[k] += taps[k]
+
+
+@njit(cache=True, nogil=True)
+def adaptive_pool_nchw(x, out, is_max, start, stop):
+    """PyTorch/TVM adaptive windows: [floor(o*H/OH), ceil((o+1)*H/OH))."""
+    n_batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        src = x[n, c]
+        for oh in range(out_h):
+            h0 = (oh * height) // out_h
+            h1 = ((oh + 1) * height + out_h - 1) // out_h
+            for ow in range(out_w):
+                w0 = (ow * width) // out_w
+                w1 = ((ow + 1) * width + out_w - 1) // out_w
+                if is_max:
+                    acc = src[h0, w0]
+                    for h in range(h0, h1):
+                        for w in range(w0, w1):
+                            if src[h, w] > acc:
+                                acc = src[h, w]
+                    out[n, c, oh, ow] = acc
+                else:
+                    total = src[h0, w0] * 0
+                    for h in range(h0, h1):
+                        for w in range(w0, w1):
+                            total += src[h, w]
+                    out[n, c, oh, ow] = total / ((h1 - h0) * (w1 - w0))
+
+
+# --- resize ------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def interp_rows(x, idx, wts, out, start, stop):
+    """out[p, o, :] = sum_t wts[o, t] * x[p, idx[o, t], :]   (x: planes x H x W)."""
+    n_planes, out_h, width = out.shape
+    taps = idx.shape[1]
+    for p in range(start, stop):
+        for o in range(out_h):
+            dst = out[p, o]
+            dst[:] = 0
+            for t in range(taps):
+                wv = wts[o, t]
+                src = x[p, idx[o, t]]
+                for k in range(width):
+                    dst[k] += wv * src[k]
+
+
+@njit(cache=True, nogil=True)
+def interp_cols(x, idx, wts, out, start, stop):
+    """out[p, h, o] = sum_t wts[o, t] * x[p, h, idx[o, t]]."""
+    n_planes, height, out_w = out.shape
+    taps = idx.shape[1]
+    for p in range(start, stop):
+        for h in range(height):
+            src = x[p, h]
+            dst = out[p, h]
+            for o in range(out_w):
+                acc = wts[o, 0] * src[idx[o, 0]]
+                for t in range(1, taps):
+                    acc += wts[o, t] * src[idx[o, t]]
+                dst[o] = acc
+
+
+
+# --- element-wise ------------------------------------------------------------------------------
+# numpy's maximum (NaN-propagating) and broadcast multiplies run 2-4x below memory speed; these
+# single passes vectorize.
+
+@njit(cache=True, nogil=True)
+def relu_flat(x, out, zero, start, stop):
+    """``zero`` has the array's dtype, so the select stays in that type; indexing local slices
+    from 0 (not the arrays from ``start``) is what lets LLVM vectorize the loop."""
+    src = x[start:stop]
+    dst = out[start:stop]
+    for i in range(src.size):
+        v = src[i]
+        dst[i] = zero if v < zero else v  # NaN stays NaN, as numpy's maximum
+
+
+@njit(cache=True, nogil=True)
+def channel_affine(x, scale, shift, out, start, stop):
+    """out[n, c, :] = x[n, c, :] * scale[c] + shift[c] for the (n, c) rows in [start, stop)."""
+    channels = x.shape[1]
+    for row in range(start, stop):
+        n = row // channels
+        c = row % channels
+        s = scale[c]
+        t = shift[c]
+        src = x[n, c]
+        dst = out[n, c]
+        for i in range(src.shape[0]):
+            dst[i] = src[i] * s + t
+
+
+# --- Winograd F(2x2, 3x3) transforms (see _winograd.py) ----------------------------------------
+
+@njit(cache=True, nogil=True)
+def winograd_input(xp, v, th, tw, start, stop):
+    """v[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] of the 4x4 tile d = xp[n, c, 2ty:2ty+4, 2tx:2tx+4],
+    for the (n, c) planes in [start, stop). xp is the zero-padded input."""
+    channels = xp.shape[1]
+    width = xp.shape[3]
+    t0 = np.empty(width, xp.dtype)
+    t1 = np.empty(width, xp.dtype)
+    t2 = np.empty(width, xp.dtype)
+    t3 = np.empty(width, xp.dtype)
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        for ty in range(th):
+            r0 = xp[n, c, 2 * ty]
+            r1 = xp[n, c, 2 * ty + 1]
+            r2 = xp[n, c, 2 * ty + 2]
+            r3 = xp[n, c, 2 * ty + 3]
+            for k in range(width):  # B^T over the rows, whole rows at once
+                t0[k] = r0[k] - r2[k]
+                t1[k] = r1[k] + r2[k]
+                t2[k] = r2[k] - r1[k]
+                t3[k] = r1[k] - r3[k]
+            base = (n * th + ty) * tw
+            for a in range(4):
+                t = t0 if a == 0 else (t1 if a == 1 else (t2 if a == 2 else t3))
+                o0 = v[4 * a, c, base:base + tw]
+                o1 = v[4 * a + 1, c, base:base + tw]
+                o2 = v[4 * a + 2, c, base:base + tw]
+                o3 = v[4 * a + 3, c, base:base + tw]
+                for tx in range(tw):  # B over the columns of each tile
+                    o0[tx] = t[2 * tx] - t[2 * tx + 2]
+                    o1[tx] = t[2 * tx + 1] + t[2 * tx + 2]
+                    o2[tx] = t[2 * tx + 2] - t[2 * tx + 1]
+                    o3[tx] = t[2 * tx + 1] - t[2 * tx + 3]
+
+
+@njit(cache=True, nogil=True)
+def winograd_output(m, y, th, tw, start, stop):
+    """y[n, o, 2ty:2ty+2, 2tx:2tx+2] = A^T M A of the 16 products m[:, o, (n, ty, tx)], for the
+    (n, o) planes in [start, stop)."""
+    outs = m.shape[1]
+    for plane in range(start, stop):
+        n = plane // outs
+        o = plane % outs
+        for ty in range(th):
+            base = (n * th + ty) * tw
+            top = y[n, o, 2 * ty]
+            bottom = y[n, o, 2 * ty + 1]
+            # contiguous slices (one per product) so that the loop over tiles vectorizes
+            m0 = m[0, o, base:base + tw]
+            m1 = m[1, o, base:base + tw]
+            m2 = m[2, o, base:base + tw]
+            m3 = m[3, o, base:base + tw]
+            m4 = m[4, o, base:base + tw]
+            m5 = m[5, o, base:base + tw]
+            m6 = m[6, o, base:base + tw]
+            m7 = m[7, o, base:base + tw]
+            m8 = m[8, o, base:base + tw]
+            m9 = m[9, o, base:base + tw]
+            m10 = m[10, o, base:base + tw]
+            m11 = m[11, o, base:base + tw]
+            m12 = m[12, o, base:base + tw]
+            m13 = m[13, o, base:base + tw]
+            m14 = m[14, o, base:base + tw]
+            m15 = m[15, o, base:base + tw]
+            for tx in range(tw):
+                p00 = m0[tx] + m4[tx] + m8[tx]
+                p01 = m1[tx] + m5[tx] + m9[tx]
+                p02 = m2[tx] + m6[tx] + m10[tx]
+                p03 = m3[tx] + m7[tx] + m11[tx]
+                p10 = m4[tx] - m8[tx] - m12[tx]
+                p11 = m5[tx] - m9[tx] - m13[tx]
+                p12 = m6[tx] - m10[tx] - m14[tx]
+                p13 = m7[tx] - m11[tx] - m15[tx]
+                top[2 * tx] = p00 + p01 + p02
+                top[2 * tx + 1] = p01 - p02 - p03
+                bottom[2 * tx] = p10 + p11 + p12
+                bottom[2 * tx + 1] = p11 - p12 - p13

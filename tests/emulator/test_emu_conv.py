@@ -1,0 +1,177 @@
+"""nn.conv2d / nn.conv2d_transpose kernels against a naive loop reference and onnxruntime."""
+
+import numpy as np
+import pytest
+
+from emu_helpers import assert_close, ort_node, rand, run_kernel
+
+
+def naive_conv_nchw(x, w, strides, pads, dilation, groups, acc=np.float64):
+    """Direct definition: out[n,o,y,x] = sum over the group's channels and taps, zero padding."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sh, sw = strides
+    pt, pl, pb, pr = pads
+    dh, dw = dilation
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), acc)
+    og = o // groups
+    for b in range(n):
+        for oc in range(o):
+            g = oc // og
+            for y in range(oh):
+                for xx in range(ow):
+                    total = 0
+                    for ic in range(cg):
+                        for i in range(kh):
+                            for j in range(kw):
+                                hy = y * sh - pt + i * dh
+                                wx = xx * sw - pl + j * dw
+                                if 0 <= hy < h and 0 <= wx < wd:
+                                    total += acc(x[b, g * cg + ic, hy, wx]) * acc(w[oc, ic, i, j])
+                    out[b, oc, y, xx] = total
+    return out
+
+
+def fast_reference_conv(x, w, pads):
+    """Stride-1 convolution summed tap by tap in float64 (for the larger Winograd shapes)."""
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    kh, kw = w.shape[2:]
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j].astype(np.float64))
+    return out
+
+
+CASES = [
+    # (N, C, H, W, O, kh, kw, strides, pads(t,l,b,r), dilation, groups)
+    (1, 3, 7, 6, 4, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (2, 4, 8, 7, 6, 3, 2, (2, 1), (0, 1, 2, 0), (1, 1), 1),       # asymmetric padding, strides
+    (1, 4, 9, 9, 4, 3, 3, (1, 2), (2, 2, 2, 2), (2, 2), 2),       # dilation, groups
+    (1, 6, 6, 5, 6, 3, 3, (1, 1), (1, 0, 1, 2), (1, 1), 6),       # depthwise
+    (2, 3, 7, 7, 6, 3, 3, (2, 2), (1, 1, 1, 1), (1, 2), 3),       # depthwise, multiplier 2, dilation
+    (1, 8, 5, 6, 5, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),       # 1x1 as a matmul
+    (1, 8, 7, 6, 4, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1), 1),       # strided 1x1
+    (1, 6, 5, 5, 4, 1, 1, (1, 1), (1, 0, 0, 1), (1, 1), 2),       # padded grouped 1x1
+    (1, 2, 3, 3, 3, 3, 3, (3, 3), (0, 0, 0, 0), (1, 1), 1),       # single output pixel
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_nchw_matches_naive_loops(case):
+    n, c, h, wd, o, kh, kw, strides, pads, dilation, groups = case
+    rng = np.random.default_rng(sum(case[:7]))
+    x = rand(rng, (n, c, h, wd))
+    w = rand(rng, (o, c // groups, kh, kw))
+    got = run_kernel("nn.conv2d", [x, w], strides=strides, padding=pads, dilation=dilation, groups=groups)
+    assert_close(got, naive_conv_nchw(x, w, strides, pads, dilation, groups), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES[:5])
+def test_conv2d_nhwc_hwio_matches_nchw(case):
+    n, c, h, wd, o, kh, kw, strides, pads, dilation, groups = case
+    rng = np.random.default_rng(7 + sum(case[:7]))
+    x = rand(rng, (n, c, h, wd))
+    w = rand(rng, (o, c // groups, kh, kw))
+    ref = naive_conv_nchw(x, w, strides, pads, dilation, groups)
+    got = run_kernel("nn.conv2d", [x.transpose(0, 2, 3, 1).copy(), w.transpose(2, 3, 1, 0).copy()],
+                     strides=strides, padding=pads, dilation=dilation, groups=groups,
+                     data_layout="NHWC", kernel_layout="HWIO")
+    assert_close(got, ref.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+    # Mixed: NHWC data with an OIHW kernel, NCHW output.
+    got2 = run_kernel("nn.conv2d", [x.transpose(0, 2, 3, 1).copy(), w], strides=strides, padding=pads,
+                      dilation=dilation, groups=groups, data_layout="NHWC", out_layout="NCHW")
+    assert_close(got2, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,c,h,w,o,pads", [
+    (1, 16, 24, 24, 16, (1, 1, 1, 1)),    # even output: whole 2x2 tiles
+    (2, 24, 25, 27, 20, (1, 1, 1, 1)),    # odd output sizes, batch 2
+    (1, 16, 26, 25, 32, (0, 2, 1, 0)),    # asymmetric padding
+    (1, 32, 24, 24, 16, (2, 2, 2, 2)),    # padding wider than the kernel reach
+    (1, 16, 26, 26, 16, (0, 0, 0, 0)),    # no padding
+])
+def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads):
+    from tidlx.emulator.kernels import _winograd
+
+    rng = np.random.default_rng(n + c + h + w + o)
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (o, c, 3, 3))
+    wt.setflags(write=False)  # like a Constant's data: the transformed weights get cached
+    assert _winograd.usable(x.shape, wt.shape, 1, (1, 1), (1, 1), np.dtype("float32"))
+    ref = fast_reference_conv(x, wt, pads)
+    for _ in range(2):  # second time from the weight cache
+        got = run_kernel("nn.conv2d", [x, wt], padding=pads)
+        assert_close(got, ref, rtol=1e-5, atol=2e-5)
+    assert id(wt) in _winograd._weight_cache
+
+
+def test_winograd_weight_cache_entries_die_with_the_weights():
+    from tidlx.emulator.kernels import _winograd
+
+    wt = np.ones((16, 16, 3, 3), np.float32)
+    wt.setflags(write=False)
+    _winograd.transformed_weights(wt, np.dtype("float32"))
+    key = id(wt)
+    assert key in _winograd._weight_cache
+    del wt
+    assert key not in _winograd._weight_cache
+
+
+def test_conv2d_int8_accumulates_exactly_in_int32():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, size=(1, 4, 6, 6)).astype("int8")
+    w = rng.integers(-128, 128, size=(5, 4, 3, 3)).astype("int8")
+    got = run_kernel("nn.conv2d", [x, w], padding=(1, 1), out_dtype="int32")
+    ref = naive_conv_nchw(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, acc=np.int64)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("strides,pads,dilation,groups", [
+    ((1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 1), (0, 1, 2, 1), (2, 1), 2),
+    ((1, 1), (1, 1, 1, 1), (1, 1), 4),
+])
+def test_conv2d_matches_onnxruntime(strides, pads, dilation, groups):
+    rng = np.random.default_rng(11)
+    x = rand(rng, (1, 4, 9, 8))
+    w = rand(rng, (8, 4 // groups, 3, 3))
+    ref = ort_node("Conv", {"x": x, "w": w}, dict(strides=list(strides), pads=[pads[0], pads[1], pads[2], pads[3]],
+                                                  dilations=list(dilation), group=groups))[0]
+    got = run_kernel("nn.conv2d", [x, w], strides=strides, padding=pads, dilation=dilation, groups=groups)
+    assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strides,pads,out_pad,dilation,groups", [
+    ((1, 1), (0, 0, 0, 0), (0, 0), (1, 1), 1),
+    ((2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1),
+    ((2, 3), (0, 1, 2, 0), (1, 0), (1, 1), 2),
+    ((2, 2), (1, 0, 1, 0), (0, 1), (2, 2), 1),
+    ((3, 3), (0, 0, 0, 0), (2, 2), (1, 1), 1),  # output padding beyond the full result: zeros
+])
+def test_conv2d_transpose_matches_onnxruntime(strides, pads, out_pad, dilation, groups):
+    rng = np.random.default_rng(5)
+    x = rand(rng, (2, 4, 5, 4))
+    w = rand(rng, (4, 3, 3, 2))  # (C_in, C_out / groups, kh, kw)
+    ref = ort_node("ConvTranspose", {"x": x, "w": w}, dict(
+        strides=list(strides), pads=[pads[0], pads[1], pads[2], pads[3]], output_padding=list(out_pad),
+        dilations=list(dilation), group=groups))[0]
+    got = run_kernel("nn.conv2d_transpose", [x, w], strides=strides, padding=pads, output_padding=out_pad,
+                     dilation=dilation, groups=groups, channels=3 * groups, kernel_size=(3, 2))
+    assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_transpose_nhwc_layout():
+    rng = np.random.default_rng(6)
+    x = rand(rng, (1, 3, 4, 5))
+    w = rand(rng, (3, 2, 3, 3))
+    ref = ort_node("ConvTranspose", {"x": x, "w": w}, dict(strides=[2, 2], pads=[1, 1, 1, 1]))[0]
+    got = run_kernel("nn.conv2d_transpose", [x.transpose(0, 2, 3, 1).copy(), w.transpose(2, 3, 0, 1).copy()],
+                     strides=(2, 2), padding=(1, 1), data_layout="NHWC", kernel_layout="HWIO")
+    assert_close(got, ref.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)

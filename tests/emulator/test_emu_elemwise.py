@@ -1,0 +1,102 @@
+"""Element-wise kernels against onnxruntime (float and integer semantics)."""
+
+import numpy as np
+import pytest
+
+from emu_helpers import assert_close, ort_node, rand, run_kernel
+
+UNARY = [  # (relay op, ONNX op, input range)
+    ("nn.relu", "Relu", (-3, 3)), ("sigmoid", "Sigmoid", (-90, 90)), ("tanh", "Tanh", (-5, 5)),
+    ("exp", "Exp", (-10, 10)), ("log", "Log", (0.01, 10)), ("sqrt", "Sqrt", (0, 10)),
+    ("erf", "Erf", (-3, 3)), ("negative", "Neg", (-3, 3)), ("abs", "Abs", (-3, 3)),
+    ("floor", "Floor", (-3, 3)), ("ceil", "Ceil", (-3, 3)), ("sign", "Sign", (-3, 3)),
+    ("sin", "Sin", (-3, 3)), ("cos", "Cos", (-3, 3)),
+]
+
+
+@pytest.mark.parametrize("relay,onnx_op,bounds", UNARY)
+def test_unary_matches_onnxruntime(relay, onnx_op, bounds):
+    rng = np.random.default_rng(len(relay))
+    x = rand(rng, (3, 70), low=bounds[0], high=bounds[1])
+    assert_close(run_kernel(relay, [x]), ort_node(onnx_op, {"x": x})[0], rtol=2e-6, atol=1e-6)
+
+
+def test_round_is_half_to_even_like_onnx():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.4, 2.6], np.float32)
+    np.testing.assert_array_equal(run_kernel("round", [x]), ort_node("Round", {"x": x})[0])
+
+
+def test_rsqrt_trunc_copy_like_ops():
+    x = np.array([[0.25, 4.0, -1.7, 2.2]], np.float32)
+    assert_close(run_kernel("rsqrt", [np.abs(x)]), 1 / np.sqrt(np.abs(x)))
+    np.testing.assert_array_equal(run_kernel("trunc", [x]), np.trunc(x))
+    np.testing.assert_array_equal(run_kernel("copy", [x]), x)
+    np.testing.assert_array_equal(run_kernel("zeros_like", [x]), np.zeros_like(x))
+    np.testing.assert_array_equal(run_kernel("ones_like", [x]), np.ones_like(x))
+
+
+BINARY = [("add", "Add"), ("subtract", "Sub"), ("multiply", "Mul"), ("divide", "Div"), ("maximum", "Max"),
+          ("minimum", "Min"), ("power", "Pow"), ("equal", "Equal"), ("less", "Less"),
+          ("less_equal", "LessOrEqual"), ("greater", "Greater"), ("greater_equal", "GreaterOrEqual")]
+
+
+@pytest.mark.parametrize("relay,onnx_op", BINARY)
+def test_broadcasting_binary_matches_onnxruntime(relay, onnx_op):
+    rng = np.random.default_rng(3)
+    a = rand(rng, (2, 3, 4), low=0.5, high=3)
+    b = rand(rng, (3, 1), low=0.5, high=3)
+    b[0, 0] = a[0, 0, 0]  # an equal pair for the comparisons
+    assert_close(run_kernel(relay, [a, b]), ort_node(onnx_op, {"a": a, "b": b}, opset=13)[0], rtol=1e-6)
+
+
+def test_integer_division_and_modulo_follow_relay():
+    a = np.array([7, -7, 7, -7, 0, 5], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 5], np.int32)
+    # divide truncates (ONNX Div on integers), floor_divide floors
+    np.testing.assert_array_equal(run_kernel("divide", [a, b]), ort_node("Div", {"a": a, "b": b})[0])
+    np.testing.assert_array_equal(run_kernel("floor_divide", [a, b]), np.floor_divide(a, b))
+    # mod is C fmod (ONNX Mod fmod=1), floor_mod takes the divisor's sign (ONNX Mod fmod=0)
+    np.testing.assert_array_equal(run_kernel("mod", [a, b]), ort_node("Mod", {"a": a, "b": b}, dict(fmod=1))[0])
+    np.testing.assert_array_equal(run_kernel("floor_mod", [a, b]), ort_node("Mod", {"a": a, "b": b})[0])
+    fa, fb = a.astype(np.float32), b.astype(np.float32)
+    # (onnxruntime only takes fmod=1 for floats)
+    np.testing.assert_array_equal(run_kernel("mod", [fa, fb]), ort_node("Mod", {"a": fa, "b": fb}, dict(fmod=1))[0])
+    np.testing.assert_array_equal(run_kernel("floor_mod", [fa, fb]), np.mod(fa, fb))
+    assert run_kernel("floor_divide", [fa, fb]).dtype == np.float32
+
+
+def test_logical_ops_and_where():
+    rng = np.random.default_rng(4)
+    p = rng.random((3, 4)) > 0.5
+    q = rng.random((1, 4)) > 0.5
+    for relay, onnx_op in (("logical_and", "And"), ("logical_or", "Or"), ("logical_xor", "Xor")):
+        np.testing.assert_array_equal(run_kernel(relay, [p, q]), ort_node(onnx_op, {"p": p, "q": q})[0])
+    np.testing.assert_array_equal(run_kernel("logical_not", [p]), ~p)
+    x, y = rand(rng, (3, 4)), rand(rng, (4,))
+    np.testing.assert_array_equal(run_kernel("where", [p, x, y]), ort_node("Where", {"c": p, "x": x, "y": y})[0])
+
+
+def test_leaky_relu_prelu_clip():
+    rng = np.random.default_rng(5)
+    x = rand(rng, (2, 3, 4, 4), low=-2, high=2)
+    assert_close(run_kernel("nn.leaky_relu", [x], alpha=0.1),
+                 ort_node("LeakyRelu", {"x": x}, dict(alpha=0.1))[0], rtol=0, atol=0)
+    slope = rand(rng, (3,))
+    assert_close(run_kernel("nn.prelu", [x, slope], axis=1),
+                 ort_node("PRelu", {"x": x, "s": slope.reshape(3, 1, 1)})[0], rtol=0, atol=0)
+    lo, hi = np.array(-0.5, np.float32), np.array(0.75, np.float32)
+    assert_close(run_kernel("clip", [x], a_min=-0.5, a_max=0.75),
+                 ort_node("Clip", {"x": x, "lo": lo, "hi": hi})[0], rtol=0, atol=0)
+    q = np.array([-128, -3, 0, 5, 127], np.int8)
+    got = run_kernel("clip", [q], a_min=-4.5, a_max=100.0)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, [-4, -3, 0, 5, 100])
+
+
+def test_cast_truncates_like_onnxruntime():
+    x = np.array([-2.7, -0.5, 0.5, 2.7, 100.2], np.float32)
+    from onnx import TensorProto
+    for dtype, proto in (("int32", TensorProto.INT32), ("int8", TensorProto.INT8)):
+        np.testing.assert_array_equal(run_kernel("cast", [x], dtype=dtype),
+                                      ort_node("Cast", {"x": x}, dict(to=proto))[0])
+    np.testing.assert_array_equal(run_kernel("cast", [x], dtype="bool"), x != 0)
