@@ -27,7 +27,7 @@ from .expr import Call, Expr, Function, TupleGetItem
 from .module import IRModule
 from .op import Op
 from .pattern import ANY_CALL, Match, Pattern
-from .traversal import children, rebuild
+from .traversal import children, post_order, rebuild
 from .type_infer import describe_call, infer_expr_type
 
 #: Function attributes marking code that belongs to another compiler or is already fused.
@@ -138,22 +138,7 @@ class SweepContext:
 
 def _walk_order(root: Expr, enter_external: bool) -> List[Expr]:
     """Post order from ``root`` that does not enter external functions."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node is not root and not enter_external and is_external(node):
-            continue
-        for child in reversed(children(node)):
-            if id(child) not in seen:
-                stack.append((child, False))
-    return order
+    return post_order(root, enter=None if enter_external else (lambda node: not is_external(node)))
 
 
 def _layer_of(node: Expr) -> Optional[str]:

@@ -23,10 +23,13 @@ def children(expr: Expr) -> tuple:
     return ()
 
 
-def post_order(root: Expr, enter_functions: bool = True) -> List[Expr]:
+def post_order(root: Expr, enter_functions: bool = True,
+               enter: Optional[Callable[[Expr], bool]] = None) -> List[Expr]:
     """Every node reachable from ``root`` once, each after all of its children.
 
-    With ``enter_functions=False`` nested Functions are listed but not entered.
+    With ``enter_functions=False`` nested Functions are listed but not entered; more
+    generally a node (other than ``root``) for which ``enter(node)`` is False is listed but
+    its children are not visited.
     """
     order: List[Expr] = []
     seen = set()
@@ -40,7 +43,8 @@ def post_order(root: Expr, enter_functions: bool = True) -> List[Expr]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        if isinstance(node, Function) and not enter_functions and node is not root:
+        if node is not root and ((isinstance(node, Function) and not enter_functions)
+                                 or (enter is not None and not enter(node))):
             continue
         for child in reversed(children(node)):
             if id(child) not in seen:

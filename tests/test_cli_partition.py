@@ -1,5 +1,4 @@
-"""``tidlx partition MODEL ...`` (tidlx/partition_cli.py), run in-process through its ``main``,
-which handles errors as ``tidlx.cli.main`` does."""
+"""``tidlx partition MODEL ...`` (tidlx/partition_cli.py), run in-process through ``tidlx.cli.main``."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 import tidlx
 from tidlx.backends.tidl.options import BATCH_ENV_VAR
 from tidlx.models import bevdet_img_stage
-from tidlx.partition_cli import main
+from tidlx.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 import warnings
-from typing import List, Optional
+from typing import Optional
 
 from .ir import TidlxError
 
@@ -138,23 +138,3 @@ def add_partition_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--print-relay", action="store_true", help="print the partitioned module as Relay text")
     p.set_defaults(func=cmd_partition)
     return p
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """``tidlx partition ...`` on its own (``python -m tidlx.partition_cli partition MODEL``),
-    with the error handling of ``tidlx.cli.main``."""
-    parser = argparse.ArgumentParser(prog="tidlx")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_partition_parser(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except TidlxError as exc:
-        print(f"tidlx: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -53,7 +53,7 @@ from ...ir.types import TensorType
 from .composites import Composite, composite_specs, find_composites
 from .context import RuleContext
 from .explain import HostReason, explain_function
-from .options import OPTIONS, BatchLimit, OptionError, TidlOptions
+from .options import OPTIONS, BatchLimit, OptionError, TidlOptions, parse_key_values
 
 #: tidlx's own option (not TI's): preparation passes to skip, by name.
 DISABLED_PASSES_OPTION = "disabled_passes"
@@ -122,25 +122,13 @@ def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str
         return TidlOptions(), ()
     if isinstance(options, TidlOptions):
         return options, ()
-    if isinstance(options, str):
-        options = [options]
     if isinstance(options, Mapping):
         values = dict(options)
         for key in values:
             if not isinstance(key, str):
                 raise OptionError(f"TIDL option names must be strings, got {key!r}")
-    elif isinstance(options, (list, tuple)):
-        values = {}
-        for item in options:
-            if not isinstance(item, str) or "=" not in item:
-                raise OptionError(f"TIDL option {item!r} must be written key=value (e.g. tensor_bits=16)")
-            key, _, value = item.partition("=")
-            key = key.strip()
-            if not key:
-                raise OptionError(f"TIDL option {item!r} has no name before '='")
-            if key in values:
-                raise OptionError(f"TIDL option '{key}' is given twice ({key}={values[key]} and {key}={value})")
-            values[key] = value
+    elif isinstance(options, (str, list, tuple)):
+        values = parse_key_values(options)
     else:
         raise OptionError(f"TIDL options must be a dict of option names to values, a TidlOptions or a list of "
                           f"'key=value' strings, got {type(options).__name__}")

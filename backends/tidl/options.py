@@ -42,6 +42,24 @@ class OptionError(TidlxError):
     """A bad TIDL option: unknown name, bad value, or a value that does not fit the model."""
 
 
+def parse_key_values(items: Iterable[str]) -> Dict[str, str]:
+    """``["key=value", ...]`` (the CLI's ``-o key=value``) as a dict; a key may appear once."""
+    if isinstance(items, str):
+        items = [items]
+    values: Dict[str, str] = {}
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise OptionError(f"TIDL option {item!r} must be written key=value (e.g. tensor_bits=16)")
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if not key:
+            raise OptionError(f"TIDL option {item!r} has no name before '='")
+        if key in values:
+            raise OptionError(f"TIDL option '{key}' is given twice ({key}={values[key]} and {key}={value})")
+        values[key] = value
+    return values
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One TI option: its user-facing name, the TidlOptions field, how to parse and check it."""
@@ -350,20 +368,7 @@ class TidlOptions:
     @classmethod
     def from_strings(cls, items: Iterable[str]) -> "TidlOptions":
         """Options from ``key=value`` strings (the CLI's ``-o key=value``); a key may appear once."""
-        if isinstance(items, str):
-            items = [items]
-        values: Dict[str, str] = {}
-        for item in items:
-            if not isinstance(item, str) or "=" not in item:
-                raise OptionError(f"TIDL option {item!r} must be written key=value (e.g. tensor_bits=16)")
-            key, _, value = item.partition("=")
-            key = key.strip()
-            if not key:
-                raise OptionError(f"TIDL option {item!r} has no name before '='")
-            if key in values:
-                raise OptionError(f"TIDL option '{key}' is given twice ({key}={values[key]} and {key}={value})")
-            values[key] = value
-        return cls.from_dict(values)
+        return cls.from_dict(parse_key_values(items))
 
     def replace(self, **changes) -> "TidlOptions":
         """A copy with some fields changed (validated again)."""
