@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ...ir.expr import Call, Constant, Expr, Function, TupleGetItem
 from ...ir.pattern import ANY_CALL, Pattern, is_constant, is_op, is_tuple_get_item, wildcard
@@ -225,12 +225,13 @@ def _node_key(node: Expr):
     return type(node)
 
 
-def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None) -> List[Composite]:
+def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None,
+                    exclude: Iterable[Expr] = ()) -> List[Composite]:
     """The composite groups of ``function``, each a list of calls TIDL runs as one layer.
 
     Nodes are visited from the outputs back, so the largest pattern ending at a node is taken
     before its parts; a match is kept only when every inner value is used inside the group only
-    and none of its nodes is in an earlier group."""
+    and none of its nodes is in an earlier group. Nodes in ``exclude`` join no group."""
     if isinstance(function, Function):
         root = function.body
     else:
@@ -240,7 +241,9 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
     position = {node: i for i, node in enumerate(order)}
     node_users = users(root)
     keyed = [(spec, spec.pattern.dispatch_keys()) for spec in specs]
-    claimed: Dict[Expr, Composite] = {}
+    excluded = {id(node) for node in exclude}
+    blocker = object()  # pre-claims excluded nodes so that no group can take them
+    claimed: Dict[Expr, object] = {node: blocker for node in order if id(node) in excluded}
     groups: List[Composite] = []
     for node in reversed(order):
         if node in claimed or not isinstance(node, (Call, TupleGetItem)):

@@ -50,7 +50,7 @@ from ...ir.rewrite import RewriteTable, is_external
 from ...ir.traversal import post_order
 from ...ir.transform import Pass, PassContext
 from ...ir.types import TensorType
-from .composites import Composite, composite_specs, find_composites
+from .composites import Composite, find_composites
 from .context import RuleContext
 from .explain import HostReason, explain_function
 from .options import OPTIONS, BatchLimit, OptionError, TidlOptions, parse_key_values
@@ -313,42 +313,10 @@ def composites_for(fn: Function, options: TidlOptions, layer_types: Mapping[str,
     groups = find_composites(fn)
     if not _has_lists(options):
         return groups
-    denied = {id(c) for g in groups for c in g.calls if list_denial(c, options, layer_types)}
+    denied = [c for g in groups for c in g.calls if list_denial(c, options, layer_types)]
     if not denied:
         return groups
-    return _find_composites_excluding(fn, denied)
-
-
-def _find_composites_excluding(fn: Function, excluded_ids) -> List[Composite]:
-    # find_composites' search with the excluded calls pre-claimed, so no group may hold them.
-    from ...ir.traversal import users
-    from .composites import _node_key, _try  # the search of find_composites, one step at a time
-
-    order = post_order(fn.body, enter_functions=False)
-    position = {node: i for i, node in enumerate(order)}
-    node_users = users(fn.body)
-    blocker = object()
-    claimed: Dict[object, object] = {node: blocker for node in order if id(node) in excluded_ids}
-    keyed = [(spec, spec.pattern.dispatch_keys()) for spec in composite_specs()]
-    groups: List[Composite] = []
-    from ...ir.expr import TupleGetItem
-    from ...ir.pattern import ANY_CALL
-
-    for node in reversed(order):
-        if node in claimed or not isinstance(node, (Call, TupleGetItem)):
-            continue
-        key = _node_key(node)
-        for spec, keys in keyed:
-            if not (keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)):
-                continue
-            group = _try(spec, node, node_users, claimed, position)
-            if group is not None:
-                for member in group.members:
-                    claimed[member] = group
-                groups.append(group)
-                break
-    groups.sort(key=lambda g: position[g.root])
-    return groups
+    return find_composites(fn, exclude=denied)
 
 
 # -- the flow -----------------------------------------------------------------------------------
