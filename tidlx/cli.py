@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections import Counter
 from typing import List, Optional
 
 from .ir import TidlxError
+from .ir.errors import TidlxWarning
 
 
 def _op_counts(mod) -> Counter:
@@ -102,11 +104,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    # Warnings the user should act on, as one line each, not Python's source-location format.
+    if issubclass(category, TidlxWarning):
+        print(f"tidlx: warning: {message}", file=sys.stderr)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args)
     except TidlxError as exc:
         print(f"tidlx: error: {exc}", file=sys.stderr)
         return 2
