@@ -681,6 +681,19 @@ class LalrTables:
         values: List[Any] = []
         push_state, push_value = stack.append, values.append
         builder = self.builder
+
+        def reduce(rule):
+            size, origin, callback = rule
+            if callback is None:  # a one-child "?rule": the child's value passes through
+                del stack[-1]
+            elif size:
+                args = values[-size:]
+                del values[-size:]
+                del stack[-size:]
+                push_value(callback(args))
+            else:
+                push_value(callback([]))
+            push_state(states[stack[-1]][origin][1])
         for tok in tokens:
             ttype = tok.type
             builder.lookahead = tok
@@ -694,33 +707,13 @@ class LalrTables:
                     push_state(action[1])
                     push_value(tok)
                     break
-                size, origin, callback = action[1]
-                if callback is None:
-                    del stack[-1]
-                elif size:
-                    args = values[-size:]
-                    del values[-size:]
-                    del stack[-size:]
-                    push_value(callback(args))
-                else:
-                    push_value(callback([]))
-                push_state(states[stack[-1]][origin][1])
+                reduce(action[1])
         builder.lookahead = None
         while True:
             action = states[stack[-1]].get("$END")
             if action is None or action[0]:
                 raise _syntax_error(src, None, states[stack[-1]])
-            size, origin, callback = action[1]
-            if callback is None:
-                del stack[-1]
-            elif size:
-                args = values[-size:]
-                del values[-size:]
-                del stack[-size:]
-                push_value(callback(args))
-            else:
-                push_value(callback([]))
-            push_state(states[stack[-1]][origin][1])
+            reduce(action[1])
             if stack[-1] == end_state:
                 return values[-1]
 
