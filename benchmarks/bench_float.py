@@ -1,4 +1,4 @@
-"""Float emulator speed on a ResNet-18-shaped model at batch 1 (run by ``make bench``).
+"""Float emulator speed on a ResNet-18-shaped model and BEVDet's image stage at batch 1 (``make bench``).
 
 Builds ResNet-18 (conv/batch-norm/relu, max pool, 8 basic blocks, global pool, dense) as ONNX
 with random weights (fixed seed), imports it with ``tidlx.load`` (or, while the ONNX frontend
@@ -7,6 +7,9 @@ is not available, builds the equivalent tidlx IR directly) and times in the same
 * the tidlx float emulator,
 * onnxruntime on the CPU with 2 intra-op threads,
 * onnx.reference.ReferenceEvaluator.
+
+Then the same for ``tidlx.models.bevdet_img_stage(backbone="resnet18", batch=1)`` (256x704, one
+camera; skip with ``--skip-bevdet``).
 
 Goals: emulator <= 1.5x onnxruntime, >= 50x faster than the ONNX reference evaluator, and max
 abs error <= 1e-4 x max abs output against onnxruntime.
@@ -169,41 +172,24 @@ def timed(fn, repeat: int, warmup: int = 1):
     return statistics.median(times) * 1e3, times
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", type=int, default=224)
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--reference-repeat", type=int, default=1)
-    parser.add_argument("--skip-reference", action="store_true", help="skip the (slow) ONNX reference evaluator")
-    args = parser.parse_args(argv)
-
-    weights = Weights(seed=0)
-    model = build_onnx(weights, args.image)
-    image = np.random.default_rng(1).uniform(-1, 1, (1, 3, args.image, args.image)).astype(np.float32)
-
-    t0 = time.perf_counter()
-    mod, how = load_ir(model, weights, args.image)
-    load_ms = (time.perf_counter() - t0) * 1e3
-    input_name = mod["main"].params[0].name_hint
-
+def compare(title: str, model: onnx.ModelProto, mod: IRModule, feed: dict, load_ms: float, args) -> bool:
+    """Times the three engines on one model and prints the table; True when within the error bar."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = 2
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    feed = {"input": image}
 
     t0 = time.perf_counter()
-    (ours,) = emulate(mod, {input_name: image})
+    ours = emulate(mod, feed)
     first_ms = (time.perf_counter() - t0) * 1e3
-    (ref,) = sess.run(None, feed)
-    rel_err = float(np.abs(ours - ref).max() / np.abs(ref).max())
+    refs = sess.run(None, feed)
+    rel_err = max(float(np.abs(o - r).max() / max(np.abs(r).max(), 1e-30)) for o, r in zip(ours, refs))
 
     # Alternate blocks of runs (not single runs: onnxruntime's worker threads keep spinning for a
     # while after each run and would steal the emulator's cores), pausing between blocks.
     emu_times, ort_times = [], []
     per_block = max(1, args.repeat // 3)
     for _ in range(3):
-        for engine, times in ((lambda: emulate(mod, {input_name: image}), emu_times),
-                              (lambda: sess.run(None, feed), ort_times)):
+        for engine, times in ((lambda: emulate(mod, feed), emu_times), (lambda: sess.run(None, feed), ort_times)):
             engine()
             for _ in range(per_block):
                 t = time.perf_counter()
@@ -220,7 +206,7 @@ def main(argv=None) -> int:
         evaluator = ReferenceEvaluator(model)
         ref_ms, _ = timed(lambda: evaluator.run(None, feed), args.reference_repeat, warmup=0)
 
-    print(f"ResNet-18 shaped model, batch 1, {args.image}x{args.image}; IR from: {how}")
+    print(title)
     print(f"import {load_ms:.0f} ms; first emulator run (plans, numba cache load) {first_ms:.0f} ms")
     print(f"{'engine':<34}{'median ms':>11}{'emulator is':>16}")
     print(f"{'tidlx emulator (float32)':<34}{emu_ms:>11.1f}{'':>16}")
@@ -228,7 +214,45 @@ def main(argv=None) -> int:
     if ref_ms is not None:
         print(f"{'onnx.reference.ReferenceEvaluator':<34}{ref_ms:>11.1f}{ref_ms / emu_ms:>13.1f}x faster (goal >= 50x)")
     print(f"max abs error vs onnxruntime: {rel_err:.2e} x max abs output (goal <= 1e-4)")
-    ok = rel_err <= 1e-4
+    print()
+    return rel_err <= 1e-4
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", type=int, default=224)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--reference-repeat", type=int, default=1)
+    parser.add_argument("--skip-reference", action="store_true", help="skip the (slow) ONNX reference evaluator")
+    parser.add_argument("--skip-bevdet", action="store_true", help="only the ResNet-18 model")
+    args = parser.parse_args(argv)
+
+    weights = Weights(seed=0)
+    model = build_onnx(weights, args.image)
+    image = np.random.default_rng(1).uniform(-1, 1, (1, 3, args.image, args.image)).astype(np.float32)
+    t0 = time.perf_counter()
+    mod, how = load_ir(model, weights, args.image)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    ok = compare(f"ResNet-18 shaped model, batch 1, {args.image}x{args.image}; IR from: {how}", model, mod,
+                 {mod["main"].params[0].name_hint: image}, load_ms, args)
+
+    if not args.skip_bevdet:
+        from tidlx.models import bevdet_img_stage
+
+        model = bevdet_img_stage(backbone="resnet18", batch=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bevdet.onnx")
+            onnx.save(model, path)
+            t0 = time.perf_counter()
+            mod = tidlx.load(path)
+            load_ms = (time.perf_counter() - t0) * 1e3
+        rng = np.random.default_rng(2)
+        feed = {}
+        for value in model.graph.input:
+            shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+            feed[value.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+        ok &= compare("BEVDet image stage (tidlx.models.bevdet_img_stage(backbone='resnet18', batch=1): "
+                      "256x704, 1 camera); IR from: tidlx.load", model, mod, feed, load_ms, args)
     return 0 if ok else 1
 
 

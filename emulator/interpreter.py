@@ -9,6 +9,9 @@ Calls of other global functions (including ``Compiler="tidl"`` subgraphs, evalua
 float here), closures (``fn`` values and calls of them), ``let``, tuples and projections
 are all followed. No step recurses on graph depth; only calls between functions nest.
 
+Chains of element-wise ops after a producer (conv -> batch_norm -> add -> relu) are fused into
+one step that runs them in place on the producer's output, bit-identically (_fusion.py).
+
 Kernels live in kernels/op_<family>.py (see registry.py). During a run the process keeps freed
 memory for reuse (_memory.py) and heavy kernels share one thread pool (kernels/_parallel.py).
 """
@@ -28,6 +31,7 @@ from ..ir.op import Op
 from ..ir.traversal import children, free_vars, number_bindings, post_order
 from ..ir.type_infer import describe_call
 from ..ir.types import TensorType, TupleType, Type
+from ._fusion import fresh_head, fuse_chains, stage_args
 from ._memory import keep_freed_memory
 from .kernels._parallel import run_context
 from .registry import get_kernel
@@ -69,7 +73,8 @@ class Closure:
 
 
 # Step kinds. A step is a tuple (kind, out_slot, in_slots, payload, freed_slots, n_counted_frees, node).
-_OP, _CALL_GLOBAL, _CALL_CLOSURE, _TUPLE, _GET_ITEM, _MAKE_CLOSURE, _GLOBAL_REF = range(7)
+# _FUSED is an op followed by a chain of element-wise ops run in place (_fusion.py).
+_OP, _CALL_GLOBAL, _CALL_CLOSURE, _TUPLE, _GET_ITEM, _MAKE_CLOSURE, _GLOBAL_REF, _FUSED = range(8)
 
 
 class _Plan:
@@ -176,6 +181,7 @@ def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _P
             raise EmulatorError(f"{where}: cannot evaluate a {type(node).__name__} node")
 
     plan.result_slot = slot(func.body)
+    raw_steps = fuse_chains(raw_steps, plan.result_slot, _OP, _GET_ITEM, _FUSED, _expected)
     plan.initial = initial
     plan.result_computed = any(s[1] == plan.result_slot for s in raw_steps)
 
@@ -307,6 +313,8 @@ def _execute(plan: _Plan, ctx: _Context, args: Sequence[Any], captured: Sequence
             env[out] = res
             if stats is not None:
                 stats.kernel_calls[node.op.name] = stats.kernel_calls.get(node.op.name, 0) + 1
+        elif kind == _FUSED:
+            env[out] = _run_fused(plan, payload, [env[i] for i in ins], stats)
         elif kind == _CALL_GLOBAL:
             callee = _global_plan(ctx.mod, payload)
             try:
@@ -342,6 +350,43 @@ def _execute(plan: _Plan, ctx: _Context, args: Sequence[Any], captured: Sequence
     if stats is not None and plan.result_computed:
         stats.live_values -= 1  # the caller's slot holds (and counts) the result from here on
     return env[plan.result_slot]
+
+
+def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
+    """A fused step: the head op, then each stage's epilogue on its result (in place when the
+    result is an array no one else holds), or the stage's kernel where it has no epilogue form."""
+    kernel, attrs, out_type, expected = fused.head
+    node = fused.head_node
+    try:
+        res = kernel(values[:fused.n_head_args], attrs, out_type)
+    except Exception as exc:
+        if isinstance(exc, EmulatorError):
+            raise
+        raise _kernel_failure(plan, node, exc) from exc
+    res = _check_result(plan, node, res, expected)
+    owned = fresh_head(node.op.name)
+    at = fused.n_head_args
+    for stage in fused.stages:
+        others = values[at:at + stage.n_others]
+        at += stage.n_others
+        node = stage.node
+        try:
+            y = stage.epilogue(res, others, stage.attrs, owned and res.flags.writeable)
+            if y is None:
+                y = stage.kernel(stage_args(res, others, stage.position), stage.attrs, node.checked_type)
+                if stage.item0:
+                    y = y[0]
+        except Exception as exc:
+            if isinstance(exc, EmulatorError):
+                raise
+            raise _kernel_failure(plan, node, exc) from exc
+        res = _check_result(plan, node, y, stage.expected)
+        owned = True  # an epilogue's or a kernel's result is a new array (or the owned one)
+    if stats is not None:
+        for name in [fused.head_node.op.name] + [s.op_name for s in fused.stages]:
+            stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
+        stats.steps += sum(2 if s.item0 else 1 for s in fused.stages)  # the fused-away steps
+    return res
 
 
 # --- inputs and outputs ------------------------------------------------------------------------

@@ -7,7 +7,7 @@ multiply-adds than im2col, and no im2col matrix is built. The transforms only ad
 (relative error ~1e-6, far inside the emulator's 1e-4 bar).
 
 Transformed weights of constant (read-only) weight arrays are cached for as long as the array
-lives, so a model's weights are transformed once, not on every run. Used from 24x24 pixels up
+lives, so a model's weights are transformed once, not on every run. Used from 14x14 pixels up
 (see MIN_PIXELS); ``TIDLX_EMULATOR_WINOGRAD=0`` turns it off.
 """
 
@@ -60,8 +60,9 @@ def _planes16(rows: int, cols: int, dtype) -> np.ndarray:
 
 
 #: Winograd needs this many output pixels per image: its transformed weights are 16/9 the size,
-#: and on small images the products are bound by reading weights, not by multiply-adds.
-MIN_PIXELS = 24 * 24
+#: and on small images the products are bound by reading weights, not by multiply-adds. Measured
+#: on ResNet-18 shapes (2 cores): 256ch at 14x14 is ~25% faster than im2col, 512ch at 7x7 ~20% slower.
+MIN_PIXELS = 14 * 14
 ENABLED = os.environ.get("TIDLX_EMULATOR_WINOGRAD", "1") not in ("0", "no", "false")
 
 

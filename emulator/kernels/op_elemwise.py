@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from ..registry import kernel
+from ..registry import epilogue, kernel
 from ._common import out_dtype
-from ._parallel import for_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, for_blocks
 
 
 def _unary(fn):
@@ -50,13 +50,43 @@ def relu(args, attrs, out_type):
     x = args[0]
     if x.dtype.kind != "f" or x.size < 4096:
         return np.maximum(x, x.dtype.type(0))
-    from ._jit import relu_flat
+    return _relu_into(np.ascontiguousarray(x), None)
 
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
+
+def _relu_into(x: np.ndarray, out) -> np.ndarray:
+    """relu of a contiguous float array into ``out`` (x itself for in place; None: a new array)."""
+    from ._jit import relu_flat, relu_flat_inplace
+
+    flat = x.reshape(-1)
     zero = x.dtype.type(0)
-    for_blocks(flat.size, lambda start, stop: relu_flat(flat, out, zero, start, stop), min_block=1 << 18)
-    return out.reshape(x.shape)
+    if out is x:
+        for_blocks(flat.size, lambda start, stop: relu_flat_inplace(flat, zero, start, stop),
+                   min_block=MIN_ELEMENTWISE_BLOCK)
+        return x
+    dst = np.empty_like(flat) if out is None else out.reshape(-1)
+    for_blocks(flat.size, lambda start, stop: relu_flat(flat, dst, zero, start, stop),
+               min_block=MIN_ELEMENTWISE_BLOCK)
+    return dst.reshape(x.shape)
+
+
+@epilogue("nn.relu")
+def relu_epilogue(x, others, attrs, in_place):
+    if x.dtype.kind != "f" or not x.flags.c_contiguous:
+        return None
+    if x.size < 4096:
+        return np.maximum(x, x.dtype.type(0), out=x if in_place else None)
+    return _relu_into(x, x if in_place else None)
+
+
+@epilogue("add")
+def add_epilogue(x, others, attrs, in_place):
+    """A residual add of an array of the same shape and dtype (IEEE addition commutes exactly, so
+    the chain value may have been either operand)."""
+    (other,) = others
+    if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
+            or x.dtype.kind != "f":
+        return None
+    return np.add(x, other, out=x if in_place else None)
 
 
 @kernel("sigmoid")

@@ -1,0 +1,127 @@
+"""Fused element-wise chains (emulator/_fusion.py): bit-identical to unfused runs, in place only on
+arrays no one else holds, and counted in RunStats like the unfused ops."""
+
+import numpy as np
+import pytest
+
+from tidlx.emulator import RunStats, run
+from tidlx.emulator import _fusion
+from tidlx.emulator.interpreter import _FUSED, _global_plan
+from tidlx.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const
+
+
+def _bn(x, channels, seed):
+    rng = np.random.default_rng(seed)
+    g, b, m = (rng.uniform(-1, 1, channels).astype(np.float32) for _ in range(3))
+    v = rng.uniform(0.5, 2, channels).astype(np.float32)
+    return TupleGetItem(call("nn.batch_norm", x, const(g), const(b), const(m), const(v), epsilon=1e-5), 0)
+
+
+def _conv(x, c_in, c_out, seed, k=3):
+    w = np.random.default_rng(seed).normal(0, 0.3, (c_out, c_in, k, k)).astype(np.float32)
+    return call("nn.conv2d", x, const(w), padding=(k // 2,) * 4, channels=c_out, kernel_size=(k, k))
+
+
+def residual_block(shape):
+    """conv-bn-relu, conv-bn, + conv-bn shortcut, relu: the ResNet chains fusion is for."""
+    n, c, h, w = shape
+    x = Var("x", TensorType(shape, "float32"))
+    y = call("nn.relu", _bn(_conv(x, c, 2 * c, 1), 2 * c, 2))
+    y = _bn(_conv(y, 2 * c, 2 * c, 3), 2 * c, 4)
+    short = _bn(_conv(x, c, 2 * c, 5, k=1), 2 * c, 6)
+    return Function([x], call("nn.relu", call("add", y, short)))
+
+
+def _run_both(make, inputs, monkeypatch):
+    """(fused outputs, unfused outputs, fused module) for fresh modules built by ``make``."""
+    results = []
+    for enabled in (True, False):
+        monkeypatch.setattr(_fusion, "ENABLED", enabled)
+        mod = IRModule({"main": make()})
+        results.append((run(mod, inputs), mod))
+    return results[0][0], results[1][0], results[0][1]
+
+
+def fused_chains(mod):
+    return [_fusion.describe(s[3]) for s in _global_plan(mod, "main").steps if s[0] == _FUSED]
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 32, 32), (2, 3, 5, 5)])  # numba paths / small numpy paths
+def test_residual_block_fuses_and_matches_unfused_bit_for_bit(shape, monkeypatch):
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    fused, unfused, mod = _run_both(lambda: residual_block(shape), {"x": x}, monkeypatch)
+    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert sorted(fused_chains(mod)) == ["nn.conv2d+nn.batch_norm", "nn.conv2d+nn.batch_norm+add+nn.relu",
+                                         "nn.conv2d+nn.batch_norm+nn.relu"]
+
+
+def test_values_read_twice_are_not_written_in_place(monkeypatch):
+    shape = (1, 4, 16, 16)
+
+    def make():
+        x = Var("x", TensorType(shape, "float32"))
+        y = _conv(x, 4, 4, 1)
+        # y is read by the batch norm and by the add: the chain must stop at y
+        return Function([x], call("add", call("nn.relu", _bn(y, 4, 2)), y))
+
+    x = np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
+    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert fused_chains(mod) == ["nn.relu+add"]  # a batch norm (a tuple) is no chain head
+
+
+def test_broadcast_add_falls_back_to_the_kernel(monkeypatch):
+    shape = (1, 4, 16, 16)
+    bias = np.arange(4, dtype=np.float32).reshape(1, 4, 1, 1)
+
+    def make():
+        x = Var("x", TensorType(shape, "float32"))
+        return Function([x], call("nn.relu", call("add", _conv(x, 4, 4, 1), const(bias))))
+
+    x = np.random.default_rng(2).uniform(-1, 1, shape).astype(np.float32)
+    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert fused_chains(mod) == ["nn.conv2d+add+nn.relu"]
+
+
+def test_chains_after_views_of_constants_leave_the_constants_alone():
+    data = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
+    kept = data.copy()
+    x = Var("x", TensorType((64 * 64,), "float32"))
+    body = call("add", call("nn.relu", call("reshape", const(data), newshape=(64 * 64,))), x)
+    mod = IRModule({"main": Function([x], body)})
+    ones = np.ones(64 * 64, np.float32)
+    for _ in range(2):
+        (out,) = run(mod, {"x": ones})
+        np.testing.assert_array_equal(out, np.maximum(kept.reshape(-1), 0) + 1)
+    np.testing.assert_array_equal(mod["main"].body.args[0].args[0].args[0].data, kept)
+    np.testing.assert_array_equal(ones, 1)
+
+
+def test_fused_ops_are_counted_in_run_stats():
+    shape = (1, 4, 8, 8)
+    mod = IRModule({"main": residual_block(shape)})
+    stats = RunStats()
+    run(mod, {"x": np.zeros(shape, np.float32)}, stats=stats)
+    assert stats.kernel_calls == {"nn.conv2d": 3, "nn.batch_norm": 3, "nn.relu": 2, "add": 1}
+    assert stats.steps == 3 + 3 * 2 + 2 + 1  # a batch norm is an op and a TupleGetItem
+
+
+def test_a_fused_op_failing_names_its_own_binding(monkeypatch):
+    shape = (1, 4, 8, 8)
+    mod = IRModule({"main": residual_block(shape)})
+    from tidlx.emulator import EmulatorError
+
+    def broken(x, others, attrs, in_place):
+        raise ValueError("broken relu")
+
+    plan = _global_plan(mod, "main")
+    steps = []
+    for step in plan.steps:
+        if step[0] == _FUSED:
+            stages = tuple(s._replace(epilogue=broken) if s.op_name == "nn.relu" else s for s in step[3].stages)
+            step = step[:3] + (step[3]._replace(stages=stages),) + step[4:]
+        steps.append(step)
+    monkeypatch.setattr(plan, "steps", tuple(steps))
+    with pytest.raises(EmulatorError, match=r"nn\.relu.*broken relu"):
+        run(mod, {"x": np.zeros(shape, np.float32)})
