@@ -85,3 +85,5 @@ def test_demo_tiny_agrees(tmp_path, capsys):
     out = capsys.readouterr().out
     assert (tmp_path / "bevdet_resnet18_b2_tiny.onnx").exists()
     assert "float emulator vs onnxruntime" in out and "NO" not in out
+    # step 4: batch 2 is refused as is, and the limit raised puts the convolutions on TIDL
+    assert "TIDL_RELAY_MAX_BATCH_SIZE=1" in out and "with max_batch_size=2" in out

@@ -1,7 +1,7 @@
 """``tidlx demo``: the main job on the built-in BEVDet image-stage model.
 
-Builds the model as ONNX, imports it, runs it in the float emulator next to onnxruntime
-and prints how well they agree.
+Builds the model as ONNX, imports it, runs it in the float emulator next to onnxruntime,
+prints how well they agree, then partitions it for TIDL as TI's flow would.
 """
 
 from __future__ import annotations
@@ -75,4 +75,16 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     console.print(table)
     console.print(f"time: tidlx emulator {t_emu:.2f} s (first run, includes kernel compilation), "
                   f"onnxruntime {t_ort:.2f} s")
+
+    # The questions a TIDL user asks first: does it export, into how many subgraphs, what falls back.
+    from . import partition
+
+    console.print("[bold]4. TIDL partition[/bold] (TI's flow; details: tidlx partition MODEL)")
+    _, report = partition(mod)
+    console.print(f"   as is: {report.headline()}")
+    if batch > 1:
+        _, report = partition(mod, {"max_batch_size": batch})
+        console.print(f"   with max_batch_size={batch} (or TIDL_RELAY_MAX_BATCH_SIZE={batch}): {report.headline()}")
+    for host in report.host_ops[:5]:
+        console.print(f"   host: {host.reason}", markup=False)
     return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort}
