@@ -1,14 +1,22 @@
-"""3x3 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3).
+"""3x3 stride-1 convolutions by Winograd's minimal filtering, F(2x2, 3x3) and F(4x4, 3x3).
 
-Each 2x2 output tile is computed from a 4x4 input tile with 16 element-wise products instead
-of 36, so the 16 matrix products (one per tile position, O x C times C x tiles) do 2.25x fewer
-multiply-adds than im2col, and no im2col matrix is built. The transforms only add and subtract
-(and halve the weights), so float32 results stay within a few ulps of the direct sum
-(relative error ~1e-6, far inside the emulator's 1e-4 bar).
+F(m x m, 3x3) computes each m x m output tile from an (m+2) x (m+2) input tile with (m+2)^2
+element-wise products, so the (m+2)^2 matrix products (one per tile position, O x C times
+C x tiles) do 36/16 = 2.25x (F(2,3)) or 144/36 = 4x (F(4,3)) fewer multiply-adds than im2col,
+and no im2col matrix is built.
+
+F(2x2, 3x3) transforms only add, subtract and halve: float32 results stay within a few ulps
+of the direct sum. F(4x4, 3x3) uses the points 0, +-1, +-2 and infinity (Lavin & Gray); its
+transforms scale by up to 8 and 1/24, so its float32 error is ~15x F(2,3)'s: 4e-6..9e-6 of
+the output's largest value per ResNet-18 layer against 3e-7..6e-7 (float64 reference). Whole
+models stay at 2e-6..3e-6 against onnxruntime (BEVDet ResNet-18/50), far inside the
+emulator's 1e-4 bar. It is used where it is also faster: from 28x28 outputs up (see
+F43_MIN_PIXELS).
 
 Transformed weights of constant (read-only) weight arrays are cached for as long as the array
-lives, so a model's weights are transformed once, not on every run. Used from 14x14 pixels up
-(see MIN_PIXELS); ``TIDLX_EMULATOR_WINOGRAD=0`` turns it off.
+lives, so a model's weights are transformed once, not on every run. ``TIDLX_EMULATOR_WINOGRAD``:
+``0`` turns Winograd off, ``2`` uses only F(2x2, 3x3), ``4`` uses F(4x4, 3x3) wherever Winograd
+is used; unset (or ``1``) chooses by shape.
 """
 
 from __future__ import annotations
@@ -21,49 +29,70 @@ import numpy as np
 
 from ._parallel import for_blocks, splitting_products
 
-# G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one.
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one for F(2x2, 3x3).
+_G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# G (6x3) for F(4x4, 3x3); the input (B^T) and output (A^T) transforms are in _f43_kernels.
+_G43 = np.array([[1 / 4, 0.0, 0.0],
+                 [-1 / 6, -1 / 6, -1 / 6],
+                 [-1 / 6, 1 / 6, -1 / 6],
+                 [1 / 24, 1 / 12, 1 / 6],
+                 [1 / 24, -1 / 12, 1 / 6],
+                 [0.0, 0.0, 1.0]])
 
 _cache_lock = threading.Lock()
 _weight_cache: dict = {}
 
 
-def transformed_weights(w: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """U[(a, b), o, c] = (G w[o, c] G^T)[a, b], shape (16, O, C); cached for read-only arrays."""
+def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2) -> np.ndarray:
+    """U[(a, b), o, c] = (G w[o, c] G^T)[a, b], shape ((tile+2)^2, O, C) for F(tile x tile, 3x3);
+    computed in float64 and cached for read-only arrays."""
     key = id(w)
     if not w.flags.writeable:
         with _cache_lock:
-            hit = _weight_cache.get(key)
-        if hit is not None and hit[0]() is w and hit[1].dtype == dtype:
-            return hit[1]
+            entry = _weight_cache.get(key)
+        hit = entry[1].get((tile, np.dtype(dtype))) if entry is not None and entry[0]() is w else None
+        if hit is not None:
+            return hit
+    g = _G23 if tile == 2 else _G43
+    size = g.shape[0]
     o, c = w.shape[:2]
-    u = np.einsum("ai,ocij,bj->aboc", _G, w.astype(np.float64), _G, optimize=True)
-    u = np.ascontiguousarray(u.reshape(16, o, c), dtype=dtype)
+    u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g, optimize=True)
+    u = np.ascontiguousarray(u.reshape(size * size, o, c), dtype=dtype)
     if not w.flags.writeable:
-        try:
-            ref = weakref.ref(w, lambda _r, k=key: _weight_cache.pop(k, None))
-        except TypeError:
-            return u
         with _cache_lock:
-            _weight_cache[key] = (ref, u)
+            entry = _weight_cache.get(key)
+            if entry is None or entry[0]() is not w:
+                try:
+                    ref = weakref.ref(w, lambda _r, k=key: _weight_cache.pop(k, None))
+                except TypeError:
+                    return u
+                entry = (ref, {})
+                _weight_cache[key] = entry
+            entry[1][(tile, np.dtype(dtype))] = u
     return u
 
 
-def _planes16(rows: int, cols: int, dtype) -> np.ndarray:
-    """16 (rows, cols) matrices, each contiguous, but not a multiple of 4 KiB apart: the transforms
-    stream through all 16 at once, and equal 4 KiB offsets would map them to the same L1 sets."""
+def _planes(count: int, rows: int, cols: int, dtype) -> np.ndarray:
+    """``count`` (rows, cols) matrices, each contiguous, but not a multiple of 4 KiB apart: the
+    transforms stream through all of them at once, and equal 4 KiB offsets would map them to
+    the same L1 sets."""
     size = rows * cols
     itemsize = np.dtype(dtype).itemsize
     stride = (-(-size * itemsize // 4096) * 4096 + 256) // itemsize  # 4 KiB multiple + 4 cache lines
-    buf = np.empty((16, stride), dtype)
-    return buf[:, :size].reshape(16, rows, cols)
+    buf = np.empty((count, stride), dtype)
+    return buf[:, :size].reshape(count, rows, cols)
 
 
 #: Winograd needs this many output pixels per image: its transformed weights are 16/9 the size,
 #: and on small images the products are bound by reading weights, not by multiply-adds. Measured
 #: on ResNet-18 shapes (2 cores): 256ch at 14x14 is ~25% faster than im2col, 512ch at 7x7 ~20% slower.
 MIN_PIXELS = 14 * 14
-ENABLED = os.environ.get("TIDLX_EMULATOR_WINOGRAD", "1") not in ("0", "no", "false")
+#: F(4x4, 3x3) from 28x28 outputs up. Measured on ResNet-18 shapes (2 cores, 1 image): 64ch at
+#: 56x56 and 128ch at 28x28 are ~1.5x faster than F(2x2, 3x3); 256ch at 14x14 is no faster (its
+#: 16 tiles of 4x4 leave the products bound by reading the 36/16 larger weights).
+F43_MIN_PIXELS = 28 * 28
+_MODE = os.environ.get("TIDLX_EMULATOR_WINOGRAD", "1").strip().lower()
+ENABLED = _MODE not in ("0", "no", "false", "off")
 
 
 def usable(x_shape, w_shape, groups, strides, dilation, dtype) -> bool:
@@ -75,31 +104,54 @@ def usable(x_shape, w_shape, groups, strides, dilation, dtype) -> bool:
             and h * wd >= MIN_PIXELS)
 
 
-def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype) -> np.ndarray:
-    """NCHW x OIHW -> NCHW, stride 1, no dilation, one group."""
+def tile_size(out_hw) -> int:
+    """Output tile edge (2 or 4) for a convolution that ``usable`` accepted."""
+    if _MODE == "2":
+        return 2
+    if _MODE == "4":
+        return 4
+    return 4 if out_hw[0] * out_hw[1] >= F43_MIN_PIXELS else 2
+
+
+def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None) -> np.ndarray:
+    """NCHW x OIHW -> NCHW, stride 1, no dilation, one group; ``tile`` 2 or 4 (default by shape)."""
+    if (tile or tile_size(out_hw)) == 4:
+        return _conv3x3_f43(x, w, pads, out_hw, dtype)
+    return _conv3x3_f23(x, w, pads, out_hw, dtype)
+
+
+def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np.ndarray:
+    """Input padded on all sides, and on the bottom/right up to whole tiles."""
     n, c, h, wd = x.shape
+    pt, pl = pads[0], pads[1]
+    xp = np.zeros((n, c, tile * th + 2, tile * tw + 2), dtype)
+    rows, cols = min(h, tile * th + 2 - pt), min(wd, tile * tw + 2 - pl)
+    xp[:, :, pt:pt + rows, pl:pl + cols] = x[:, :, :rows, :cols]
+    return xp
+
+
+def _products(u: np.ndarray, v: np.ndarray, m: np.ndarray) -> None:
+    if splitting_products():
+        for_blocks(u.shape[0], lambda s, e: np.matmul(u[s:e], v[s:e], out=m[s:e]))
+    else:
+        np.matmul(u, v, out=m)
+
+
+def _conv3x3_f23(x, w, pads, out_hw, dtype):
+    n, c = x.shape[:2]
     o = w.shape[0]
-    pt, pl, _, _ = pads
     oh, ow = out_hw
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
-    # Input padded on all sides, and on the bottom/right up to whole tiles.
-    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2), dtype)
-    rows, cols = min(h, 2 * th + 2 - pt), min(wd, 2 * tw + 2 - pl)
-    xp[:, :, pt:pt + rows, pl:pl + cols] = x[:, :, :rows, :cols]
+    xp = _padded_input(x, pads, 2, th, tw, dtype)
 
     from ._jit import winograd_input, winograd_output
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 4x4 input tile d at (2ty, 2tx).
-    v = _planes16(c, tiles, dtype)
+    v = _planes(16, c, tiles, dtype)
     for_blocks(n * c, lambda s, e: winograd_input(xp, v, th, tw, s, e), min_block=max(1, 4096 // tiles))
-
-    u = transformed_weights(w, dtype)
-    m = _planes16(o, tiles, dtype)
-    if splitting_products():
-        for_blocks(16, lambda s, e: np.matmul(u[s:e], v[s:e], out=m[s:e]))
-    else:
-        np.matmul(u, v, out=m)
+    m = _planes(16, o, tiles, dtype)
+    _products(transformed_weights(w, dtype, 2), v, m)
 
     # Y = A^T M A with A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
     y = np.empty((n, o, 2 * th, 2 * tw), dtype)
@@ -107,3 +159,135 @@ def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype) -> np.n
     if (2 * th, 2 * tw) != (oh, ow):
         y = y[:, :, :oh, :ow]
     return y
+
+
+def _conv3x3_f43(x, w, pads, out_hw, dtype):
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    oh, ow = out_hw
+    th, tw = -(-oh // 4), -(-ow // 4)
+    tiles = n * th * tw
+    xp = _padded_input(x, pads, 4, th, tw, dtype)
+    f43_input, f43_output = _f43_kernels()
+    # the transforms' multipliers in the working dtype, so that numba does not widen to float64
+    consts = np.array([2, 4, 5, 8], dtype)
+
+    # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 6x6 input tile d at (4ty, 4tx).
+    v = _planes(36, c, tiles, dtype)
+    for_blocks(n * c, lambda s, e: f43_input(xp, v, th, tw, consts, s, e), min_block=max(1, 2048 // tiles))
+    m = _planes(36, o, tiles, dtype)
+    _products(transformed_weights(w, dtype, 4), v, m)
+
+    y = np.empty((n, o, 4 * th, 4 * tw), dtype)
+    for_blocks(n * o, lambda s, e: f43_output(m, y, th, tw, consts, s, e), min_block=max(1, 2048 // tiles))
+    if (4 * th, 4 * tw) != (oh, ow):
+        y = y[:, :, :oh, :ow]
+    return y
+
+
+_f43_compiled: list = []
+
+
+def _f43_kernels():
+    """The F(4x4, 3x3) input and output transforms as numba loops, compiled on first use (numba
+    is imported lazily, like in _jit.py)."""
+    if _f43_compiled:
+        return _f43_compiled[0]
+    from numba import njit
+
+    @njit(cache=True, nogil=True)
+    def f43_input(xp, v, th, tw, consts, start, stop):
+        """v[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] of the 6x6 tile d = xp[n, c, 4ty:4ty+6,
+        4tx:4tx+6] for the (n, c) planes in [start, stop), with
+        B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+               [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]."""
+        two, four, five = consts[0], consts[1], consts[2]
+        channels = xp.shape[1]
+        width = xp.shape[3]
+        t = np.empty((6, width), xp.dtype)
+        for plane in range(start, stop):
+            n = plane // channels
+            c = plane % channels
+            for ty in range(th):
+                r0 = xp[n, c, 4 * ty]
+                r1 = xp[n, c, 4 * ty + 1]
+                r2 = xp[n, c, 4 * ty + 2]
+                r3 = xp[n, c, 4 * ty + 3]
+                r4 = xp[n, c, 4 * ty + 4]
+                r5 = xp[n, c, 4 * ty + 5]
+                t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
+                for k in range(width):  # B^T over the rows, whole rows at once
+                    p = r4[k] - r2[k]
+                    q = r3[k] - r1[k]
+                    t0[k] = four * r0[k] - five * r2[k] + r4[k]
+                    t1[k] = r3[k] + r4[k] - four * (r1[k] + r2[k])
+                    t2[k] = r4[k] - r3[k] + four * (r1[k] - r2[k])
+                    t3[k] = p + two * q
+                    t4[k] = p - two * q
+                    t5[k] = four * r1[k] - five * r3[k] + r5[k]
+                base = (n * th + ty) * tw
+                for a in range(6):
+                    ta = t[a]
+                    o0 = v[6 * a, c, base:base + tw]
+                    o1 = v[6 * a + 1, c, base:base + tw]
+                    o2 = v[6 * a + 2, c, base:base + tw]
+                    o3 = v[6 * a + 3, c, base:base + tw]
+                    o4 = v[6 * a + 4, c, base:base + tw]
+                    o5 = v[6 * a + 5, c, base:base + tw]
+                    for tx in range(tw):  # B over the columns of each tile
+                        k = 4 * tx
+                        d0, d1, d2, d3, d4, d5 = ta[k], ta[k + 1], ta[k + 2], ta[k + 3], ta[k + 4], ta[k + 5]
+                        p = d4 - d2
+                        q = d3 - d1
+                        o0[tx] = four * d0 - five * d2 + d4
+                        o1[tx] = d3 + d4 - four * (d1 + d2)
+                        o2[tx] = d4 - d3 + four * (d1 - d2)
+                        o3[tx] = p + two * q
+                        o4[tx] = p - two * q
+                        o5[tx] = four * d1 - five * d3 + d5
+
+    @njit(cache=True, nogil=True)
+    def f43_output(m, y, th, tw, consts, start, stop):
+        """y[n, o, 4ty:4ty+4, 4tx:4tx+4] = A^T M A of the 36 products m[:, o, (n, ty, tx)] for the
+        (n, o) planes in [start, stop), with
+        A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]."""
+        two, four, eight = consts[0], consts[1], consts[3]
+        outs = m.shape[1]
+        s = np.empty((4, 6, tw), m.dtype)
+        for plane in range(start, stop):
+            n = plane // outs
+            o = plane % outs
+            for ty in range(th):
+                base = (n * th + ty) * tw
+                for b in range(6):  # A^T over the tile rows, for each tile column b
+                    m0 = m[b, o, base:base + tw]
+                    m1 = m[6 + b, o, base:base + tw]
+                    m2 = m[12 + b, o, base:base + tw]
+                    m3 = m[18 + b, o, base:base + tw]
+                    m4 = m[24 + b, o, base:base + tw]
+                    m5 = m[30 + b, o, base:base + tw]
+                    s0, s1, s2, s3 = s[0, b], s[1, b], s[2, b], s[3, b]
+                    for tx in range(tw):
+                        plus12 = m1[tx] + m2[tx]
+                        minus12 = m1[tx] - m2[tx]
+                        plus34 = m3[tx] + m4[tx]
+                        minus34 = m3[tx] - m4[tx]
+                        s0[tx] = m0[tx] + plus12 + plus34
+                        s1[tx] = minus12 + two * minus34
+                        s2[tx] = plus12 + four * plus34
+                        s3[tx] = minus12 + eight * minus34 + m5[tx]
+                for r in range(4):  # A over the tile columns
+                    row = y[n, o, 4 * ty + r]
+                    e0, e1, e2, e3, e4, e5 = s[r, 0], s[r, 1], s[r, 2], s[r, 3], s[r, 4], s[r, 5]
+                    for tx in range(tw):
+                        plus12 = e1[tx] + e2[tx]
+                        minus12 = e1[tx] - e2[tx]
+                        plus34 = e3[tx] + e4[tx]
+                        minus34 = e3[tx] - e4[tx]
+                        row[4 * tx] = e0[tx] + plus12 + plus34
+                        row[4 * tx + 1] = minus12 + two * minus34
+                        row[4 * tx + 2] = plus12 + four * plus34
+                        row[4 * tx + 3] = minus12 + eight * minus34 + e5[tx]
+
+    _f43_compiled.append((f43_input, f43_output))
+    return _f43_compiled[0]

@@ -1,8 +1,9 @@
 """Convolutions: nn.conv2d (any groups, dilation, asymmetric padding, NCHW/NHWC) and nn.conv2d_transpose.
 
-Dense 3x3 stride-1 convolutions use Winograd F(2x2, 3x3) (_winograd.py). Other dense and grouped
-convolutions are one BLAS matmul per group over an im2col matrix built from a strided view of
-the (padded) input; 1x1 stride-1 convolutions multiply the input directly.
+Dense 3x3 stride-1 convolutions use Winograd F(4x4, 3x3) from 28x28 outputs up and F(2x2, 3x3)
+below (_winograd.py). Other dense and grouped convolutions are one BLAS matmul per group over an
+im2col matrix built from a strided view of the (padded) input; 1x1 stride-1 convolutions
+multiply the input directly.
 Depthwise convolutions (one input channel per group) run in a numba loop. Floats accumulate in
 float32 (sgemm), as onnxruntime does; integer operands multiply exactly (float64 for 8/16 bit).
 """

@@ -122,6 +122,81 @@ def test_winograd_weight_cache_entries_die_with_the_weights():
     assert key not in _winograd._weight_cache
 
 
+def relative_max_error(got, ref):
+    return float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("n,c,h,w,o,pads", [
+    (1, 16, 28, 28, 16, (1, 1, 1, 1)),    # whole 4x4 tiles
+    (2, 17, 29, 31, 23, (1, 1, 1, 1)),    # odd sizes and channel counts, batch 2: partial tiles
+    (1, 19, 30, 27, 18, (0, 2, 1, 0)),    # asymmetric padding
+    (3, 5, 9, 7, 3, (2, 2, 2, 2)),        # padding wider than the kernel reach, few channels
+    (1, 16, 5, 6, 16, (0, 0, 0, 0)),      # output (3x4) smaller than one tile
+    (1, 20, 33, 33, 21, (0, 0, 0, 0)),    # no padding
+])
+def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads):
+    from tidlx.emulator.kernels import _winograd
+
+    rng = np.random.default_rng(7 * n + c + h + w + o)
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (o, c, 3, 3))
+    ref = fast_reference_conv(x, wt, pads)
+    f32 = np.dtype("float32")
+    got = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=4)
+    assert got.shape == ref.shape and got.dtype == f32
+    # F(4x4, 3x3) in float32 measures ~1e-6..1e-5 of the largest output (F(2x2, 3x3): ~3e-7);
+    # a wrong transform entry or tile offset gives errors of order 1.
+    assert relative_max_error(got, ref) <= 3e-5
+    f23 = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=2)
+    assert relative_max_error(f23, ref) <= 3e-6
+
+
+def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch):
+    from tidlx.emulator.kernels import _winograd
+
+    monkeypatch.setattr(_winograd, "_MODE", "1")
+    assert _winograd.tile_size((28, 28)) == 4 and _winograd.tile_size((27, 28)) == 2
+    assert _winograd.tile_size((14, 14)) == 2
+    calls = []
+    real = _winograd._conv3x3_f43
+    monkeypatch.setattr(_winograd, "_conv3x3_f43", lambda *a: calls.append(a[0].shape) or real(*a))
+    rng = np.random.default_rng(3)
+    x = rand(rng, (2, 24, 30, 29))
+    wt = rand(rng, (32, 24, 3, 3))
+    wt.setflags(write=False)
+    ref = fast_reference_conv(x, wt, (1, 1, 1, 1))
+    for _ in range(2):  # second time from the weight cache
+        got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+        assert relative_max_error(got, ref) <= 3e-5
+    assert calls == [x.shape, x.shape]
+
+
+@pytest.mark.parametrize("mode,expected", [("2", (2, 2)), ("4", (4, 4)), ("1", (2, 4))])
+def test_winograd_mode_switch_forces_the_tile_size(monkeypatch, mode, expected):
+    from tidlx.emulator.kernels import _winograd
+
+    monkeypatch.setattr(_winograd, "_MODE", mode)
+    assert (_winograd.tile_size((14, 14)), _winograd.tile_size((56, 56))) == expected
+
+
+def test_winograd_weight_cache_keeps_both_tile_sizes_until_the_weights_die():
+    from tidlx.emulator.kernels import _winograd
+
+    wt = np.random.default_rng(0).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    wt.setflags(write=False)
+    f32 = np.dtype("float32")
+    u2 = _winograd.transformed_weights(wt, f32, 2)
+    u4 = _winograd.transformed_weights(wt, f32, 4)
+    assert u2.shape == (16, 16, 16) and u4.shape == (36, 16, 16)
+    assert _winograd.transformed_weights(wt, f32, 2) is u2 and _winograd.transformed_weights(wt, f32, 4) is u4
+    # corner positions of G g G^T are scaled kernel corners: (1/4)^2 w[0, 0] and w[2, 2]
+    np.testing.assert_allclose(u4[0], wt[:, :, 0, 0] / 16, rtol=1e-6)
+    np.testing.assert_allclose(u4[35], wt[:, :, 2, 2], rtol=1e-6)
+    key = id(wt)
+    del wt, u2, u4
+    assert key not in _winograd._weight_cache
+
+
 def test_conv2d_int8_accumulates_exactly_in_int32():
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, size=(1, 4, 6, 6)).astype("int8")
