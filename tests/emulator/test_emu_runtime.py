@@ -68,3 +68,20 @@ def test_numba_cache_files_are_written_next_to_the_kernels_or_in_a_user_dir():
     cache = _jit.erf_f64._cache
     assert cache._cache_path and os.access(cache._cache_path, os.W_OK)
     assert any(name.startswith("_jit.erf_f64") for name in os.listdir(cache._cache_path))
+
+
+def test_for_blocks_from_two_caller_threads_covers_both():
+    import threading
+
+    seen = np.zeros((2, 5000), np.int64)
+
+    def caller(row):
+        for _ in range(20):
+            _parallel.for_blocks(5000, lambda s, e: seen[row, s:e].__iadd__(1))
+
+    threads = [threading.Thread(target=caller, args=(row,)) for row in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (seen == 20).all()
