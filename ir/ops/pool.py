@@ -26,18 +26,10 @@ class MaxPool2DAttrs:
 
 
 @dataclass(frozen=True)
-class AvgPool2DAttrs:
-    pool_size: tuple = (1, 1)
-    strides: tuple = (1, 1)
-    dilation: tuple = (1, 1)
-    padding: tuple = (0, 0)
-    layout: str = "NCHW"
-    out_layout: str = ""
-    ceil_mode: bool = False
-    count_include_pad: bool = False
+class AvgPool2DAttrs(MaxPool2DAttrs):
+    """The max pool's fields, then count_include_pad (TVM's order)."""
 
-    def __post_init__(self):
-        set_int_tuples(self, "pool_size", "strides", "dilation", "padding")
+    count_include_pad: bool = False
 
 
 def pool_out_dim(size: int, kernel: int, stride: int, dilation: int, pad_total: int, ceil_mode: bool) -> int:
