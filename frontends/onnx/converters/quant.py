@@ -110,15 +110,18 @@ def _requantize(ctx: NodeContext, acc: Expr, input_scale: Expr, y_scale: Expr, y
                     rounding="TONEAREST", out_dtype=out_dtype)
 
 
+def _scale_and_zero_point(ctx: NodeContext, index: int, name: str):
+    """The per-tensor (scale, zero point) pair at inputs ``index`` and ``index + 1`` of a QLinear op."""
+    scale = _per_tensor(ctx, _scale(ctx, index, f"{name}_scale"))
+    return scale, _per_tensor(ctx, _zero_point(ctx, index + 1, scale))
+
+
 @converter("QLinearConv")
 def convert_qlinear_conv(ctx: NodeContext):
     x, w = ctx.input(0, "x"), ctx.input(3, "w")
-    x_scale = _per_tensor(ctx, _scale(ctx, 1, "x_scale"))
-    x_zero_point = _per_tensor(ctx, _zero_point(ctx, 2, x_scale))
-    w_scale = _per_tensor(ctx, _scale(ctx, 4, "w_scale"))
-    w_zero_point = _per_tensor(ctx, _zero_point(ctx, 5, w_scale))
-    y_scale = _per_tensor(ctx, _scale(ctx, 6, "y_scale"))
-    y_zero_point = _per_tensor(ctx, _zero_point(ctx, 7, y_scale))
+    x_scale, x_zero_point = _scale_and_zero_point(ctx, 1, "x")
+    w_scale, w_zero_point = _scale_and_zero_point(ctx, 4, "w")
+    y_scale, y_zero_point = _scale_and_zero_point(ctx, 6, "y")
     out_dtype = ctx.dtype(ctx.input(7)) if ctx.has_input(7) else ctx.dtype(x)
     x, w, attrs, dims = conv_setup(ctx, x, w)
     acc = ctx.call("qnn.conv2d", x, w, x_zero_point, w_zero_point, x_scale, w_scale, out_dtype="int32", **attrs)
@@ -131,12 +134,9 @@ def convert_qlinear_conv(ctx: NodeContext):
 @converter("QLinearMatMul")
 def convert_qlinear_matmul(ctx: NodeContext):
     a, b = ctx.input(0, "a"), ctx.input(3, "b")
-    a_scale = _per_tensor(ctx, _scale(ctx, 1, "a_scale"))
-    a_zero_point = _per_tensor(ctx, _zero_point(ctx, 2, a_scale))
-    b_scale = _per_tensor(ctx, _scale(ctx, 4, "b_scale"))
-    b_zero_point = _per_tensor(ctx, _zero_point(ctx, 5, b_scale))
-    y_scale = _per_tensor(ctx, _scale(ctx, 6, "y_scale"))
-    y_zero_point = _per_tensor(ctx, _zero_point(ctx, 7, y_scale))
+    a_scale, a_zero_point = _scale_and_zero_point(ctx, 1, "a")
+    b_scale, b_zero_point = _scale_and_zero_point(ctx, 4, "b")
+    y_scale, y_zero_point = _scale_and_zero_point(ctx, 6, "y")
     out_dtype = ctx.dtype(ctx.input(7)) if ctx.has_input(7) else ctx.dtype(a)
     a_shape, b_shape = ctx.shape(a), ctx.shape(b)
     if len(b_shape) == 2 and len(a_shape) >= 1 and len(ctx.shape(a_scale)) == 0:
