@@ -5,9 +5,18 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.tidlx-installed
 PYTHON ?= python3
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean system-packages
 
-$(STAMP): pyproject.toml setup.py
+# numba's OpenMP threading layer (the emulator's parallel kernels) needs libgomp; without it the
+# emulator falls back to a slower Python thread pool. Installed with apt-get when running as root.
+system-packages:
+	@if ! ldconfig -p 2>/dev/null | grep -q 'libgomp.so.1 '; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgomp1; \
+	  else echo "note: libgomp1 is missing (apt-get install libgomp1): the emulator will use its slower thread pool"; fi; \
+	fi
+
+$(STAMP): pyproject.toml setup.py | system-packages
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'

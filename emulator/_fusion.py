@@ -7,6 +7,9 @@ very float operations of the op's kernel but writes into the head's result. Resu
 stay bit-identical to unfused execution, which matters because a partitioned module (whose
 chains are cut at function boundaries) must emulate exactly like the unpartitioned one.
 
+A tail of batch_norm -> add -> relu (any two or more, in that order) runs as one pass
+(kernels/_tail.py), with the same operations.
+
 A value joins its consumer's chain only when that consumer is its single reader (and the value
 is not the function's result), so no fused-away value is ever needed elsewhere. The fused
 step takes the place of the chain's last op in the schedule; every input of the chain is
@@ -22,6 +25,7 @@ from typing import List, NamedTuple, Tuple
 
 from ..ir.expr import Call
 from ..ir.types import TensorType, TupleType
+from .kernels._tail import is_tail
 from .registry import get_epilogue
 
 ENABLED = os.environ.get("TIDLX_EMULATOR_FUSE", "1") not in ("0", "no", "false")
@@ -45,11 +49,13 @@ class Stage(NamedTuple):
 
 
 class Fused(NamedTuple):
-    """Payload of a fused step: the head _OP payload, its argument count, the stages after it."""
+    """Payload of a fused step: the head _OP payload, its argument count, the stages after it, and
+    whether the stages are a conv tail that kernels/_tail.py runs in one pass."""
     head: tuple
     n_head_args: int
     head_node: Call
     stages: Tuple[Stage, ...]
+    tail: bool = False
 
 
 def _float_tensor(t) -> bool:
@@ -89,7 +95,8 @@ def fuse_chains(raw_steps: List[tuple], result_slot: int, op_kind: int, get_item
         absorbed.update(members)
         absorbed.add(i)
         last = members[-1]
-        placed[last] = (fused_kind, value, tuple(fused_ins), Fused(payload, len(ins), node, tuple(stages)),
+        tail = fresh_head(node.op.name) and is_tail([s.op_name for s in stages])
+        placed[last] = (fused_kind, value, tuple(fused_ins), Fused(payload, len(ins), node, tuple(stages), tail),
                         raw_steps[last][4])
     if not placed:
         return raw_steps

@@ -34,6 +34,7 @@ from ..ir.types import TensorType, TupleType, Type
 from ._fusion import fresh_head, fuse_chains, stage_args
 from ._memory import keep_freed_memory
 from .kernels._parallel import run_context
+from .kernels._tail import run_tail
 from .registry import get_kernel
 
 
@@ -366,6 +367,20 @@ def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
     res = _check_result(plan, node, res, expected)
     owned = fresh_head(node.op.name)
     at = fused.n_head_args
+    if fused.tail and owned:
+        others, start = [], at
+        for stage in fused.stages:
+            others.append(values[start:start + stage.n_others])
+            start += stage.n_others
+        try:
+            done = run_tail(res, fused.stages, others)
+        except Exception as exc:
+            raise _kernel_failure(plan, fused.stages[0].node, exc) from exc
+        if done is not None:
+            res = _check_result(plan, fused.stages[-1].node, done, fused.stages[-1].expected)
+            if stats is not None:
+                _count_fused(stats, fused)
+            return res
     for stage in fused.stages:
         others = values[at:at + stage.n_others]
         at += stage.n_others
@@ -383,10 +398,14 @@ def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
         res = _check_result(plan, node, y, stage.expected)
         owned = True  # an epilogue's or a kernel's result is a new array (or the owned one)
     if stats is not None:
-        for name in [fused.head_node.op.name] + [s.op_name for s in fused.stages]:
-            stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
-        stats.steps += sum(2 if s.item0 else 1 for s in fused.stages)  # the fused-away steps
+        _count_fused(stats, fused)
     return res
+
+
+def _count_fused(stats: RunStats, fused) -> None:
+    for name in [fused.head_node.op.name] + [s.op_name for s in fused.stages]:
+        stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
+    stats.steps += sum(2 if s.item0 else 1 for s in fused.stages)  # the fused-away steps
 
 
 # --- inputs and outputs ------------------------------------------------------------------------

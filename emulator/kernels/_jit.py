@@ -1,7 +1,8 @@
 """numba loops for the kernels where numpy would need many passes or Python loops.
 
-The loops release the GIL and work on a block of planes ``[start, stop)``: _parallel.for_blocks
-runs the blocks on the emulator's thread pool. Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
+The loops release the GIL and work on a block of planes ``[start, stop)``. Each hot loop has a
+``*_blocks`` driver that runs ``blocks`` blocks of it in one numba parallel region;
+_parallel.run_blocks picks the driver, or the Python thread pool, or one call. Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
 ``__pycache__`` next to this file, or, when that folder is read-only, to its user-wide cache
 directory (``NUMBA_CACHE_DIR`` overrides both). Imported lazily, so importing the emulator
 does not import numba.
@@ -15,7 +16,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True)
+def block_range(count, blocks, i):
+    """[start, stop) of block ``i`` of ``blocks`` near-equal blocks of ``range(count)``."""
+    step = (count + blocks - 1) // blocks
+    start = min(count, i * step)
+    return start, min(count, start + step)
 
 
 # --- math --------------------------------------------------------------------------------------
@@ -64,6 +73,45 @@ def depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, st
                     for k in range(dst.size):
                         dst[k] += taps[k] * wv
 
+@njit(cache=True, nogil=True, parallel=True)
+def depthwise_conv_nchw_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def im2col_chw(xp, col, sh, sw, dh, dw, start, stop):
+    """col[c, i, j, oh, ow] = xp[c, oh*sh + i*dh, ow*sw + j*dw] for the rows (c, i) in [start, stop)
+    (xp: one padded image, C x H x W). Strides 1 and 2 get loops of their own, which LLVM
+    vectorizes (a gather with a run-time stride does not)."""
+    kh, kw, out_h, out_w = col.shape[1], col.shape[2], col.shape[3], col.shape[4]
+    for row in range(start, stop):
+        c = row // kh
+        i = row % kh
+        for j in range(kw):
+            for oh in range(out_h):
+                src = xp[c, oh * sh + i * dh, j * dw:]
+                dst = col[c, i, j, oh]
+                if sw == 1:
+                    for ow in range(out_w):
+                        dst[ow] = src[ow]
+                elif sw == 2:
+                    for ow in range(out_w):
+                        dst[ow] = src[2 * ow]
+                else:
+                    for ow in range(out_w):
+                        dst[ow] = src[ow * sw]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def im2col_chw_blocks(xp, col, sh, sw, dh, dw, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            im2col_chw(xp, col, sh, sw, dh, dw, start, stop)
+
 
 # --- pooling -----------------------------------------------------------------------------------
 
@@ -80,29 +128,51 @@ def _valid_range(out_size, in_size, stride, offset):
 
 @njit(cache=True, nogil=True)
 def max_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, start, stop):
+    """Per output row: the max over its window's input rows along the whole width (contiguous, so it
+    vectorizes) into a row padded with ``init`` on both sides, then the max over each window's
+    columns of that row (loops of their own for strides 1 and 2, which LLVM vectorizes).
+    np.maximum (NaN-propagating) vectorizes; the max() builtin runs ~5x slower."""
     n_batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
+    padded = max(pl + width, (out_w - 1) * sw + (kw - 1) * dw + 1)
+    rowpad = np.empty(padded, x.dtype)
+    rowpad[:] = init
+    rowmax = rowpad[pl:pl + width]
     for plane in range(start, stop):
         n = plane // channels
         c = plane % channels
         res = out[n, c]
-        res[:, :] = init
         src = x[n, c]
-        for i in range(kh):
-            oh_lo, oh_hi = _valid_range(out_h, height, sh, i * dh - pt)
-            for j in range(kw):
-                off = j * dw - pl
-                ow_lo, ow_hi = _valid_range(out_w, width, sw, off)
-                if ow_lo >= ow_hi:
+        for oh in range(out_h):
+            rowmax[:] = init
+            for i in range(kh):
+                h = oh * sh - pt + i * dh
+                if h < 0 or h >= height:
                     continue
-                first = ow_lo * sw + off
-                last = (ow_hi - 1) * sw + off + 1
-                for oh in range(oh_lo, oh_hi):
-                    taps = src[oh * sh - pt + i * dh, first:last:sw]
-                    dst = res[oh, ow_lo:ow_hi]
-                    for k in range(dst.size):
-                        # max() is branch-free; a compare-and-store mispredicts on real data
-                        dst[k] = max(dst[k], taps[k])
+                taps = src[h]
+                for k in range(width):
+                    rowmax[k] = np.maximum(rowmax[k], taps[k])
+            dst = res[oh]
+            dst[:] = init
+            for j in range(kw):
+                cols = rowpad[j * dw:]
+                if sw == 1:
+                    for ow in range(out_w):
+                        dst[ow] = np.maximum(dst[ow], cols[ow])
+                elif sw == 2:
+                    for ow in range(out_w):
+                        dst[ow] = np.maximum(dst[ow], cols[2 * ow])
+                else:
+                    for ow in range(out_w):
+                        dst[ow] = np.maximum(dst[ow], cols[ow * sw])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def max_pool_nchw_blocks(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            max_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -130,6 +200,13 @@ def sum_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, start, stop):
                     dst = res[oh, ow_lo:ow_hi]
                     for k in range(dst.size):
                         dst[k] += taps[k]
+
+@njit(cache=True, nogil=True, parallel=True)
+def sum_pool_nchw_blocks(x, out, kh, kw, sh, sw, dh, dw, pt, pl, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            sum_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -196,7 +273,6 @@ def interp_cols(x, idx, wts, out, start, stop):
                 dst[o] = acc
 
 
-
 # --- element-wise ------------------------------------------------------------------------------
 # numpy's maximum (NaN-propagating) and broadcast multiplies run 2-4x below memory speed; these
 # single passes vectorize.
@@ -210,6 +286,13 @@ def relu_flat(x, out, zero, start, stop):
     for i in range(src.size):
         v = src[i]
         dst[i] = zero if v < zero else v  # NaN stays NaN, as numpy's maximum
+
+@njit(cache=True, nogil=True, parallel=True)
+def relu_flat_blocks(x, out, zero, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            relu_flat(x, out, zero, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -227,6 +310,13 @@ def relu_flat_inplace(x, zero, start, stop):
         for i in range(chunk.size):
             chunk[i] = tmp[i]
 
+@njit(cache=True, nogil=True, parallel=True)
+def relu_flat_inplace_blocks(x, zero, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            relu_flat_inplace(x, zero, start, stop)
+
 
 @njit(cache=True, nogil=True)
 def channel_affine_inplace(x, scale, shift, start, stop):
@@ -240,6 +330,13 @@ def channel_affine_inplace(x, scale, shift, start, stop):
         buf = x[n, c]
         for i in range(buf.shape[0]):
             buf[i] = buf[i] * s + t
+
+@njit(cache=True, nogil=True, parallel=True)
+def channel_affine_inplace_blocks(x, scale, shift, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            channel_affine_inplace(x, scale, shift, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -255,6 +352,64 @@ def channel_affine(x, scale, shift, out, start, stop):
         dst = out[n, c]
         for i in range(src.shape[0]):
             dst[i] = src[i] * s + t
+
+@njit(cache=True, nogil=True, parallel=True)
+def channel_affine_blocks(x, scale, shift, out, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            channel_affine(x, scale, shift, out, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start, stop):
+    """x[r] = relu(x[r] * scale[c] + shift[c] + other[r]) for the rows r = (n, c) in [start, stop),
+    each step only when asked, with the operations (and roundings) of the separate ops (_tail.py).
+    One loop per combination: each stores every element, so that LLVM vectorizes it."""
+    zero = x.dtype.type(0)
+    tmp = np.empty(x.shape[1], x.dtype)
+    for row in range(start, stop):
+        c = row % channels
+        buf = x[row]
+        oth = other[row]
+        s = scale[c] if has_affine else zero
+        t = shift[c] if has_affine else zero
+        n = buf.shape[0]
+        if has_affine and has_add and relu:
+            for i in range(n):
+                v = buf[i] * s + t + oth[i]
+                buf[i] = zero if v < zero else v
+        elif has_affine and has_add:
+            for i in range(n):
+                buf[i] = buf[i] * s + t + oth[i]
+        elif has_affine and relu:
+            for i in range(n):
+                v = buf[i] * s + t
+                buf[i] = zero if v < zero else v
+        elif has_affine:
+            for i in range(n):
+                buf[i] = buf[i] * s + t
+        elif has_add and relu:
+            for i in range(n):
+                v = buf[i] + oth[i]
+                buf[i] = zero if v < zero else v
+        elif has_add:
+            for i in range(n):
+                buf[i] = buf[i] + oth[i]
+        elif relu:  # through tmp: see relu_flat_inplace
+            for i in range(n):
+                v = buf[i]
+                tmp[i] = zero if v < zero else v
+            for i in range(n):
+                buf[i] = tmp[i]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start, stop)
 
 
 # --- Winograd F(2x2, 3x3) transforms (see _winograd.py) ----------------------------------------
@@ -294,6 +449,13 @@ def winograd_input(xp, v, th, tw, start, stop):
                     o1[tx] = t[2 * tx + 1] + t[2 * tx + 2]
                     o2[tx] = t[2 * tx + 2] - t[2 * tx + 1]
                     o3[tx] = t[2 * tx + 1] - t[2 * tx + 3]
+
+@njit(cache=True, nogil=True, parallel=True)
+def winograd_input_blocks(xp, v, th, tw, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            winograd_input(xp, v, th, tw, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -339,3 +501,10 @@ def winograd_output(m, y, th, tw, start, stop):
                 bottom[2 * tx] = p10 + p11 + p12
                 bottom[2 * tx + 1] = p11 - p12 - p13
 
+
+@njit(cache=True, nogil=True, parallel=True)
+def winograd_output_blocks(m, y, th, tw, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            winograd_output(m, y, th, tw, start, stop)

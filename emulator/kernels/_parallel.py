@@ -11,8 +11,10 @@ machine that made whole-model runs slower and erratic (45-65 ms for a ResNet-18,
 context switches per run, against a steady ~45 ms with the pool), and when another process holds
 a core each product waits for a descheduled worker (4-7x slower runs).
 
-``TIDLX_EMULATOR_THREADS=1`` turns the pool off (``=N`` caps it at N threads);
-``TIDLX_EMULATOR_BLAS=openblas`` leaves products to OpenBLAS's threads.
+``TIDLX_EMULATOR_THREADS=1`` runs everything on the calling thread (``=N`` caps the threads at N);
+``TIDLX_EMULATOR_BLAS=openblas`` leaves products to OpenBLAS's threads (and the rest to the pool).
+The numba threading layer is chosen as numba's "threadsafe" one unless ``NUMBA_THREADING_LAYER``
+says otherwise (the emulator may run from several threads at once).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ MIN_ELEMENTWISE_BLOCK = 1 << 20
 _BLOCK_ALIGN = 16
 
 _lock = threading.Lock()
-_state = {"ready": False, "threads": None, "pool": None, "workers": 0, "saved": None, "split_products": False}
+_local = threading.local()
+_state = {"ready": False, "threads": None, "pool": None, "workers": 0, "saved": None, "split_products": False,
+          "numba_threads": 1}
 _active_runs = [0]
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
@@ -91,11 +95,41 @@ def _setup() -> None:
             _state["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="tidlx-emulator")
             _state["workers"] = workers
             _state["threads"] = _find_openblas()
+            if _state["threads"] is not None:
+                _state["numba_threads"] = _numba_parallel_threads(workers + 1)
         _state["ready"] = True
+
+
+def _numba_parallel_threads(wanted: int) -> int:
+    """How many numba threads parallel regions may use (1: they cannot be used): needs OpenBLAS
+    reachable from numba and a thread-safe numba threading layer."""
+    import numba
+
+    from . import _blas
+
+    if not _blas.AVAILABLE:
+        return 1
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel region has run in this process yet: we may choose the layer
+        if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
+            numba.config.THREADING_LAYER = "threadsafe"
+        try:
+            _blas.gemm_stack(np.zeros((2, 1, 1)), np.zeros((2, 1, 1)), np.zeros((2, 1, 1)))
+            layer = numba.threading_layer()
+        except Exception:  # noqa: BLE001  (any failure: the pool does the work)
+            return 1
+    if layer not in ("omp", "tbb"):
+        return 1  # numba's workqueue layer must not be entered from two threads at once
+    return max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
 
 
 def _split_products() -> bool:
     return os.environ.get("TIDLX_EMULATOR_BLAS", "pool") != "openblas"
+
+
+def _numba_wanted() -> bool:
+    return os.environ.get("TIDLX_EMULATOR_PARALLEL", "numba").strip().lower() != "pool"
 
 
 @contextmanager
@@ -110,14 +144,49 @@ def run_context():
                 _state["saved"] = threads[1]()
                 threads[0](1)
         _active_runs[0] += 1
+    use_numba = _state["numba_threads"] > 1 and _state["split_products"] and _numba_wanted()
+    numba_threads = _state["numba_threads"] if use_numba else 1
+    saved_numba = None
+    if numba_threads > 1:
+        import numba
+
+        saved_numba = numba.get_num_threads()  # a per-thread setting in numba
+        numba.set_num_threads(numba_threads)
+    _local.numba_threads = numba_threads
     try:
         yield
     finally:
+        _local.numba_threads = 1
+        if saved_numba is not None:
+            numba.set_num_threads(saved_numba)
         with _lock:
             _active_runs[0] -= 1
             if _active_runs[0] == 0 and _state["split_products"]:
                 threads[0](_state["saved"])
                 _state["split_products"] = False
+
+
+def numba_threads() -> int:
+    """The numba threads kernels may use on this thread now: > 1 only inside a run that uses numba
+    parallel regions (see the module doc)."""
+    return getattr(_local, "numba_threads", 1)
+
+
+def run_blocks(count: int, serial: Callable, parallel: Callable, *args, min_block: int = 1) -> None:
+    """``serial(*args, start, stop)`` over ``range(count)``: as ``parallel(*args, count, blocks)`` (a
+    numba driver running the blocks in one parallel region) when this run uses numba threads, else
+    on the Python pool, or in one call when ``count`` is below two ``min_block``s (sized for the
+    pool's ~100 us hand-off)."""
+    threads = numba_threads()
+    if threads > 1:
+        # a parallel region starts in microseconds: blocks may be 16x smaller than on the pool
+        min_block = max(1, min_block // 16)
+    if count < 2 * min_block:
+        serial(*args, 0, count)
+    elif threads > 1:
+        parallel(*args, count, min(threads, count // min_block))
+    else:
+        for_blocks(count, lambda start, stop: serial(*args, start, stop), min_block=min_block)
 
 
 def splitting_products() -> bool:
@@ -156,14 +225,24 @@ def for_blocks(count: int, fn: Callable[[int, int], None], min_block: int = 1) -
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-    """``a @ b`` for 2-D operands; large float products in blocks of rows or columns on the pool
-    when the run split products (then BLAS is single-threaded), else one (threaded) BLAS call."""
+    """``a @ b`` for 2-D operands; large float products in blocks of rows or columns, one per thread
+    (numba threads, else the pool) when the run split products (then BLAS is single-threaded),
+    else one (threaded) BLAS call."""
     m, k = a.shape
     n = b.shape[1]
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     if not _state["split_products"] or m * k * n < _MIN_PARALLEL_MACS or a.dtype.kind != "f":
         return np.matmul(a, b, out=out)
+    threads = numba_threads()
+    if threads > 1:
+        from . import _blas
+
+        if _blas.usable(a, b, out):
+            by_rows = n < m
+            blocks = min(threads, -(-(m if by_rows else n) // _BLOCK_ALIGN))
+            _blas.gemm_blocks(a, b, out, blocks, by_rows, _BLOCK_ALIGN)
+            return out
     if n >= m:  # split the longer side, in SIMD-friendly multiples
         cols = -(-n // _BLOCK_ALIGN)
 

@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from ._parallel import for_blocks, splitting_products
+from ._parallel import for_blocks, numba_threads, run_blocks, splitting_products
 
 # G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one for F(2x2, 3x3).
 _G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -131,6 +131,12 @@ def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np
 
 
 def _products(u: np.ndarray, v: np.ndarray, m: np.ndarray) -> None:
+    if numba_threads() > 1:
+        from . import _blas
+
+        if _blas.usable(u, v, m):
+            _blas.gemm_stack(u, v, m)
+            return
     if splitting_products():
         for_blocks(u.shape[0], lambda s, e: np.matmul(u[s:e], v[s:e], out=m[s:e]))
     else:
@@ -145,17 +151,17 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     tiles = n * th * tw
     xp = _padded_input(x, pads, 2, th, tw, dtype)
 
-    from ._jit import winograd_input, winograd_output
+    from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 4x4 input tile d at (2ty, 2tx).
     v = _planes(16, c, tiles, dtype)
-    for_blocks(n * c, lambda s, e: winograd_input(xp, v, th, tw, s, e), min_block=max(1, 4096 // tiles))
+    run_blocks(n * c, winograd_input, winograd_input_blocks, xp, v, th, tw, min_block=max(1, 4096 // tiles))
     m = _planes(16, o, tiles, dtype)
     _products(transformed_weights(w, dtype, 2), v, m)
 
     # Y = A^T M A with A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
     y = np.empty((n, o, 2 * th, 2 * tw), dtype)
-    for_blocks(n * o, lambda s, e: winograd_output(m, y, th, tw, s, e), min_block=max(1, 4096 // tiles))
+    run_blocks(n * o, winograd_output, winograd_output_blocks, m, y, th, tw, min_block=max(1, 4096 // tiles))
     if (2 * th, 2 * tw) != (oh, ow):
         y = y[:, :, :oh, :ow]
     return y
@@ -168,18 +174,18 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     th, tw = -(-oh // 4), -(-ow // 4)
     tiles = n * th * tw
     xp = _padded_input(x, pads, 4, th, tw, dtype)
-    f43_input, f43_output = _f43_kernels()
+    f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
     # the transforms' multipliers in the working dtype, so that numba does not widen to float64
     consts = np.array([2, 4, 5, 8], dtype)
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 6x6 input tile d at (4ty, 4tx).
     v = _planes(36, c, tiles, dtype)
-    for_blocks(n * c, lambda s, e: f43_input(xp, v, th, tw, consts, s, e), min_block=max(1, 2048 // tiles))
+    run_blocks(n * c, f43_input, f43_input_blocks, xp, v, th, tw, consts, min_block=max(1, 2048 // tiles))
     m = _planes(36, o, tiles, dtype)
     _products(transformed_weights(w, dtype, 4), v, m)
 
     y = np.empty((n, o, 4 * th, 4 * tw), dtype)
-    for_blocks(n * o, lambda s, e: f43_output(m, y, th, tw, consts, s, e), min_block=max(1, 2048 // tiles))
+    run_blocks(n * o, f43_output, f43_output_blocks, m, y, th, tw, consts, min_block=max(1, 2048 // tiles))
     if (4 * th, 4 * tw) != (oh, ow):
         y = y[:, :, :oh, :ow]
     return y
@@ -189,11 +195,13 @@ _f43_compiled: list = []
 
 
 def _f43_kernels():
-    """The F(4x4, 3x3) input and output transforms as numba loops, compiled on first use (numba
-    is imported lazily, like in _jit.py)."""
+    """The F(4x4, 3x3) input and output transforms as numba loops and their parallel drivers,
+    compiled on first use (numba is imported lazily, like in _jit.py)."""
     if _f43_compiled:
         return _f43_compiled[0]
-    from numba import njit
+    from numba import njit, prange
+
+    from ._jit import block_range
 
     @njit(cache=True, nogil=True)
     def f43_input(xp, v, th, tw, consts, start, stop):
@@ -289,5 +297,19 @@ def _f43_kernels():
                         row[4 * tx + 2] = plus12 + four * plus34
                         row[4 * tx + 3] = minus12 + eight * minus34 + e5[tx]
 
-    _f43_compiled.append((f43_input, f43_output))
+    @njit(cache=True, nogil=True, parallel=True)
+    def f43_input_blocks(xp, v, th, tw, consts, count, blocks):
+        for i in prange(blocks):
+            start, stop = block_range(count, blocks, i)
+            if start < stop:
+                f43_input(xp, v, th, tw, consts, start, stop)
+
+    @njit(cache=True, nogil=True, parallel=True)
+    def f43_output_blocks(m, y, th, tw, consts, count, blocks):
+        for i in prange(blocks):
+            start, stop = block_range(count, blocks, i)
+            if start < stop:
+                f43_output(m, y, th, tw, consts, start, stop)
+
+    _f43_compiled.append((f43_input, f43_input_blocks, f43_output, f43_output_blocks))
     return _f43_compiled[0]

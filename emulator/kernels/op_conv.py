@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...ir.errors import TidlxError
 from ..registry import kernel
 from . import _winograd as winograd
-from ._parallel import MIN_ELEMENTWISE_BLOCK, for_blocks, matmul as gemm
+from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, run_blocks
 from ._common import check_layout, expand_padding, from_nchw, int_matmul_dtype, out_dtype, pair, to_nchw, \
     weight_to_oihw
 
@@ -55,15 +55,21 @@ def _pad_nhwc(x: np.ndarray, pt: int, pl: int, pb: int, pr: int, dtype: np.dtype
     return xp
 
 
-def _im2col(view: np.ndarray) -> np.ndarray:
-    """A contiguous copy of the (n, c, kh, kw, oh, ow) window view; large ones built by the pool in
-    blocks of channels: the copy is a strided gather that one thread does at a fraction of memory
-    speed (~1 ms of the 224x224 stem's 3.5 ms). Small ones do not pay for a pool dispatch."""
-    col = np.empty(view.shape, view.dtype)
-    if view.shape[0] != 1 or col.size < MIN_ELEMENTWISE_BLOCK:
-        col[...] = view
+def _im2col(xp: np.ndarray, kh: int, kw: int, strides, dilation, out_hw) -> np.ndarray:
+    """The (n, c, kh, kw, oh, ow) im2col array of the padded input ``xp``, contiguous. For one
+    image a numba gather in parallel blocks of (channel, kernel row) (a strided numpy copy runs on one thread at
+    a fraction of memory speed: ~1 ms of the 224x224 stem's 3.5 ms); else a copy of a window view."""
+    n, c = xp.shape[:2]
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilation, out_hw
+    col = np.empty((n, c, kh, kw, oh, ow), xp.dtype)
+    if n == 1 and xp.strides[-1] == xp.itemsize:
+        from ._jit import im2col_chw, im2col_chw_blocks
+
+        run_blocks(c * kh, im2col_chw, im2col_chw_blocks, xp[0], col[0], sh, sw, dh, dw,
+                   min_block=max(1, MIN_ELEMENTWISE_BLOCK // (kw * oh * ow)))
         return col
-    for_blocks(view.shape[1], lambda s, e: np.copyto(col[0, s:e], view[0, s:e]))
+    s_n, s_c, s_h, s_w = xp.strides
+    col[...] = as_strided(xp, col.shape, (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw), writeable=False)
     return col
 
 
@@ -85,10 +91,7 @@ def _conv_nchw(x, w, groups, strides, dilation, pads, out_hw, work):
         wm = w.reshape(groups, o // groups, i_per_group)
     else:
         xp = _pad_nchw(x, pt, pl, pb, pr, work)
-        s_n, s_c, s_h, s_w = xp.strides
-        view = as_strided(xp, (n, c, kh, kw, oh, ow), (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw),
-                          writeable=False)
-        col = _im2col(view).reshape(n, groups, i_per_group * kh * kw, oh * ow)
+        col = _im2col(xp, kh, kw, strides, dilation, out_hw).reshape(n, groups, i_per_group * kh * kw, oh * ow)
         wm = w.reshape(groups, o // groups, i_per_group * kh * kw)
     if n == 1 and groups == 1:
         res = gemm(wm[0], col[0, 0])
@@ -122,7 +125,7 @@ def _conv_nhwc(x, w, strides, dilation, pads, out_hw, work):
 
 
 def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
-    from ._jit import depthwise_conv_nchw
+    from ._jit import depthwise_conv_nchw, depthwise_conv_nchw_blocks
 
     n, c, h, wd = x.shape
     o = w.shape[0]
@@ -130,9 +133,8 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     w = np.ascontiguousarray(w, dtype=work)
     out = np.empty((n, o, out_hw[0], out_hw[1]), work)
     per_plane = out_hw[0] * out_hw[1] * w.shape[2] * w.shape[3]
-    for_blocks(n * o, lambda start, stop: depthwise_conv_nchw(
-        x, w, out, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], o // c, start, stop),
-        min_block=max(1, 200_000 // max(per_plane, 1)))
+    run_blocks(n * o, depthwise_conv_nchw, depthwise_conv_nchw_blocks, x, w, out, strides[0], strides[1],
+               dilation[0], dilation[1], pads[0], pads[1], o // c, min_block=max(1, 200_000 // max(per_plane, 1)))
     return out
 
 

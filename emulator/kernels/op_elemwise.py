@@ -13,7 +13,7 @@ import numpy as np
 
 from ..registry import epilogue, kernel
 from ._common import out_dtype
-from ._parallel import MIN_ELEMENTWISE_BLOCK, for_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 
 def _unary(fn):
@@ -55,17 +55,15 @@ def relu(args, attrs, out_type):
 
 def _relu_into(x: np.ndarray, out) -> np.ndarray:
     """relu of a contiguous float array into ``out`` (x itself for in place; None: a new array)."""
-    from ._jit import relu_flat, relu_flat_inplace
+    from ._jit import relu_flat, relu_flat_blocks, relu_flat_inplace, relu_flat_inplace_blocks
 
     flat = x.reshape(-1)
     zero = x.dtype.type(0)
     if out is x:
-        for_blocks(flat.size, lambda start, stop: relu_flat_inplace(flat, zero, start, stop),
-                   min_block=MIN_ELEMENTWISE_BLOCK)
+        run_blocks(flat.size, relu_flat_inplace, relu_flat_inplace_blocks, flat, zero, min_block=MIN_ELEMENTWISE_BLOCK)
         return x
     dst = np.empty_like(flat) if out is None else out.reshape(-1)
-    for_blocks(flat.size, lambda start, stop: relu_flat(flat, dst, zero, start, stop),
-               min_block=MIN_ELEMENTWISE_BLOCK)
+    run_blocks(flat.size, relu_flat, relu_flat_blocks, flat, dst, zero, min_block=MIN_ELEMENTWISE_BLOCK)
     return dst.reshape(x.shape)
 
 

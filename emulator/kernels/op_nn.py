@@ -10,7 +10,7 @@ import numpy as np
 
 from ..registry import epilogue, kernel
 from ._common import from_nchw, matmul_any, out_dtype, to_nchw
-from ._parallel import MIN_ELEMENTWISE_BLOCK, for_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 
 # --- matrix products ---------------------------------------------------------------------------
@@ -75,18 +75,18 @@ def _batch_norm_into(x, params, attrs, out):
     scale, shift = _scale_shift(x.dtype, params, attrs)
     inner = math.prod(x.shape[axis + 1:])  # not np.prod: ~10 us of call overhead per batch norm
     if x.dtype.kind == "f" and x.size >= 4096 and inner >= 16:
-        from ._jit import channel_affine, channel_affine_inplace
+        from ._jit import channel_affine, channel_affine_blocks, channel_affine_inplace, \
+            channel_affine_inplace_blocks
 
         # (outer, C, inner) rows with one scale and shift each, in one pass
         rows = np.ascontiguousarray(x).reshape(-1, x.shape[axis], inner)
         count, min_block = rows.shape[0] * rows.shape[1], max(1, MIN_ELEMENTWISE_BLOCK // inner)
         if out is x:
-            for_blocks(count, lambda start, stop: channel_affine_inplace(rows, scale, shift, start, stop),
+            run_blocks(count, channel_affine_inplace, channel_affine_inplace_blocks, rows, scale, shift,
                        min_block=min_block)
             return x
         dst = np.empty_like(rows) if out is None else out.reshape(rows.shape)
-        for_blocks(count, lambda start, stop: channel_affine(rows, scale, shift, dst, start, stop),
-                   min_block=min_block)
+        run_blocks(count, channel_affine, channel_affine_blocks, rows, scale, shift, dst, min_block=min_block)
         return dst.reshape(x.shape)
     y = np.multiply(x, _along(scale, axis, x.ndim), out=out)
     y += _along(shift, axis, x.ndim)  # in place: one pass, no second array

@@ -11,13 +11,16 @@ import numpy as np
 
 from ..registry import kernel
 from ._common import expand_padding, pair, spatial_axes
-from ._parallel import for_blocks
+from ._parallel import for_blocks, run_blocks
 
 
-def _over_planes(kernel, planes, out, *params, work_per_plane: int):
-    """Runs a numba plane loop over all planes, in blocks on the thread pool."""
-    for_blocks(planes.shape[0] * planes.shape[1], lambda start, stop: kernel(planes, out, *params, start, stop),
-               min_block=max(1, 200_000 // max(work_per_plane, 1)))
+def _over_planes(kernel, driver, planes, out, *params, work_per_plane: int):
+    """Runs a numba plane loop over all planes in parallel blocks (``driver``: its parallel form)."""
+    count, min_block = planes.shape[0] * planes.shape[1], max(1, 200_000 // max(work_per_plane, 1))
+    if driver is None:
+        for_blocks(count, lambda start, stop: kernel(planes, out, *params, start, stop), min_block=min_block)
+    else:
+        run_blocks(count, kernel, driver, planes, out, *params, min_block=min_block)
 
 
 def _to_planes(x: np.ndarray, layout: str):
@@ -60,14 +63,14 @@ def _lowest(dtype: np.dtype):
 
 @kernel("nn.max_pool2d")
 def max_pool2d(args, attrs, out_type):
-    from ._jit import max_pool_nchw
+    from ._jit import max_pool_nchw, max_pool_nchw_blocks
 
     x = args[0]
     planes, perm, lead = _to_planes(x, attrs.layout)
     h, w = planes.shape[-2:]
     kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow = _geometry(attrs, h, w)
     out = np.empty(planes.shape[:2] + (oh, ow), x.dtype)
-    _over_planes(max_pool_nchw, planes, out, kh, kw, sh, sw, dh, dw, pt, pl, _lowest(x.dtype),
+    _over_planes(max_pool_nchw, max_pool_nchw_blocks, planes, out, kh, kw, sh, sw, dh, dw, pt, pl, _lowest(x.dtype),
                  work_per_plane=oh * ow * kh * kw)
     return _from_planes(out, perm, lead)
 
@@ -82,7 +85,7 @@ def _tap_counts(out_size, in_size, k, s, d, pad_before, pad_after, include_pad):
 
 @kernel("nn.avg_pool2d")
 def avg_pool2d(args, attrs, out_type):
-    from ._jit import sum_pool_nchw
+    from ._jit import sum_pool_nchw, sum_pool_nchw_blocks
 
     x = args[0]
     planes, perm, lead = _to_planes(x, attrs.layout)
@@ -90,7 +93,7 @@ def avg_pool2d(args, attrs, out_type):
     kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow = _geometry(attrs, h, w)
     work = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
     sums = np.empty(planes.shape[:2] + (oh, ow), work)
-    _over_planes(sum_pool_nchw, planes.astype(work, copy=False), sums, kh, kw, sh, sw, dh, dw, pt, pl,
+    _over_planes(sum_pool_nchw, sum_pool_nchw_blocks, planes.astype(work, copy=False), sums, kh, kw, sh, sw, dh, dw, pt, pl,
                  work_per_plane=oh * ow * kh * kw)
     counts = np.outer(_tap_counts(oh, h, kh, sh, dh, pt, pb, attrs.count_include_pad),
                       _tap_counts(ow, w, kw, sw, dw, pl, pr, attrs.count_include_pad))
@@ -126,7 +129,7 @@ def _adaptive(x, attrs, is_max):
         oh, ow = h, w
     work = x.dtype if (is_max or x.dtype.kind == "f") else np.dtype(np.float64)
     out = np.empty(planes.shape[:2] + (oh, ow), work)
-    _over_planes(adaptive_pool_nchw, planes.astype(work, copy=False), out, is_max, work_per_plane=h * w)
+    _over_planes(adaptive_pool_nchw, None, planes.astype(work, copy=False), out, is_max, work_per_plane=h * w)
     if work != x.dtype:
         out = np.trunc(out).astype(x.dtype)
     return _from_planes(out, perm, lead)

@@ -120,8 +120,38 @@ def test_a_fused_op_failing_names_its_own_binding(monkeypatch):
     for step in plan.steps:
         if step[0] == _FUSED:
             stages = tuple(s._replace(epilogue=broken) if s.op_name == "nn.relu" else s for s in step[3].stages)
-            step = step[:3] + (step[3]._replace(stages=stages),) + step[4:]
+            step = step[:3] + (step[3]._replace(stages=stages, tail=False),) + step[4:]
         steps.append(step)
     monkeypatch.setattr(plan, "steps", tuple(steps))
     with pytest.raises(EmulatorError, match=r"nn\.relu.*broken relu"):
         run(mod, {"x": np.zeros(shape, np.float32)})
+
+
+@pytest.mark.parametrize("tail", [("bn", "add"), ("add", "relu"), ("bn", "relu"), ("bn", "add", "relu")])
+def test_conv_tails_run_in_one_pass_bit_for_bit(tail, monkeypatch):
+    """Each in-order subset of batch_norm -> add -> relu runs as one kernels/_tail.py pass (large
+    enough here to run in parallel blocks) and equals the unfused ops exactly."""
+    from tidlx.emulator import interpreter
+
+    shape = (1, 64, 64, 64)
+    other = np.random.default_rng(3).uniform(-1, 1, shape).astype(np.float32)
+
+    def make():
+        x = Var("x", TensorType(shape, "float32"))
+        y = _conv(x, 64, 64, 1, k=1)
+        if "bn" in tail:
+            y = _bn(y, 64, 2)
+        if "add" in tail:
+            y = call("add", const(other), y)
+        if "relu" in tail:
+            y = call("nn.relu", y)
+        return Function([x], y)
+
+    passes = []
+    original = interpreter.run_tail
+    monkeypatch.setattr(interpreter, "run_tail", lambda *a: passes.append(original(*a)) or passes[-1])
+    x = np.random.default_rng(4).uniform(-1, 1, shape).astype(np.float32)
+    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    assert len(passes) == 1 and passes[0] is not None
+    np.testing.assert_array_equal(fused[0], unfused[0])
+    assert fused[0].tobytes() == unfused[0].tobytes()  # signed zeros too

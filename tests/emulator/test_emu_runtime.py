@@ -85,3 +85,107 @@ def test_for_blocks_from_two_caller_threads_covers_both():
     for t in threads:
         t.join()
     assert (seen == 20).all()
+
+
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
+def test_runs_use_numba_parallel_regions_on_several_cpus(monkeypatch):
+    """The fast path (numba's OpenMP layer and OpenBLAS reachable from numba) is what the install
+    provides; a missing libgomp would silently fall back to the slower Python pool."""
+    monkeypatch.delenv("TIDLX_EMULATOR_PARALLEL", raising=False)
+    monkeypatch.delenv("TIDLX_EMULATOR_THREADS", raising=False)
+    monkeypatch.delenv("TIDLX_EMULATOR_BLAS", raising=False)
+    from tidlx.emulator.kernels import _blas
+
+    assert _blas.AVAILABLE
+    assert _parallel.numba_threads() == 1  # outside runs
+    with _parallel.run_context():
+        assert _parallel.numba_threads() == min(_cpus(), 8)
+    monkeypatch.setenv("TIDLX_EMULATOR_PARALLEL", "pool")
+    with _parallel.run_context():
+        assert _parallel.numba_threads() == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(512, 300, 49), (64, 147, 1000), (33, 70, 77)])
+def test_numba_products_equal_numpy(dtype, m, k, n):
+    from tidlx.emulator.kernels import _blas
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m + 3, k)).astype(dtype)[3:]  # starts inside its buffer
+    b = rng.standard_normal((k, n + 5)).astype(dtype)[:, :n]  # rows longer than n (ldb > n)
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-10)
+    for blocks, by_rows in ((1, True), (2, True), (3, False), (2, False)):
+        c = np.full((m, n), np.nan, dtype)
+        _blas.gemm_blocks(a, b, c, blocks, by_rows, 16)
+        np.testing.assert_allclose(c, a @ b, **tol)
+    stack_a = rng.standard_normal((5, m, k)).astype(dtype)
+    stack_b = rng.standard_normal((5, k, n)).astype(dtype)
+    c = np.empty((5, m, n), dtype)
+    _blas.gemm_stack(stack_a, stack_b, c)
+    np.testing.assert_allclose(c, stack_a @ stack_b, **tol)
+    assert _blas.usable(a, b, c[0]) and not _blas.usable(a.astype(np.int32), b, c[0])
+
+
+def test_run_blocks_in_a_run_covers_every_index_once():
+    from tidlx.emulator.kernels._jit import relu_flat, relu_flat_blocks
+
+    x = np.random.default_rng(1).standard_normal(3_000_001).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    with _parallel.run_context():
+        _parallel.run_blocks(x.size, relu_flat, relu_flat_blocks, x, out, np.float32(0), min_block=1 << 20)
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("stride,dilation", [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2)])
+def test_im2col_gather_equals_the_window_view(stride, dilation):
+    from numpy.lib.stride_tricks import as_strided
+
+    from tidlx.emulator.kernels import op_conv
+
+    xp = np.random.default_rng(2).standard_normal((1, 5, 23, 19)).astype(np.float32)
+    k = 3
+    oh = (23 - dilation * (k - 1) - 1) // stride + 1
+    ow = (19 - dilation * (k - 1) - 1) // stride + 1
+    s_n, s_c, s_h, s_w = xp.strides
+    want = as_strided(xp, (1, 5, k, k, oh, ow), (s_n, s_c, s_h * dilation, s_w * dilation, s_h * stride, s_w * stride))
+    for context in (_parallel.run_context, lambda: __import__("contextlib").nullcontext()):
+        with context():
+            got = op_conv._im2col(xp, k, k, (stride, stride), (dilation, dilation), (oh, ow))
+        np.testing.assert_array_equal(got, want)
+
+
+def test_numba_and_pool_engines_agree_on_a_conv_net(monkeypatch):
+    """Every parallel driver (im2col, products, Winograd transforms, tails, max pool) against the
+    Python pool's runs of the same loops: only the products' blocking may differ."""
+    from tidlx.emulator import run
+    from tidlx.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const
+
+    rng = np.random.default_rng(3)
+    x = Var("x", TensorType((1, 3, 112, 112), "float32"))
+
+    def conv(y, c_in, c_out, k, stride):
+        w = rng.normal(0, (2 / (c_in * k * k)) ** 0.5, (c_out, c_in, k, k)).astype(np.float32)
+        y = call("nn.conv2d", y, const(w), strides=(stride, stride), padding=(k // 2,) * 4, channels=c_out,
+                 kernel_size=(k, k))
+        g, b, m = (rng.uniform(-0.5, 0.5, c_out).astype(np.float32) for _ in range(3))
+        v = rng.uniform(0.5, 2, c_out).astype(np.float32)
+        return TupleGetItem(call("nn.batch_norm", y, const(g), const(b), const(m), const(v)), 0)
+
+    y = call("nn.relu", conv(x, 3, 32, 7, 2))
+    y = call("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    z = call("nn.relu", call("add", conv(call("nn.relu", conv(y, 32, 32, 3, 1)), 32, 32, 3, 1), y))
+    z = call("nn.relu", conv(z, 32, 64, 3, 2))
+    mod = IRModule({"main": Function([x], z)})
+    image = rng.uniform(-1, 1, (1, 3, 112, 112)).astype(np.float32)
+    outputs = []
+    for engine in ("numba", "pool"):
+        monkeypatch.setenv("TIDLX_EMULATOR_PARALLEL", engine)
+        outputs.append(run(mod, {"x": image})[0])
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=0, atol=1e-5 * np.abs(outputs[1]).max())
