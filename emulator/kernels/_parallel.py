@@ -100,6 +100,21 @@ def _setup() -> None:
         _state["ready"] = True
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: it makes a new pool on its next run, and
+    never enters numba's OpenMP layer, which is not fork-safe (numba aborts the child)."""
+    global _lock
+    _lock = threading.Lock()
+    forked_layer = _state["numba_threads"] > 1
+    _state.update(ready=False, pool=None, workers=0, split_products=False, numba_threads=1)
+    _state["forked_from_numba"] = _state.get("forked_from_numba", False) or forked_layer
+    _active_runs[0] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _numba_parallel_threads(wanted: int) -> int:
     """How many numba threads parallel regions may use (1: they cannot be used): needs OpenBLAS
     reachable from numba and a thread-safe numba threading layer."""
@@ -107,7 +122,7 @@ def _numba_parallel_threads(wanted: int) -> int:
 
     from . import _blas
 
-    if not _blas.AVAILABLE:
+    if not _blas.AVAILABLE or _state.get("forked_from_numba"):
         return 1
     try:
         layer = numba.threading_layer()

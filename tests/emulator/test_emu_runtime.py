@@ -189,3 +189,57 @@ def test_numba_and_pool_engines_agree_on_a_conv_net(monkeypatch):
         monkeypatch.setenv("TIDLX_EMULATOR_PARALLEL", engine)
         outputs.append(run(mod, {"x": image})[0])
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=0, atol=1e-5 * np.abs(outputs[1]).max())
+
+
+def _small_conv_model():
+    from tidlx.ir import Function, IRModule, TensorType, Var, call, const
+
+    rng = np.random.default_rng(5)
+    w = rng.normal(0, 0.2, (32, 16, 3, 3)).astype(np.float32)
+    x = Var("x", TensorType((1, 16, 64, 64), "float32"))
+    body = call("nn.relu", call("nn.conv2d", x, const(w), padding=(1, 1, 1, 1), channels=32, kernel_size=(3, 3)))
+    image = rng.uniform(-1, 1, (1, 16, 64, 64)).astype(np.float32)
+    return IRModule({"main": Function([x], body)}), image
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_process_forked_after_a_run_can_run_the_emulator():
+    """GNU OpenMP is not fork-safe and the pool's threads do not survive a fork: the child must
+    still run (on a new pool) instead of aborting or hanging."""
+    from tidlx.emulator import run
+
+    mod, image = _small_conv_model()
+    (want,) = run(mod, {"x": image})
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 when its run is right (no pytest machinery here)
+        code = 1
+        try:
+            (got,) = run(mod, {"x": image})
+            code = 0 if np.allclose(got, want, rtol=1e-5, atol=1e-5) else 1
+        finally:
+            os._exit(code)
+    import time
+
+    deadline = time.monotonic() + 120
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_runs_from_several_threads_at_once_are_right():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tidlx.emulator import run
+
+    mod, image = _small_conv_model()
+    (want,) = run(mod, {"x": image})
+    with ThreadPoolExecutor(3) as callers:
+        results = list(callers.map(lambda _: run(mod, {"x": image})[0], range(12)))
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
