@@ -13,7 +13,7 @@ Chains of element-wise ops after a producer (conv -> batch_norm -> add -> relu) 
 one step that runs them in place on the producer's output, bit-identically (_fusion.py).
 
 Kernels live in kernels/op_<family>.py (see registry.py). During a run the process keeps freed
-memory for reuse (_memory.py) and heavy kernels share one thread pool (kernels/_parallel.py).
+memory for reuse (_memory.py) and heavy kernels run in parallel blocks (kernels/_parallel.py).
 """
 
 from __future__ import annotations

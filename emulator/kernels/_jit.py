@@ -2,7 +2,8 @@
 
 The loops release the GIL and work on a block of planes ``[start, stop)``. Each hot loop has a
 ``*_blocks`` driver that runs ``blocks`` blocks of it in one numba parallel region;
-_parallel.run_blocks picks the driver, or the Python thread pool, or one call. Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
+_parallel.run_blocks picks the driver, or the Python thread pool, or one call.
+Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
 ``__pycache__`` next to this file, or, when that folder is read-only, to its user-wide cache
 directory (``NUMBA_CACHE_DIR`` overrides both). Imported lazily, so importing the emulator
 does not import numba.

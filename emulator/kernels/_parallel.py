@@ -1,9 +1,20 @@
-"""One small thread pool for the heavy kernels: blocked matrix products and numba loops.
+"""Parallel execution of the heavy kernels: numba parallel regions, with a Python thread pool as fallback.
 
-Work is cut in blocks that the calling thread and ``cpus - 1`` pool threads take from a shared
-counter until none is left, so a thread that the OS deschedules delays only its current block,
-and idle pool threads sleep. The numba loops release the GIL (``nogil``) and take a block range;
-numpy's matrix products release it too.
+The hot kernels (matrix products, Winograd transforms, im2col, conv tails, batch norm, relu,
+pooling) are numba loops over a block range ``[start, stop)``. In a run each executes as one numba
+parallel region (``run_blocks`` with the loop's ``*_blocks`` driver; products call OpenBLAS from
+inside the region, see _blas.py). numba's OpenMP workers keep spinning for a moment after a
+region, so the next kernel starts in ~5 us, where waking a sleeping Python pool thread costs
+~100 us in a VM; a ResNet-18 run makes ~80 such hand-offs (its median went from ~50 to ~39 ms on
+2 cores, interleaved A/B in one process).
+
+The fallback is the Python pool (``for_blocks``): work is cut in blocks that the calling thread and
+``cpus - 1`` pool threads take from a shared counter until none is left, so a thread that the OS
+deschedules delays only its current block, and idle pool threads sleep. It runs the loops given
+as Python callables (numba loops release the GIL, numpy's products too), and everything when
+numba has no thread-safe threading layer (OpenMP or TBB) or numpy's BLAS is not its bundled
+OpenBLAS. ``TIDLX_EMULATOR_PARALLEL=pool`` forces it, and a process forked after a run uses it
+(GNU OpenMP is not fork-safe).
 
 OpenBLAS's own threads are not used during a run (its thread count is set to 1 and restored
 after): its workers busy-wait after each product and split work statically. On an idle 2-core
