@@ -31,7 +31,7 @@ from ._parallel import for_blocks, numba_threads, run_blocks, splitting_products
 
 # G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one for F(2x2, 3x3).
 _G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-# G (6x3) for F(4x4, 3x3); the input (B^T) and output (A^T) transforms are in _f43_kernels.
+# G (6x3) for F(4x4, 3x3); the input (B^T) and output (A^T) transforms are _jit.winograd43_*.
 _G43 = np.array([[1 / 4, 0.0, 0.0],
                  [-1 / 6, -1 / 6, -1 / 6],
                  [-1 / 6, 1 / 6, -1 / 6],
@@ -191,125 +191,9 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     return y
 
 
-_f43_compiled: list = []
-
-
 def _f43_kernels():
-    """The F(4x4, 3x3) input and output transforms as numba loops and their parallel drivers,
-    compiled on first use (numba is imported lazily, like in _jit.py)."""
-    if _f43_compiled:
-        return _f43_compiled[0]
-    from numba import njit, prange
+    """The F(4x4, 3x3) input and output transforms and their parallel drivers (in _jit.py, which
+    imports numba; it is imported on first use)."""
+    from ._jit import winograd43_input, winograd43_input_blocks, winograd43_output, winograd43_output_blocks
 
-    from ._jit import block_range
-
-    @njit(cache=True, nogil=True)
-    def f43_input(xp, v, th, tw, consts, start, stop):
-        """v[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] of the 6x6 tile d = xp[n, c, 4ty:4ty+6,
-        4tx:4tx+6] for the (n, c) planes in [start, stop), with
-        B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-               [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]."""
-        two, four, five = consts[0], consts[1], consts[2]
-        channels = xp.shape[1]
-        width = xp.shape[3]
-        t = np.empty((6, width), xp.dtype)
-        for plane in range(start, stop):
-            n = plane // channels
-            c = plane % channels
-            for ty in range(th):
-                r0 = xp[n, c, 4 * ty]
-                r1 = xp[n, c, 4 * ty + 1]
-                r2 = xp[n, c, 4 * ty + 2]
-                r3 = xp[n, c, 4 * ty + 3]
-                r4 = xp[n, c, 4 * ty + 4]
-                r5 = xp[n, c, 4 * ty + 5]
-                t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
-                for k in range(width):  # B^T over the rows, whole rows at once
-                    p = r4[k] - r2[k]
-                    q = r3[k] - r1[k]
-                    t0[k] = four * r0[k] - five * r2[k] + r4[k]
-                    t1[k] = r3[k] + r4[k] - four * (r1[k] + r2[k])
-                    t2[k] = r4[k] - r3[k] + four * (r1[k] - r2[k])
-                    t3[k] = p + two * q
-                    t4[k] = p - two * q
-                    t5[k] = four * r1[k] - five * r3[k] + r5[k]
-                base = (n * th + ty) * tw
-                for a in range(6):
-                    ta = t[a]
-                    o0 = v[6 * a, c, base:base + tw]
-                    o1 = v[6 * a + 1, c, base:base + tw]
-                    o2 = v[6 * a + 2, c, base:base + tw]
-                    o3 = v[6 * a + 3, c, base:base + tw]
-                    o4 = v[6 * a + 4, c, base:base + tw]
-                    o5 = v[6 * a + 5, c, base:base + tw]
-                    for tx in range(tw):  # B over the columns of each tile
-                        k = 4 * tx
-                        d0, d1, d2, d3, d4, d5 = ta[k], ta[k + 1], ta[k + 2], ta[k + 3], ta[k + 4], ta[k + 5]
-                        p = d4 - d2
-                        q = d3 - d1
-                        o0[tx] = four * d0 - five * d2 + d4
-                        o1[tx] = d3 + d4 - four * (d1 + d2)
-                        o2[tx] = d4 - d3 + four * (d1 - d2)
-                        o3[tx] = p + two * q
-                        o4[tx] = p - two * q
-                        o5[tx] = four * d1 - five * d3 + d5
-
-    @njit(cache=True, nogil=True)
-    def f43_output(m, y, th, tw, consts, start, stop):
-        """y[n, o, 4ty:4ty+4, 4tx:4tx+4] = A^T M A of the 36 products m[:, o, (n, ty, tx)] for the
-        (n, o) planes in [start, stop), with
-        A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]."""
-        two, four, eight = consts[0], consts[1], consts[3]
-        outs = m.shape[1]
-        s = np.empty((4, 6, tw), m.dtype)
-        for plane in range(start, stop):
-            n = plane // outs
-            o = plane % outs
-            for ty in range(th):
-                base = (n * th + ty) * tw
-                for b in range(6):  # A^T over the tile rows, for each tile column b
-                    m0 = m[b, o, base:base + tw]
-                    m1 = m[6 + b, o, base:base + tw]
-                    m2 = m[12 + b, o, base:base + tw]
-                    m3 = m[18 + b, o, base:base + tw]
-                    m4 = m[24 + b, o, base:base + tw]
-                    m5 = m[30 + b, o, base:base + tw]
-                    s0, s1, s2, s3 = s[0, b], s[1, b], s[2, b], s[3, b]
-                    for tx in range(tw):
-                        plus12 = m1[tx] + m2[tx]
-                        minus12 = m1[tx] - m2[tx]
-                        plus34 = m3[tx] + m4[tx]
-                        minus34 = m3[tx] - m4[tx]
-                        s0[tx] = m0[tx] + plus12 + plus34
-                        s1[tx] = minus12 + two * minus34
-                        s2[tx] = plus12 + four * plus34
-                        s3[tx] = minus12 + eight * minus34 + m5[tx]
-                for r in range(4):  # A over the tile columns
-                    row = y[n, o, 4 * ty + r]
-                    e0, e1, e2, e3, e4, e5 = s[r, 0], s[r, 1], s[r, 2], s[r, 3], s[r, 4], s[r, 5]
-                    for tx in range(tw):
-                        plus12 = e1[tx] + e2[tx]
-                        minus12 = e1[tx] - e2[tx]
-                        plus34 = e3[tx] + e4[tx]
-                        minus34 = e3[tx] - e4[tx]
-                        row[4 * tx] = e0[tx] + plus12 + plus34
-                        row[4 * tx + 1] = minus12 + two * minus34
-                        row[4 * tx + 2] = plus12 + four * plus34
-                        row[4 * tx + 3] = minus12 + eight * minus34 + e5[tx]
-
-    @njit(cache=True, nogil=True, parallel=True)
-    def f43_input_blocks(xp, v, th, tw, consts, count, blocks):
-        for i in prange(blocks):
-            start, stop = block_range(count, blocks, i)
-            if start < stop:
-                f43_input(xp, v, th, tw, consts, start, stop)
-
-    @njit(cache=True, nogil=True, parallel=True)
-    def f43_output_blocks(m, y, th, tw, consts, count, blocks):
-        for i in prange(blocks):
-            start, stop = block_range(count, blocks, i)
-            if start < stop:
-                f43_output(m, y, th, tw, consts, start, stop)
-
-    _f43_compiled.append((f43_input, f43_input_blocks, f43_output, f43_output_blocks))
-    return _f43_compiled[0]
+    return winograd43_input, winograd43_input_blocks, winograd43_output, winograd43_output_blocks
