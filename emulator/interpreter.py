@@ -366,14 +366,13 @@ def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
         raise _kernel_failure(plan, node, exc) from exc
     res = _check_result(plan, node, res, expected)
     owned = fresh_head(node.op.name)
-    at = fused.n_head_args
+    stage_others, at = [], fused.n_head_args
+    for stage in fused.stages:
+        stage_others.append(values[at:at + stage.n_others])
+        at += stage.n_others
     if fused.tail and owned:
-        others, start = [], at
-        for stage in fused.stages:
-            others.append(values[start:start + stage.n_others])
-            start += stage.n_others
         try:
-            done = run_tail(res, fused.stages, others)
+            done = run_tail(res, fused.stages, stage_others)
         except Exception as exc:
             raise _kernel_failure(plan, fused.stages[0].node, exc) from exc
         if done is not None:
@@ -381,9 +380,7 @@ def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
             if stats is not None:
                 _count_fused(stats, fused)
             return res
-    for stage in fused.stages:
-        others = values[at:at + stage.n_others]
-        at += stage.n_others
+    for stage, others in zip(fused.stages, stage_others):
         node = stage.node
         try:
             y = stage.epilogue(res, others, stage.attrs, owned and res.flags.writeable)

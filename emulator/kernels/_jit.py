@@ -2,7 +2,10 @@
 
 The loops release the GIL and work on a block of planes ``[start, stop)``. Each hot loop has a
 ``*_blocks`` driver that runs ``blocks`` blocks of it in one numba parallel region;
-_parallel.run_blocks picks the driver, or the Python thread pool, or one call.
+_parallel.run_blocks picks the driver, or the Python thread pool, or one call. The drivers are
+spelled out one per loop on purpose: a single driver taking the loop as an argument reloads from
+numba's cache in ~1 s per loop and process, and drivers made by a factory (closures) are compiled
+again in every process.
 Compiled on first use and cached on disk (``cache=True``): numba writes the cache to
 ``__pycache__`` next to this file, or, when that folder is read-only, to its user-wide cache
 directory (``NUMBA_CACHE_DIR`` overrides both). Imported lazily, so importing the emulator
