@@ -22,6 +22,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._microkernel import COLUMNS, ROWS, sgemm_6x16
+
 
 @njit(cache=True, nogil=True)
 def block_range(count, blocks, i):
@@ -416,43 +418,210 @@ def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu
             conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start, stop)
 
 
-# --- Winograd F(2x2, 3x3) transforms (see _winograd.py) ----------------------------------------
+# --- Winograd transforms (see _winograd.py) ----------------------------------------------------
+# Each transform works on one row of tiles of one plane, tiles [tx0, tx1) of tile row ty, so the
+# plane-wise passes (whole transformed arrays, products by BLAS) and the tile-block passes (16
+# tiles at a time, products by _microkernel) share it. ``col`` is the column of tile tx0 in v/m.
+
+@njit(cache=True, nogil=True)
+def winograd_input_row(xp, n, c, ty, tx0, tx1, v, col, t):
+    """F(2x2, 3x3): v[(a, b), c, col + tx - tx0] = (B^T d B)[a, b] of the 4x4 tile
+    d = xp[n, c, 2ty:2ty+4, 2tx:2tx+4] (xp zero-padded), B^T = [[1, 0, -1, 0], [0, 1, 1, 0],
+    [0, -1, 1, 0], [0, 1, 0, -1]]; t is a (4, width) scratch."""
+    r0 = xp[n, c, 2 * ty]
+    r1 = xp[n, c, 2 * ty + 1]
+    r2 = xp[n, c, 2 * ty + 2]
+    r3 = xp[n, c, 2 * ty + 3]
+    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
+    for k in range(2 * tx0, 2 * tx1 + 2):  # B^T over the rows, the whole row segment at once
+        t0[k] = r0[k] - r2[k]
+        t1[k] = r1[k] + r2[k]
+        t2[k] = r2[k] - r1[k]
+        t3[k] = r1[k] - r3[k]
+    count = tx1 - tx0
+    for a in range(4):
+        ta = t[a]
+        o0 = v[4 * a, c, col:col + count]
+        o1 = v[4 * a + 1, c, col:col + count]
+        o2 = v[4 * a + 2, c, col:col + count]
+        o3 = v[4 * a + 3, c, col:col + count]
+        for i in range(count):  # B over the columns of each tile
+            k = 2 * (tx0 + i)
+            o0[i] = ta[k] - ta[k + 2]
+            o1[i] = ta[k + 1] + ta[k + 2]
+            o2[i] = ta[k + 2] - ta[k + 1]
+            o3[i] = ta[k + 1] - ta[k + 3]
+
+
+@njit(cache=True, nogil=True)
+def winograd_output_row(m, y, n, o, ty, tx0, tx1, col):
+    """F(2x2, 3x3): y[n, o, 2ty:2ty+2, 2tx:2tx+2] = A^T M A of the 16 products m[:, o, col + tx - tx0],
+    A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]."""
+    count = tx1 - tx0
+    top = y[n, o, 2 * ty]
+    bottom = y[n, o, 2 * ty + 1]
+    # contiguous slices (one per product) so that the loop over tiles vectorizes
+    m0 = m[0, o, col:col + count]
+    m1 = m[1, o, col:col + count]
+    m2 = m[2, o, col:col + count]
+    m3 = m[3, o, col:col + count]
+    m4 = m[4, o, col:col + count]
+    m5 = m[5, o, col:col + count]
+    m6 = m[6, o, col:col + count]
+    m7 = m[7, o, col:col + count]
+    m8 = m[8, o, col:col + count]
+    m9 = m[9, o, col:col + count]
+    m10 = m[10, o, col:col + count]
+    m11 = m[11, o, col:col + count]
+    m12 = m[12, o, col:col + count]
+    m13 = m[13, o, col:col + count]
+    m14 = m[14, o, col:col + count]
+    m15 = m[15, o, col:col + count]
+    for i in range(count):
+        p00 = m0[i] + m4[i] + m8[i]
+        p01 = m1[i] + m5[i] + m9[i]
+        p02 = m2[i] + m6[i] + m10[i]
+        p03 = m3[i] + m7[i] + m11[i]
+        p10 = m4[i] - m8[i] - m12[i]
+        p11 = m5[i] - m9[i] - m13[i]
+        p12 = m6[i] - m10[i] - m14[i]
+        p13 = m7[i] - m11[i] - m15[i]
+        k = 2 * (tx0 + i)
+        top[k] = p00 + p01 + p02
+        top[k + 1] = p01 - p02 - p03
+        bottom[k] = p10 + p11 + p12
+        bottom[k + 1] = p11 - p12 - p13
+
+
+@njit(cache=True, nogil=True)
+def winograd43_input_row(xp, n, c, ty, tx0, tx1, v, col, t, consts):
+    """F(4x4, 3x3): v[(a, b), c, col + tx - tx0] = (B^T d B)[a, b] of the 6x6 tile
+    d = xp[n, c, 4ty:4ty+6, 4tx:4tx+6], B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0],
+    [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]];
+    t is a (6, width) scratch, consts the multipliers 2, 4, 5 in the working dtype."""
+    two, four, five = consts[0], consts[1], consts[2]
+    r0 = xp[n, c, 4 * ty]
+    r1 = xp[n, c, 4 * ty + 1]
+    r2 = xp[n, c, 4 * ty + 2]
+    r3 = xp[n, c, 4 * ty + 3]
+    r4 = xp[n, c, 4 * ty + 4]
+    r5 = xp[n, c, 4 * ty + 5]
+    t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
+    for k in range(4 * tx0, 4 * tx1 + 2):  # B^T over the rows, the whole row segment at once
+        p = r4[k] - r2[k]
+        q = r3[k] - r1[k]
+        t0[k] = four * r0[k] - five * r2[k] + r4[k]
+        t1[k] = r3[k] + r4[k] - four * (r1[k] + r2[k])
+        t2[k] = r4[k] - r3[k] + four * (r1[k] - r2[k])
+        t3[k] = p + two * q
+        t4[k] = p - two * q
+        t5[k] = four * r1[k] - five * r3[k] + r5[k]
+    count = tx1 - tx0
+    for a in range(6):
+        ta = t[a]
+        o0 = v[6 * a, c, col:col + count]
+        o1 = v[6 * a + 1, c, col:col + count]
+        o2 = v[6 * a + 2, c, col:col + count]
+        o3 = v[6 * a + 3, c, col:col + count]
+        o4 = v[6 * a + 4, c, col:col + count]
+        o5 = v[6 * a + 5, c, col:col + count]
+        for i in range(count):  # B over the columns of each tile
+            k = 4 * (tx0 + i)
+            d0, d1, d2, d3, d4, d5 = ta[k], ta[k + 1], ta[k + 2], ta[k + 3], ta[k + 4], ta[k + 5]
+            p = d4 - d2
+            q = d3 - d1
+            o0[i] = four * d0 - five * d2 + d4
+            o1[i] = d3 + d4 - four * (d1 + d2)
+            o2[i] = d4 - d3 + four * (d1 - d2)
+            o3[i] = p + two * q
+            o4[i] = p - two * q
+            o5[i] = four * d1 - five * d3 + d5
+
+
+@njit(cache=True, nogil=True)
+def winograd43_output_row(m, y, n, o, ty, tx0, tx1, col, s, consts):
+    """F(4x4, 3x3): y[n, o, 4ty:4ty+4, 4tx:4tx+4] = A^T M A of the 36 products m[:, o, col + tx - tx0],
+    A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]];
+    s is a (4, 6, tiles) scratch, consts the multipliers 2, 4, 5, 8 in the working dtype."""
+    two, four, eight = consts[0], consts[1], consts[3]
+    count = tx1 - tx0
+    for b in range(6):  # A^T over the tile rows, for each tile column b
+        m0 = m[b, o, col:col + count]
+        m1 = m[6 + b, o, col:col + count]
+        m2 = m[12 + b, o, col:col + count]
+        m3 = m[18 + b, o, col:col + count]
+        m4 = m[24 + b, o, col:col + count]
+        m5 = m[30 + b, o, col:col + count]
+        s0, s1, s2, s3 = s[0, b], s[1, b], s[2, b], s[3, b]
+        for i in range(count):
+            plus12 = m1[i] + m2[i]
+            minus12 = m1[i] - m2[i]
+            plus34 = m3[i] + m4[i]
+            minus34 = m3[i] - m4[i]
+            s0[i] = m0[i] + plus12 + plus34
+            s1[i] = minus12 + two * minus34
+            s2[i] = plus12 + four * plus34
+            s3[i] = minus12 + eight * minus34 + m5[i]
+    for r in range(4):  # A over the tile columns
+        row = y[n, o, 4 * ty + r]
+        e0, e1, e2, e3, e4, e5 = s[r, 0], s[r, 1], s[r, 2], s[r, 3], s[r, 4], s[r, 5]
+        for i in range(count):
+            plus12 = e1[i] + e2[i]
+            minus12 = e1[i] - e2[i]
+            plus34 = e3[i] + e4[i]
+            minus34 = e3[i] - e4[i]
+            k = 4 * (tx0 + i)
+            row[k] = e0[i] + plus12 + plus34
+            row[k + 1] = minus12 + two * minus34
+            row[k + 2] = plus12 + four * plus34
+            row[k + 3] = minus12 + eight * minus34 + e5[i]
+
+
+# Plane-wise passes: all tiles of the (n, c) input planes / (n, o) output planes in [start, stop).
+# v/m hold every tile: v[(a, b), c, (n, ty, tx)].
 
 @njit(cache=True, nogil=True)
 def winograd_input(xp, v, th, tw, start, stop):
-    """v[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] of the 4x4 tile d = xp[n, c, 2ty:2ty+4, 2tx:2tx+4],
-    for the (n, c) planes in [start, stop). xp is the zero-padded input."""
     channels = xp.shape[1]
-    width = xp.shape[3]
-    t0 = np.empty(width, xp.dtype)
-    t1 = np.empty(width, xp.dtype)
-    t2 = np.empty(width, xp.dtype)
-    t3 = np.empty(width, xp.dtype)
+    t = np.empty((4, xp.shape[3]), xp.dtype)
     for plane in range(start, stop):
         n = plane // channels
         c = plane % channels
         for ty in range(th):
-            r0 = xp[n, c, 2 * ty]
-            r1 = xp[n, c, 2 * ty + 1]
-            r2 = xp[n, c, 2 * ty + 2]
-            r3 = xp[n, c, 2 * ty + 3]
-            for k in range(width):  # B^T over the rows, whole rows at once
-                t0[k] = r0[k] - r2[k]
-                t1[k] = r1[k] + r2[k]
-                t2[k] = r2[k] - r1[k]
-                t3[k] = r1[k] - r3[k]
-            base = (n * th + ty) * tw
-            for a in range(4):
-                t = t0 if a == 0 else (t1 if a == 1 else (t2 if a == 2 else t3))
-                o0 = v[4 * a, c, base:base + tw]
-                o1 = v[4 * a + 1, c, base:base + tw]
-                o2 = v[4 * a + 2, c, base:base + tw]
-                o3 = v[4 * a + 3, c, base:base + tw]
-                for tx in range(tw):  # B over the columns of each tile
-                    o0[tx] = t[2 * tx] - t[2 * tx + 2]
-                    o1[tx] = t[2 * tx + 1] + t[2 * tx + 2]
-                    o2[tx] = t[2 * tx + 2] - t[2 * tx + 1]
-                    o3[tx] = t[2 * tx + 1] - t[2 * tx + 3]
+            winograd_input_row(xp, n, c, ty, 0, tw, v, (n * th + ty) * tw, t)
+
+
+@njit(cache=True, nogil=True)
+def winograd_output(m, y, th, tw, start, stop):
+    outs = m.shape[1]
+    for plane in range(start, stop):
+        n = plane // outs
+        o = plane % outs
+        for ty in range(th):
+            winograd_output_row(m, y, n, o, ty, 0, tw, (n * th + ty) * tw)
+
+
+@njit(cache=True, nogil=True)
+def winograd43_input(xp, v, th, tw, consts, start, stop):
+    channels = xp.shape[1]
+    t = np.empty((6, xp.shape[3]), xp.dtype)
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        for ty in range(th):
+            winograd43_input_row(xp, n, c, ty, 0, tw, v, (n * th + ty) * tw, t, consts)
+
+
+@njit(cache=True, nogil=True)
+def winograd43_output(m, y, th, tw, consts, start, stop):
+    outs = m.shape[1]
+    s = np.empty((4, 6, tw), m.dtype)
+    for plane in range(start, stop):
+        n = plane // outs
+        o = plane % outs
+        for ty in range(th):
+            winograd43_output_row(m, y, n, o, ty, 0, tw, (n * th + ty) * tw, s, consts)
+
 
 @njit(cache=True, nogil=True, parallel=True)
 def winograd_input_blocks(xp, v, th, tw, count, blocks):
@@ -462,154 +631,12 @@ def winograd_input_blocks(xp, v, th, tw, count, blocks):
             winograd_input(xp, v, th, tw, start, stop)
 
 
-@njit(cache=True, nogil=True)
-def winograd_output(m, y, th, tw, start, stop):
-    """y[n, o, 2ty:2ty+2, 2tx:2tx+2] = A^T M A of the 16 products m[:, o, (n, ty, tx)], for the
-    (n, o) planes in [start, stop)."""
-    outs = m.shape[1]
-    for plane in range(start, stop):
-        n = plane // outs
-        o = plane % outs
-        for ty in range(th):
-            base = (n * th + ty) * tw
-            top = y[n, o, 2 * ty]
-            bottom = y[n, o, 2 * ty + 1]
-            # contiguous slices (one per product) so that the loop over tiles vectorizes
-            m0 = m[0, o, base:base + tw]
-            m1 = m[1, o, base:base + tw]
-            m2 = m[2, o, base:base + tw]
-            m3 = m[3, o, base:base + tw]
-            m4 = m[4, o, base:base + tw]
-            m5 = m[5, o, base:base + tw]
-            m6 = m[6, o, base:base + tw]
-            m7 = m[7, o, base:base + tw]
-            m8 = m[8, o, base:base + tw]
-            m9 = m[9, o, base:base + tw]
-            m10 = m[10, o, base:base + tw]
-            m11 = m[11, o, base:base + tw]
-            m12 = m[12, o, base:base + tw]
-            m13 = m[13, o, base:base + tw]
-            m14 = m[14, o, base:base + tw]
-            m15 = m[15, o, base:base + tw]
-            for tx in range(tw):
-                p00 = m0[tx] + m4[tx] + m8[tx]
-                p01 = m1[tx] + m5[tx] + m9[tx]
-                p02 = m2[tx] + m6[tx] + m10[tx]
-                p03 = m3[tx] + m7[tx] + m11[tx]
-                p10 = m4[tx] - m8[tx] - m12[tx]
-                p11 = m5[tx] - m9[tx] - m13[tx]
-                p12 = m6[tx] - m10[tx] - m14[tx]
-                p13 = m7[tx] - m11[tx] - m15[tx]
-                top[2 * tx] = p00 + p01 + p02
-                top[2 * tx + 1] = p01 - p02 - p03
-                bottom[2 * tx] = p10 + p11 + p12
-                bottom[2 * tx + 1] = p11 - p12 - p13
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def winograd_output_blocks(m, y, th, tw, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             winograd_output(m, y, th, tw, start, stop)
-
-
-# --- Winograd F(4x4, 3x3) transforms (see _winograd.py) ----------------------------------------
-
-@njit(cache=True, nogil=True)
-def winograd43_input(xp, v, th, tw, consts, start, stop):
-    """v[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] of the 6x6 tile d = xp[n, c, 4ty:4ty+6,
-    4tx:4tx+6] for the (n, c) planes in [start, stop), with
-    B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-           [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]."""
-    two, four, five = consts[0], consts[1], consts[2]
-    channels = xp.shape[1]
-    width = xp.shape[3]
-    t = np.empty((6, width), xp.dtype)
-    for plane in range(start, stop):
-        n = plane // channels
-        c = plane % channels
-        for ty in range(th):
-            r0 = xp[n, c, 4 * ty]
-            r1 = xp[n, c, 4 * ty + 1]
-            r2 = xp[n, c, 4 * ty + 2]
-            r3 = xp[n, c, 4 * ty + 3]
-            r4 = xp[n, c, 4 * ty + 4]
-            r5 = xp[n, c, 4 * ty + 5]
-            t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
-            for k in range(width):  # B^T over the rows, whole rows at once
-                p = r4[k] - r2[k]
-                q = r3[k] - r1[k]
-                t0[k] = four * r0[k] - five * r2[k] + r4[k]
-                t1[k] = r3[k] + r4[k] - four * (r1[k] + r2[k])
-                t2[k] = r4[k] - r3[k] + four * (r1[k] - r2[k])
-                t3[k] = p + two * q
-                t4[k] = p - two * q
-                t5[k] = four * r1[k] - five * r3[k] + r5[k]
-            base = (n * th + ty) * tw
-            for a in range(6):
-                ta = t[a]
-                o0 = v[6 * a, c, base:base + tw]
-                o1 = v[6 * a + 1, c, base:base + tw]
-                o2 = v[6 * a + 2, c, base:base + tw]
-                o3 = v[6 * a + 3, c, base:base + tw]
-                o4 = v[6 * a + 4, c, base:base + tw]
-                o5 = v[6 * a + 5, c, base:base + tw]
-                for tx in range(tw):  # B over the columns of each tile
-                    k = 4 * tx
-                    d0, d1, d2, d3, d4, d5 = ta[k], ta[k + 1], ta[k + 2], ta[k + 3], ta[k + 4], ta[k + 5]
-                    p = d4 - d2
-                    q = d3 - d1
-                    o0[tx] = four * d0 - five * d2 + d4
-                    o1[tx] = d3 + d4 - four * (d1 + d2)
-                    o2[tx] = d4 - d3 + four * (d1 - d2)
-                    o3[tx] = p + two * q
-                    o4[tx] = p - two * q
-                    o5[tx] = four * d1 - five * d3 + d5
-
-
-@njit(cache=True, nogil=True)
-def winograd43_output(m, y, th, tw, consts, start, stop):
-    """y[n, o, 4ty:4ty+4, 4tx:4tx+4] = A^T M A of the 36 products m[:, o, (n, ty, tx)] for the
-    (n, o) planes in [start, stop), with
-    A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]."""
-    two, four, eight = consts[0], consts[1], consts[3]
-    outs = m.shape[1]
-    s = np.empty((4, 6, tw), m.dtype)
-    for plane in range(start, stop):
-        n = plane // outs
-        o = plane % outs
-        for ty in range(th):
-            base = (n * th + ty) * tw
-            for b in range(6):  # A^T over the tile rows, for each tile column b
-                m0 = m[b, o, base:base + tw]
-                m1 = m[6 + b, o, base:base + tw]
-                m2 = m[12 + b, o, base:base + tw]
-                m3 = m[18 + b, o, base:base + tw]
-                m4 = m[24 + b, o, base:base + tw]
-                m5 = m[30 + b, o, base:base + tw]
-                s0, s1, s2, s3 = s[0, b], s[1, b], s[2, b], s[3, b]
-                for tx in range(tw):
-                    plus12 = m1[tx] + m2[tx]
-                    minus12 = m1[tx] - m2[tx]
-                    plus34 = m3[tx] + m4[tx]
-                    minus34 = m3[tx] - m4[tx]
-                    s0[tx] = m0[tx] + plus12 + plus34
-                    s1[tx] = minus12 + two * minus34
-                    s2[tx] = plus12 + four * plus34
-                    s3[tx] = minus12 + eight * minus34 + m5[tx]
-            for r in range(4):  # A over the tile columns
-                row = y[n, o, 4 * ty + r]
-                e0, e1, e2, e3, e4, e5 = s[r, 0], s[r, 1], s[r, 2], s[r, 3], s[r, 4], s[r, 5]
-                for tx in range(tw):
-                    plus12 = e1[tx] + e2[tx]
-                    minus12 = e1[tx] - e2[tx]
-                    plus34 = e3[tx] + e4[tx]
-                    minus34 = e3[tx] - e4[tx]
-                    row[4 * tx] = e0[tx] + plus12 + plus34
-                    row[4 * tx + 1] = minus12 + two * minus34
-                    row[4 * tx + 2] = plus12 + four * plus34
-                    row[4 * tx + 3] = minus12 + eight * minus34 + e5[tx]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -626,3 +653,129 @@ def winograd43_output_blocks(m, y, th, tw, consts, count, blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             winograd43_output(m, y, th, tw, consts, start, stop)
+
+
+# Tile-block passes: blocks of tiles go through the input transform, the products (_microkernel,
+# weights prepacked in panels of 6 output channels) and the output transform while their
+# transformed values (v, m: positions x channels x block width) stay in the core's caches. A block
+# is ``width`` tiles (a multiple of the microkernel's 16 columns) of the tiles (n, ty, tx) in
+# order; blocks [start, stop) of them. y is the output padded to whole tiles.
+
+@njit(cache=True, nogil=True)
+def tile_segment(tile, last, th, tw):
+    """The tiles from ``tile`` (before ``last``) that share its image and tile row: (n, ty, tx0, tx1)."""
+    n = tile // (th * tw)
+    rest = tile % (th * tw)
+    ty = rest // tw
+    tx0 = rest % tw
+    return n, ty, tx0, min(tw, tx0 + last - tile)
+
+
+@njit(cache=True, nogil=True)
+def tile_block_buffers(positions, channels, rows, width):
+    """v (positions, channels, width) and m (positions, rows, width) for one block of tiles. Each
+    position's matrix is one row longer than needed: the transforms write all positions of a
+    tile at once, and matrices a multiple of 4 KiB apart would fall on the same L1 cache sets.
+    v starts zeroed: the columns after a last, partial block are multiplied too (then dropped)."""
+    v = np.zeros((positions, channels + 1, width), np.float32)[:, :channels]
+    m = np.empty((positions, rows + 1, width), np.float32)[:, :rows]
+    return v, m
+
+
+@njit(cache=True, nogil=True)
+def winograd_block_products(up, v, m, columns, first_panel, last_panel):
+    """m[p, :, :columns] = U[p] @ v[p, :, :columns] for each tile position p, for the output channels
+    of panels [first_panel, last_panel); up[p, q] is the (C, 6) panel of output channels 6q..6q+5.
+    Each panel is read once per block, for all its columns."""
+    positions, channels = up.shape[0], up.shape[2]
+    width = v.shape[2]
+    for p in range(positions):
+        b = v[p].ctypes.data
+        for q in range(first_panel, last_panel):
+            a = up[p, q].ctypes.data
+            c = m[p, ROWS * q].ctypes.data
+            for j in range(0, columns, COLUMNS):
+                sgemm_6x16(a, b + 4 * j, width, c + 4 * j, width, channels)
+
+
+@njit(cache=True, nogil=True)
+def tile_unit(unit, splits, panels, outs):
+    """Block and output channels of a unit of work: unit = block * splits + part, and part
+    ``part`` of ``splits`` near-equal ranges of the output channel panels."""
+    block = unit // splits
+    first_panel, last_panel = block_range(panels, splits, unit % splits)
+    return block, first_panel, last_panel, ROWS * first_panel, min(outs, ROWS * last_panel)
+
+
+@njit(cache=True, nogil=True)
+def winograd_tiles(xp, up, y, th, tw, width, splits, start, stop):
+    """F(2x2, 3x3) for the units [start, stop) of blocks of ``width`` tiles, each block's output
+    channels in ``splits`` parts (float32)."""
+    channels = xp.shape[1]
+    tiles = xp.shape[0] * th * tw
+    v, m = tile_block_buffers(16, channels, up.shape[1] * ROWS, width)
+    t = np.empty((4, xp.shape[3]), np.float32)
+    done = -1  # the block whose input transform v holds
+    for unit in range(start, stop):
+        block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
+        first = block * width
+        last = min(tiles, first + width)
+        tile = first
+        while tile < last and block != done:
+            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
+            for c in range(channels):
+                winograd_input_row(xp, n, c, ty, tx0, tx1, v, tile - first, t)
+            tile += tx1 - tx0
+        done = block
+        winograd_block_products(up, v, m, last - first, first_panel, last_panel)
+        tile = first
+        while tile < last:
+            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
+            for o in range(first_out, last_out):
+                winograd_output_row(m, y, n, o, ty, tx0, tx1, tile - first)
+            tile += tx1 - tx0
+
+
+@njit(cache=True, nogil=True)
+def winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop):
+    """F(4x4, 3x3) as winograd_tiles."""
+    channels = xp.shape[1]
+    tiles = xp.shape[0] * th * tw
+    v, m = tile_block_buffers(36, channels, up.shape[1] * ROWS, width)
+    t = np.empty((6, xp.shape[3]), np.float32)
+    s = np.empty((4, 6, min(width, tw)), np.float32)
+    done = -1
+    for unit in range(start, stop):
+        block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
+        first = block * width
+        last = min(tiles, first + width)
+        tile = first
+        while tile < last and block != done:
+            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
+            for c in range(channels):
+                winograd43_input_row(xp, n, c, ty, tx0, tx1, v, tile - first, t, consts)
+            tile += tx1 - tx0
+        done = block
+        winograd_block_products(up, v, m, last - first, first_panel, last_panel)
+        tile = first
+        while tile < last:
+            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
+            for o in range(first_out, last_out):
+                winograd43_output_row(m, y, n, o, ty, tx0, tx1, tile - first, s, consts)
+            tile += tx1 - tx0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def winograd_tiles_blocks(xp, up, y, th, tw, width, splits, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            winograd_tiles(xp, up, y, th, tw, width, splits, start, stop)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def winograd43_tiles_blocks(xp, up, y, th, tw, consts, width, splits, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop)

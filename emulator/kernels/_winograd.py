@@ -13,6 +13,14 @@ models stay at 2e-6..3e-6 against onnxruntime (BEVDet ResNet-18/50), far inside 
 emulator's 1e-4 bar. It is used where it is also faster: from 28x28 outputs up (see
 F43_MIN_PIXELS).
 
+float32 convolutions run by blocks of 16 tiles (the tile-block passes in _jit.py): a block
+goes through the input transform, the products and the output transform while its transformed
+values stay in the core's cache, the products by _microkernel.py's register-blocked kernel on
+weights prepacked in panels of 6 output channels (OpenBLAS would pack both operands again on
+every one of these small products). Each output element's sum runs over the input channels in
+order, one rounding per term, so results do not depend on the thread count. float64 (and a
+CPU the microkernel does not compile for) uses whole transformed arrays and BLAS products.
+
 Transformed weights of constant (read-only) weight arrays are cached for as long as the array
 lives, so a model's weights are transformed once, not on every run. ``TIDLX_EMULATOR_WINOGRAD``:
 ``0`` turns Winograd off, ``2`` uses only F(2x2, 3x3), ``4`` uses F(4x4, 3x3) wherever Winograd
@@ -43,14 +51,16 @@ _cache_lock = threading.Lock()
 _weight_cache: dict = {}
 
 
-def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2) -> np.ndarray:
+def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2, panels: bool = False) -> np.ndarray:
     """U[(a, b), o, c] = (G w[o, c] G^T)[a, b], shape ((tile+2)^2, O, C) for F(tile x tile, 3x3);
-    computed in float64 and cached for read-only arrays."""
+    computed in float64 and cached for read-only arrays. ``panels``: float32 in the microkernel's
+    layout, ((tile+2)^2, ceil(O/6), C, 6)."""
     key = id(w)
+    variant = (tile, np.dtype(dtype), panels)
     if not w.flags.writeable:
         with _cache_lock:
             entry = _weight_cache.get(key)
-        hit = entry[1].get((tile, np.dtype(dtype))) if entry is not None and entry[0]() is w else None
+        hit = entry[1].get(variant) if entry is not None and entry[0]() is w else None
         if hit is not None:
             return hit
     g = _G23 if tile == 2 else _G43
@@ -58,6 +68,10 @@ def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2) -> np.nda
     o, c = w.shape[:2]
     u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g, optimize=True)
     u = np.ascontiguousarray(u.reshape(size * size, o, c), dtype=dtype)
+    if panels:
+        from ._microkernel import pack_panels
+
+        u = pack_panels(u)
     if not w.flags.writeable:
         with _cache_lock:
             entry = _weight_cache.get(key)
@@ -68,7 +82,7 @@ def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2) -> np.nda
                     return u
                 entry = (ref, {})
                 _weight_cache[key] = entry
-            entry[1][(tile, np.dtype(dtype))] = u
+            entry[1][variant] = u
     return u
 
 
@@ -91,6 +105,8 @@ MIN_PIXELS = 14 * 14
 #: 56x56 and 128ch at 28x28 are ~1.5x faster than F(2x2, 3x3); 256ch at 14x14 is no faster (its
 #: 16 tiles of 4x4 leave the products bound by reading the 36/16 larger weights).
 F43_MIN_PIXELS = 28 * 28
+#: With tile blocks (float32) Winograd pays from 7x7 up: 512ch at 7x7 ~35% faster than im2col.
+MIN_PIXELS_TILE_BLOCKS = 7 * 7
 _MODE = os.environ.get("TIDLX_EMULATOR_WINOGRAD", "1").strip().lower()
 ENABLED = _MODE not in ("0", "no", "false", "off")
 
@@ -101,7 +117,7 @@ def usable(x_shape, w_shape, groups, strides, dilation, dtype) -> bool:
     o, _, kh, kw = w_shape
     return (ENABLED and groups == 1 and (kh, kw) == (3, 3) and tuple(strides) == (1, 1)
             and tuple(dilation) == (1, 1) and dtype.kind == "f" and c >= 16 and o >= 16
-            and h * wd >= MIN_PIXELS)
+            and h * wd >= (MIN_PIXELS_TILE_BLOCKS if _tile_blocks(dtype) else MIN_PIXELS))
 
 
 def tile_size(out_hw) -> int:
@@ -118,6 +134,32 @@ def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: i
     if (tile or tile_size(out_hw)) == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
     return _conv3x3_f23(x, w, pads, out_hw, dtype)
+
+
+#: Whether float32 convolutions run by tile blocks (False: whole transformed arrays and BLAS).
+TILE_BLOCKS = True
+#: Tiles per block: the microkernel's 16 columns. Wider blocks were slower on ResNet-18 shapes
+#: (their transformed tiles no longer stay in L2).
+BLOCK_TILES = 16
+
+
+def _tile_units(tiles: int, outs: int):
+    """(block width, splits): blocks of BLOCK_TILES tiles, each block's output channels in
+    ``splits`` parts so that a convolution with fewer blocks than threads (512 channels at 7x7
+    has one block) still keeps every thread busy."""
+    blocks = -(-tiles // BLOCK_TILES)
+    threads = numba_threads()
+    splits = 1 if blocks >= threads else min(threads, -(-outs // 6))
+    return BLOCK_TILES, splits
+
+
+def _tile_blocks(dtype) -> bool:
+    """float32 convolutions run by tile blocks when the microkernel compiled for this CPU."""
+    if not TILE_BLOCKS or np.dtype(dtype) != np.float32:
+        return False
+    from . import _microkernel
+
+    return _microkernel.AVAILABLE
 
 
 def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np.ndarray:
@@ -150,6 +192,14 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
     xp = _padded_input(x, pads, 2, th, tw, dtype)
+    if _tile_blocks(dtype):
+        from ._jit import winograd_tiles, winograd_tiles_blocks
+
+        y = np.empty((n, o, 2 * th, 2 * tw), dtype)
+        width, splits = _tile_units(tiles, o)
+        run_blocks(-(-tiles // width) * splits, winograd_tiles, winograd_tiles_blocks, xp,
+                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, width, splits)
+        return y if (2 * th, 2 * tw) == (oh, ow) else y[:, :, :oh, :ow]
 
     from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
 
@@ -174,9 +224,17 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     th, tw = -(-oh // 4), -(-ow // 4)
     tiles = n * th * tw
     xp = _padded_input(x, pads, 4, th, tw, dtype)
-    f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
     # the transforms' multipliers in the working dtype, so that numba does not widen to float64
     consts = np.array([2, 4, 5, 8], dtype)
+    if _tile_blocks(dtype):
+        from ._jit import winograd43_tiles, winograd43_tiles_blocks
+
+        y = np.empty((n, o, 4 * th, 4 * tw), dtype)
+        width, splits = _tile_units(tiles, o)
+        run_blocks(-(-tiles // width) * splits, winograd43_tiles, winograd43_tiles_blocks, xp,
+                   transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, width, splits)
+        return y if (4 * th, 4 * tw) == (oh, ow) else y[:, :, :oh, :ow]
+    f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 6x6 input tile d at (4ty, 4tx).
     v = _planes(36, c, tiles, dtype)

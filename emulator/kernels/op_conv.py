@@ -1,7 +1,7 @@
 """Convolutions: nn.conv2d (any groups, dilation, asymmetric padding, NCHW/NHWC) and nn.conv2d_transpose.
 
 Dense 3x3 stride-1 convolutions use Winograd F(4x4, 3x3) from 28x28 outputs up and F(2x2, 3x3)
-below (_winograd.py). Other dense and grouped convolutions are one BLAS matmul per group over an
+below, down to 7x7 in float32 (_winograd.py). Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix built from a strided view of the (padded) input; 1x1 stride-1 convolutions
 multiply the input directly.
 Depthwise convolutions (one input channel per group) run in a numba loop. Floats accumulate in

@@ -88,6 +88,18 @@ def test_conv2d_nhwc_hwio_matches_nchw(case):
     assert_close(got2, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(params=[True, False], ids=["tile-blocks", "whole-arrays"])
+def winograd_path(request, monkeypatch):
+    """Runs a test on both float32 Winograd paths: blocks of 16 tiles with the microkernel, and
+    whole transformed arrays with BLAS products."""
+    from tidlx.emulator.kernels import _microkernel, _winograd
+
+    if request.param:
+        assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    monkeypatch.setattr(_winograd, "TILE_BLOCKS", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("n,c,h,w,o,pads", [
     (1, 16, 24, 24, 16, (1, 1, 1, 1)),    # even output: whole 2x2 tiles
     (2, 24, 25, 27, 20, (1, 1, 1, 1)),    # odd output sizes, batch 2
@@ -95,7 +107,7 @@ def test_conv2d_nhwc_hwio_matches_nchw(case):
     (1, 32, 24, 24, 16, (2, 2, 2, 2)),    # padding wider than the kernel reach
     (1, 16, 26, 26, 16, (0, 0, 0, 0)),    # no padding
 ])
-def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads):
+def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path):
     from tidlx.emulator.kernels import _winograd
 
     rng = np.random.default_rng(n + c + h + w + o)
@@ -134,7 +146,7 @@ def relative_max_error(got, ref):
     (1, 16, 5, 6, 16, (0, 0, 0, 0)),      # output (3x4) smaller than one tile
     (1, 20, 33, 33, 21, (0, 0, 0, 0)),    # no padding
 ])
-def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads):
+def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads, winograd_path):
     from tidlx.emulator.kernels import _winograd
 
     rng = np.random.default_rng(7 * n + c + h + w + o)
@@ -149,6 +161,68 @@ def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads):
     assert relative_max_error(got, ref) <= 3e-5
     f23 = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=2)
     assert relative_max_error(f23, ref) <= 3e-6
+
+
+@pytest.mark.parametrize("channels,outs,columns,panels", [
+    (1, 1, 16, (0, 1)),       # one input channel, one output channel: a zero-padded panel
+    (7, 13, 20, (0, 3)),      # partial last panel; 20 columns run as two groups of 16
+    (64, 12, 32, (1, 2)),     # a range of panels: the other rows stay untouched
+    (300, 6, 16, (0, 1)),     # long sums
+])
+def test_microkernel_products_match_float64(channels, outs, columns, panels):
+    from tidlx.emulator.kernels._jit import tile_block_buffers, winograd_block_products
+    from tidlx.emulator.kernels._microkernel import pack_panels
+
+    rng = np.random.default_rng(channels + outs)
+    u = rng.standard_normal((3, outs, channels)).astype(np.float32)
+    up = pack_panels(u)
+    assert up.shape == (3, -(-outs // 6), channels, 6)
+    v, m = tile_block_buffers(3, channels, up.shape[1] * 6, 32)
+    v[...] = rng.standard_normal(v.shape).astype(np.float32)
+    m[...] = np.nan
+    winograd_block_products(up, v, m, columns, *panels)
+    rows = slice(6 * panels[0], min(outs, 6 * panels[1]))
+    ref = np.matmul(u.astype(np.float64), v.astype(np.float64))
+    got = m[:, rows, :columns]
+    assert np.abs(got - ref[:, rows, :columns]).max() <= 1e-5 * max(1.0, np.abs(ref).max())
+    assert np.isnan(m[:, :6 * panels[0]]).all() and np.isnan(m[:, 6 * panels[1]:]).all()
+
+
+@pytest.mark.parametrize("tile,h,w", [(2, 7, 7), (4, 30, 29), (2, 15, 14)])
+def test_tile_blocks_give_the_same_bits_in_any_split_and_thread_count(tile, h, w):
+    """Each output element is one ordered sum: serial, parallel and output-channel splits agree bitwise."""
+    from tidlx.emulator.kernels import _jit, _parallel, _winograd
+
+    rng = np.random.default_rng(tile + h)
+    x = rand(rng, (1, 40, h, w))
+    wt = rand(rng, (45, 40, 3, 3))
+    f32 = np.dtype("float32")
+    serial = _winograd.conv3x3(x, wt, (1, 1, 1, 1), (h, w), f32, tile)  # outside a run: one thread
+    with _parallel.run_context():
+        parallel = _winograd.conv3x3(x, wt, (1, 1, 1, 1), (h, w), f32, tile)
+    th, tw = -(-h // tile), -(-w // tile)
+    xp = _winograd._padded_input(x, (1, 1, 1, 1), tile, th, tw, f32)
+    up = _winograd.transformed_weights(wt, f32, tile, panels=True)
+    split = np.empty((1, 45, tile * th, tile * tw), f32)
+    units = -(-th * tw // 16) * 3
+    if tile == 2:
+        _jit.winograd_tiles(xp, up, split, th, tw, 16, 3, 0, units)
+    else:
+        _jit.winograd43_tiles(xp, up, split, th, tw, np.array([2, 4, 5, 8], f32), 16, 3, 0, units)
+    assert serial.tobytes() == parallel.tobytes() == split[:, :, :h, :w].copy().tobytes()
+    assert relative_max_error(serial, fast_reference_conv(x, wt, (1, 1, 1, 1))) <= 3e-5
+
+
+def test_winograd_from_7x7_only_with_tile_blocks(monkeypatch):
+    from tidlx.emulator.kernels import _winograd
+
+    f32 = np.dtype("float32")
+    assert _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
+    assert not _winograd.usable((1, 512, 6, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
+    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), np.dtype("float64"))
+    monkeypatch.setattr(_winograd, "TILE_BLOCKS", False)
+    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
+    assert _winograd.usable((1, 512, 14, 14), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
 
 
 def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch):
