@@ -424,8 +424,8 @@ def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu
 # tiles at a time, products by _microkernel) share it. ``col`` is the column of tile tx0 in v/m.
 
 @njit(cache=True, nogil=True)
-def winograd_input_row(xp, n, c, ty, tx0, tx1, v, col, t):
-    """F(2x2, 3x3): v[(a, b), c, col + tx - tx0] = (B^T d B)[a, b] of the 4x4 tile
+def winograd_input_row(xp, n, c, ty, tx0, tx1, v, vc, col, t):
+    """F(2x2, 3x3): v[(a, b), vc, col + tx - tx0] = (B^T d B)[a, b] of the 4x4 tile
     d = xp[n, c, 2ty:2ty+4, 2tx:2tx+4] (xp zero-padded), B^T = [[1, 0, -1, 0], [0, 1, 1, 0],
     [0, -1, 1, 0], [0, 1, 0, -1]]; t is a (4, width) scratch."""
     r0 = xp[n, c, 2 * ty]
@@ -441,10 +441,10 @@ def winograd_input_row(xp, n, c, ty, tx0, tx1, v, col, t):
     count = tx1 - tx0
     for a in range(4):
         ta = t[a]
-        o0 = v[4 * a, c, col:col + count]
-        o1 = v[4 * a + 1, c, col:col + count]
-        o2 = v[4 * a + 2, c, col:col + count]
-        o3 = v[4 * a + 3, c, col:col + count]
+        o0 = v[4 * a, vc, col:col + count]
+        o1 = v[4 * a + 1, vc, col:col + count]
+        o2 = v[4 * a + 2, vc, col:col + count]
+        o3 = v[4 * a + 3, vc, col:col + count]
         for i in range(count):  # B over the columns of each tile
             k = 2 * (tx0 + i)
             o0[i] = ta[k] - ta[k + 2]
@@ -494,8 +494,8 @@ def winograd_output_row(m, y, n, o, ty, tx0, tx1, col):
 
 
 @njit(cache=True, nogil=True)
-def winograd43_input_row(xp, n, c, ty, tx0, tx1, v, col, t, consts):
-    """F(4x4, 3x3): v[(a, b), c, col + tx - tx0] = (B^T d B)[a, b] of the 6x6 tile
+def winograd43_input_row(xp, n, c, ty, tx0, tx1, v, vc, col, t, consts):
+    """F(4x4, 3x3): v[(a, b), vc, col + tx - tx0] = (B^T d B)[a, b] of the 6x6 tile
     d = xp[n, c, 4ty:4ty+6, 4tx:4tx+6], B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0],
     [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]];
     t is a (6, width) scratch, consts the multipliers 2, 4, 5 in the working dtype."""
@@ -519,12 +519,12 @@ def winograd43_input_row(xp, n, c, ty, tx0, tx1, v, col, t, consts):
     count = tx1 - tx0
     for a in range(6):
         ta = t[a]
-        o0 = v[6 * a, c, col:col + count]
-        o1 = v[6 * a + 1, c, col:col + count]
-        o2 = v[6 * a + 2, c, col:col + count]
-        o3 = v[6 * a + 3, c, col:col + count]
-        o4 = v[6 * a + 4, c, col:col + count]
-        o5 = v[6 * a + 5, c, col:col + count]
+        o0 = v[6 * a, vc, col:col + count]
+        o1 = v[6 * a + 1, vc, col:col + count]
+        o2 = v[6 * a + 2, vc, col:col + count]
+        o3 = v[6 * a + 3, vc, col:col + count]
+        o4 = v[6 * a + 4, vc, col:col + count]
+        o5 = v[6 * a + 5, vc, col:col + count]
         for i in range(count):  # B over the columns of each tile
             k = 4 * (tx0 + i)
             d0, d1, d2, d3, d4, d5 = ta[k], ta[k + 1], ta[k + 2], ta[k + 3], ta[k + 4], ta[k + 5]
@@ -588,7 +588,7 @@ def winograd_input(xp, v, th, tw, start, stop):
         n = plane // channels
         c = plane % channels
         for ty in range(th):
-            winograd_input_row(xp, n, c, ty, 0, tw, v, (n * th + ty) * tw, t)
+            winograd_input_row(xp, n, c, ty, 0, tw, v, c, (n * th + ty) * tw, t)
 
 
 @njit(cache=True, nogil=True)
@@ -609,7 +609,7 @@ def winograd43_input(xp, v, th, tw, consts, start, stop):
         n = plane // channels
         c = plane % channels
         for ty in range(th):
-            winograd43_input_row(xp, n, c, ty, 0, tw, v, (n * th + ty) * tw, t, consts)
+            winograd43_input_row(xp, n, c, ty, 0, tw, v, c, (n * th + ty) * tw, t, consts)
 
 
 @njit(cache=True, nogil=True)
@@ -708,13 +708,40 @@ def tile_unit(unit, splits, panels, outs):
 
 
 @njit(cache=True, nogil=True)
-def winograd_tiles(xp, up, y, th, tw, width, splits, start, stop):
-    """F(2x2, 3x3) for the units [start, stop) of blocks of ``width`` tiles, each block's output
-    channels in ``splits`` parts (float32)."""
-    channels = xp.shape[1]
-    tiles = xp.shape[0] * th * tw
+def fill_patch(x, n, c, row, col, pt, pl, patch, cols):
+    """patch[0, 0, :, :cols] = rows row.. and columns col.. of the plane x[n, c] zero-padded by pt
+    rows on top and pl columns on the left (and zeros past its bottom and right edges): a tile
+    row segment's input, so the input transforms need no padded copy of the whole input."""
+    height, width = x.shape[2], x.shape[3]
+    zero = patch.dtype.type(0)
+    first = min(cols, max(0, pl - col))
+    last = max(first, min(cols, width + pl - col))
+    for i in range(patch.shape[2]):
+        out = patch[0, 0, i]
+        source = row + i - pt
+        if source < 0 or source >= height:
+            for j in range(cols):
+                out[j] = zero
+            continue
+        src = x[n, c, source]
+        for j in range(first):
+            out[j] = zero
+        for j in range(first, last):
+            out[j] = src[col + j - pl]
+        for j in range(last, cols):
+            out[j] = zero
+
+
+@njit(cache=True, nogil=True)
+def winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop):
+    """F(2x2, 3x3) of x (NCHW, padded by pt/pl on top/left) for the units [start, stop) of blocks of
+    ``width`` tiles, each block's output channels in ``splits`` parts (float32)."""
+    channels = x.shape[1]
+    tiles = x.shape[0] * th * tw
     v, m = tile_block_buffers(16, channels, up.shape[1] * ROWS, width)
-    t = np.empty((4, xp.shape[3]), np.float32)
+    span = 2 * min(width, tw) + 2
+    t = np.empty((4, span), np.float32)
+    patch = np.empty((1, 1, 4, span), np.float32)
     done = -1  # the block whose input transform v holds
     for unit in range(start, stop):
         block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
@@ -724,7 +751,8 @@ def winograd_tiles(xp, up, y, th, tw, width, splits, start, stop):
         while tile < last and block != done:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
             for c in range(channels):
-                winograd_input_row(xp, n, c, ty, tx0, tx1, v, tile - first, t)
+                fill_patch(x, n, c, 2 * ty, 2 * tx0, pt, pl, patch, 2 * (tx1 - tx0) + 2)
+                winograd_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t)
             tile += tx1 - tx0
         done = block
         winograd_block_products(up, v, m, last - first, first_panel, last_panel)
@@ -737,12 +765,14 @@ def winograd_tiles(xp, up, y, th, tw, width, splits, start, stop):
 
 
 @njit(cache=True, nogil=True)
-def winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop):
+def winograd43_tiles(x, up, y, th, tw, consts, pt, pl, width, splits, start, stop):
     """F(4x4, 3x3) as winograd_tiles."""
-    channels = xp.shape[1]
-    tiles = xp.shape[0] * th * tw
+    channels = x.shape[1]
+    tiles = x.shape[0] * th * tw
     v, m = tile_block_buffers(36, channels, up.shape[1] * ROWS, width)
-    t = np.empty((6, xp.shape[3]), np.float32)
+    span = 4 * min(width, tw) + 2
+    t = np.empty((6, span), np.float32)
+    patch = np.empty((1, 1, 6, span), np.float32)
     s = np.empty((4, 6, min(width, tw)), np.float32)
     done = -1
     for unit in range(start, stop):
@@ -753,7 +783,8 @@ def winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop):
         while tile < last and block != done:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
             for c in range(channels):
-                winograd43_input_row(xp, n, c, ty, tx0, tx1, v, tile - first, t, consts)
+                fill_patch(x, n, c, 4 * ty, 4 * tx0, pt, pl, patch, 4 * (tx1 - tx0) + 2)
+                winograd43_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t, consts)
             tile += tx1 - tx0
         done = block
         winograd_block_products(up, v, m, last - first, first_panel, last_panel)
@@ -766,16 +797,16 @@ def winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def winograd_tiles_blocks(xp, up, y, th, tw, width, splits, count, blocks):
+def winograd_tiles_blocks(x, up, y, th, tw, pt, pl, width, splits, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            winograd_tiles(xp, up, y, th, tw, width, splits, start, stop)
+            winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def winograd43_tiles_blocks(xp, up, y, th, tw, consts, width, splits, count, blocks):
+def winograd43_tiles_blocks(x, up, y, th, tw, consts, pt, pl, width, splits, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            winograd43_tiles(xp, up, y, th, tw, consts, width, splits, start, stop)
+            winograd43_tiles(x, up, y, th, tw, consts, pt, pl, width, splits, start, stop)

@@ -191,15 +191,15 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     oh, ow = out_hw
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
-    xp = _padded_input(x, pads, 2, th, tw, dtype)
     if _tile_blocks(dtype):
         from ._jit import winograd_tiles, winograd_tiles_blocks
 
         y = np.empty((n, o, 2 * th, 2 * tw), dtype)
         width, splits = _tile_units(tiles, o)
-        run_blocks(-(-tiles // width) * splits, winograd_tiles, winograd_tiles_blocks, xp,
-                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, width, splits)
+        run_blocks(-(-tiles // width) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
+                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], width, splits)
         return y if (2 * th, 2 * tw) == (oh, ow) else y[:, :, :oh, :ow]
+    xp = _padded_input(x, pads, 2, th, tw, dtype)
 
     from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
 
@@ -223,7 +223,6 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     oh, ow = out_hw
     th, tw = -(-oh // 4), -(-ow // 4)
     tiles = n * th * tw
-    xp = _padded_input(x, pads, 4, th, tw, dtype)
     # the transforms' multipliers in the working dtype, so that numba does not widen to float64
     consts = np.array([2, 4, 5, 8], dtype)
     if _tile_blocks(dtype):
@@ -231,9 +230,10 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
 
         y = np.empty((n, o, 4 * th, 4 * tw), dtype)
         width, splits = _tile_units(tiles, o)
-        run_blocks(-(-tiles // width) * splits, winograd43_tiles, winograd43_tiles_blocks, xp,
-                   transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, width, splits)
+        run_blocks(-(-tiles // width) * splits, winograd43_tiles, winograd43_tiles_blocks, np.ascontiguousarray(x),
+                   transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0], pads[1], width, splits)
         return y if (4 * th, 4 * tw) == (oh, ow) else y[:, :, :oh, :ow]
+    xp = _padded_input(x, pads, 4, th, tw, dtype)
     f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 6x6 input tile d at (4ty, 4tx).
