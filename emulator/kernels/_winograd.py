@@ -162,6 +162,15 @@ def _tile_blocks(dtype) -> bool:
     return _microkernel.AVAILABLE
 
 
+def _whole_output(y: np.ndarray, oh: int, ow: int) -> np.ndarray:
+    """The output without the padding to whole tiles, as a new contiguous array when cut (a small
+    copy: convolutions whose output is not whole tiles are small; a contiguous result lets the
+    fused batch_norm/add/relu after it run as one in-place pass)."""
+    if y.shape[2:] == (oh, ow):
+        return y
+    return np.ascontiguousarray(y[:, :, :oh, :ow])
+
+
 def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np.ndarray:
     """Input padded on all sides, and on the bottom/right up to whole tiles."""
     n, c, h, wd = x.shape
@@ -198,7 +207,7 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
         width, splits = _tile_units(tiles, o)
         run_blocks(-(-tiles // width) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
                    transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], width, splits)
-        return y if (2 * th, 2 * tw) == (oh, ow) else y[:, :, :oh, :ow]
+        return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 2, th, tw, dtype)
 
     from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
@@ -232,7 +241,7 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
         width, splits = _tile_units(tiles, o)
         run_blocks(-(-tiles // width) * splits, winograd43_tiles, winograd43_tiles_blocks, np.ascontiguousarray(x),
                    transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0], pads[1], width, splits)
-        return y if (4 * th, 4 * tw) == (oh, ow) else y[:, :, :oh, :ow]
+        return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 4, th, tw, dtype)
     f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
 
