@@ -13,6 +13,11 @@ camera; skip with ``--skip-bevdet``).
 
 Goals: emulator <= 1.5x onnxruntime, >= 50x faster than the ONNX reference evaluator, and max
 abs error <= 1e-4 x max abs output against onnxruntime.
+
+The reference evaluator spends ~80-90% of its time in MaxPool, a Python loop over output
+positions (cProfile: 1.8 of 2.0 s on ResNet-18, 6.3 of 7.9 s on BEVDet here), so its speed
+against onnxruntime follows the host's Python speed; the table prints that ratio too, which
+is what 50x asks of the emulator on this machine.
 """
 
 from __future__ import annotations
@@ -205,6 +210,8 @@ def compare(title: str, model: onnx.ModelProto, mod: IRModule, feed: dict, load_
 
         evaluator = ReferenceEvaluator(model)
         ref_ms, _ = timed(lambda: evaluator.run(None, feed), args.reference_repeat, warmup=0)
+        # onnxruntime again right after: the machine's speed drifts between minutes
+        ort_after, _ = timed(lambda: sess.run(None, feed), max(3, per_block))
 
     print(title)
     print(f"import {load_ms:.0f} ms; first emulator run (plans, numba cache load) {first_ms:.0f} ms")
@@ -213,6 +220,8 @@ def compare(title: str, model: onnx.ModelProto, mod: IRModule, feed: dict, load_
     print(f"{'onnxruntime CPU, 2 threads':<34}{ort_ms:>11.1f}{emu_ms / ort_ms:>14.2f}x  (goal <= 1.5x)")
     if ref_ms is not None:
         print(f"{'onnx.reference.ReferenceEvaluator':<34}{ref_ms:>11.1f}{ref_ms / emu_ms:>13.1f}x faster (goal >= 50x)")
+        print(f"onnxruntime is {ref_ms / ort_after:.0f}x faster than the ReferenceEvaluator here "
+              f"(onnxruntime {ort_after:.1f} ms right after it); 50x asks the emulator for <= {ref_ms / 50:.1f} ms")
     print(f"max abs error vs onnxruntime: {rel_err:.2e} x max abs output (goal <= 1e-4)")
     print()
     return rel_err <= 1e-4
@@ -222,7 +231,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", type=int, default=224)
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--reference-repeat", type=int, default=1)
+    parser.add_argument("--reference-repeat", type=int, default=3, help="ReferenceEvaluator runs (median)")
     parser.add_argument("--skip-reference", action="store_true", help="skip the (slow) ONNX reference evaluator")
     parser.add_argument("--skip-bevdet", action="store_true", help="only the ResNet-18 model")
     args = parser.parse_args(argv)
