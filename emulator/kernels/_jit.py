@@ -659,7 +659,8 @@ def winograd43_output_blocks(m, y, th, tw, consts, count, blocks):
 # weights prepacked in panels of 6 output channels) and the output transform while their
 # transformed values (v, m: positions x channels x block width) stay in the core's caches. A block
 # is ``width`` tiles (a multiple of the microkernel's 16 columns) of the tiles (n, ty, tx) in
-# order; blocks [start, stop) of them. y is the output padded to whole tiles.
+# order; a unit of work is a block's output channels or a part of them (tile_unit), and the
+# loops take units [start, stop). y is the output padded to whole tiles.
 
 @njit(cache=True, nogil=True)
 def tile_segment(tile, last, th, tw):

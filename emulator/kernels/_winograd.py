@@ -143,14 +143,11 @@ TILE_BLOCKS = True
 BLOCK_TILES = 16
 
 
-def _tile_units(tiles: int, outs: int):
-    """(block width, splits): blocks of BLOCK_TILES tiles, each block's output channels in
-    ``splits`` parts so that a convolution with fewer blocks than threads (512 channels at 7x7
-    has one block) still keeps every thread busy."""
-    blocks = -(-tiles // BLOCK_TILES)
+def _output_splits(tiles: int, outs: int) -> int:
+    """In how many parts each block's output channels go: more than one only when there are fewer
+    blocks than threads (512 channels at 7x7 is one block), so that every thread has work."""
     threads = numba_threads()
-    splits = 1 if blocks >= threads else min(threads, -(-outs // 6))
-    return BLOCK_TILES, splits
+    return 1 if -(-tiles // BLOCK_TILES) >= threads else min(threads, -(-outs // 6))
 
 
 def _tile_blocks(dtype) -> bool:
@@ -204,9 +201,9 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
         from ._jit import winograd_tiles, winograd_tiles_blocks
 
         y = np.empty((n, o, 2 * th, 2 * tw), dtype)
-        width, splits = _tile_units(tiles, o)
-        run_blocks(-(-tiles // width) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
-                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], width, splits)
+        splits = _output_splits(tiles, o)
+        run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
+                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], BLOCK_TILES, splits)
         return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 2, th, tw, dtype)
 
@@ -238,9 +235,10 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
         from ._jit import winograd43_tiles, winograd43_tiles_blocks
 
         y = np.empty((n, o, 4 * th, 4 * tw), dtype)
-        width, splits = _tile_units(tiles, o)
-        run_blocks(-(-tiles // width) * splits, winograd43_tiles, winograd43_tiles_blocks, np.ascontiguousarray(x),
-                   transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0], pads[1], width, splits)
+        splits = _output_splits(tiles, o)
+        run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd43_tiles, winograd43_tiles_blocks,
+                   np.ascontiguousarray(x), transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0],
+                   pads[1], BLOCK_TILES, splits)
         return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 4, th, tw, dtype)
     f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
