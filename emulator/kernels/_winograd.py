@@ -143,11 +143,12 @@ TILE_BLOCKS = True
 BLOCK_TILES = 16
 
 
-def _output_splits(tiles: int, outs: int) -> int:
-    """In how many parts each block's output channels go: more than one only when there are fewer
-    blocks than threads (512 channels at 7x7 is one block), so that every thread has work."""
-    threads = numba_threads()
-    return 1 if -(-tiles // BLOCK_TILES) >= threads else min(threads, -(-outs // 6))
+def _output_splits(outs: int) -> int:
+    """In how many parts each block's output channels go: one per thread, so the threads share every
+    block evenly, however few blocks there are (512 channels at 7x7 is one; BEVDet's 8x22 three,
+    where whole blocks per thread left one thread with twice the work). A thread's consecutive
+    parts share one input transform; only a block split between two threads transforms twice."""
+    return min(numba_threads(), -(-outs // 6))
 
 
 def _tile_blocks(dtype) -> bool:
@@ -201,7 +202,7 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
         from ._jit import winograd_tiles, winograd_tiles_blocks
 
         y = np.empty((n, o, 2 * th, 2 * tw), dtype)
-        splits = _output_splits(tiles, o)
+        splits = _output_splits(o)
         run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
                    transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], BLOCK_TILES, splits)
         return _whole_output(y, oh, ow)
@@ -235,7 +236,7 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
         from ._jit import winograd43_tiles, winograd43_tiles_blocks
 
         y = np.empty((n, o, 4 * th, 4 * tw), dtype)
-        splits = _output_splits(tiles, o)
+        splits = _output_splits(o)
         run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd43_tiles, winograd43_tiles_blocks,
                    np.ascontiguousarray(x), transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0],
                    pads[1], BLOCK_TILES, splits)
