@@ -101,7 +101,8 @@ def _planes(count: int, rows: int, cols: int, dtype) -> np.ndarray:
 #: and on small images the products are bound by reading weights, not by multiply-adds. Measured
 #: on ResNet-18 shapes (2 cores): 256ch at 14x14 is ~25% faster than im2col, 512ch at 7x7 ~20% slower.
 MIN_PIXELS = 14 * 14
-#: F(4x4, 3x3) from 28x28 outputs up. Measured on ResNet-18 shapes (2 cores, 1 image): 64ch at
+#: F(4x4, 3x3) from 28x28 outputs up on the whole-array path (tile blocks: see tile_size).
+#: Measured on ResNet-18 shapes (2 cores, 1 image): 64ch at
 #: 56x56 and 128ch at 28x28 are ~1.5x faster than F(2x2, 3x3); 256ch at 14x14 is no faster (its
 #: 16 tiles of 4x4 leave the products bound by reading the 36/16 larger weights).
 F43_MIN_PIXELS = 28 * 28
@@ -120,18 +121,29 @@ def usable(x_shape, w_shape, groups, strides, dilation, dtype) -> bool:
             and h * wd >= (MIN_PIXELS_TILE_BLOCKS if _tile_blocks(dtype) else MIN_PIXELS))
 
 
-def tile_size(out_hw) -> int:
-    """Output tile edge (2 or 4) for a convolution that ``usable`` accepted."""
+def tile_size(out_hw, dtype=None, batch: int = 1) -> int:
+    """Output tile edge (2 or 4) for a convolution that ``usable`` accepted. On the tile-block path
+    (``dtype`` float32), the one with the smaller (positions x blocks of 16 tiles): the products'
+    work and the number of times the transformed weights are read both grow with it. It picks
+    F(4x4, 3x3) where its tiles fill the blocks (measured, 2 threads: 256ch at 14x14 15% and at
+    16x44 31% faster than F(2x2, 3x3), 512ch at 8x22 16%) and F(2x2, 3x3) for 512ch at 7x7, whose
+    four 4x4 tiles would fill a quarter of one block (77% slower)."""
     if _MODE == "2":
         return 2
     if _MODE == "4":
         return 4
+    if dtype is not None and _tile_blocks(dtype):
+        def cost(m):
+            tiles = batch * -(-out_hw[0] // m) * -(-out_hw[1] // m)
+            return (m + 2) ** 2 * -(-tiles // BLOCK_TILES)
+
+        return 4 if cost(4) < cost(2) else 2
     return 4 if out_hw[0] * out_hw[1] >= F43_MIN_PIXELS else 2
 
 
 def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None) -> np.ndarray:
     """NCHW x OIHW -> NCHW, stride 1, no dilation, one group; ``tile`` 2 or 4 (default by shape)."""
-    if (tile or tile_size(out_hw)) == 4:
+    if (tile or tile_size(out_hw, dtype, x.shape[0])) == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
     return _conv3x3_f23(x, w, pads, out_hw, dtype)
 

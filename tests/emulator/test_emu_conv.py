@@ -107,9 +107,10 @@ def winograd_path(request, monkeypatch):
     (1, 32, 24, 24, 16, (2, 2, 2, 2)),    # padding wider than the kernel reach
     (1, 16, 26, 26, 16, (0, 0, 0, 0)),    # no padding
 ])
-def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path):
+def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path, monkeypatch):
     from tidlx.emulator.kernels import _winograd
 
+    monkeypatch.setattr(_winograd, "_MODE", "2")  # F(2x2, 3x3) here; F(4x4, 3x3) is tested below
     rng = np.random.default_rng(n + c + h + w + o)
     x = rand(rng, (n, c, h, w))
     wt = rand(rng, (o, c, 3, 3))
@@ -242,6 +243,24 @@ def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch):
         got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
         assert relative_max_error(got, ref) <= 3e-5
     assert calls == [x.shape, x.shape]
+
+
+@pytest.mark.parametrize("out_hw,batch,expected", [
+    ((7, 7), 1, 2),      # F(4x4, 3x3): four tiles in a block of 16
+    ((7, 7), 6, 4),      # batch 6: 24 tiles of 4x4 (2 blocks) against 96 of 2x2 (6 blocks)
+    ((14, 14), 1, 4),    # 16 tiles of 4x4: one full block
+    ((8, 22), 1, 4),
+    ((16, 44), 1, 4),
+    ((56, 56), 1, 4),
+    ((4, 4), 1, 2),      # one tile either way: F(2x2, 3x3) has fewer positions
+])
+def test_tile_blocks_pick_the_tile_size_with_less_work(out_hw, batch, expected, monkeypatch):
+    from tidlx.emulator.kernels import _winograd
+
+    monkeypatch.setattr(_winograd, "_MODE", "1")
+    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch) == expected
+    monkeypatch.setattr(_winograd, "TILE_BLOCKS", False)  # the whole-array path: by pixels
+    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch) == (4 if out_hw[0] * out_hw[1] >= 784 else 2)
 
 
 @pytest.mark.parametrize("mode,expected", [("2", (2, 2)), ("4", (4, 4)), ("1", (2, 4))])
