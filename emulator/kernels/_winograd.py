@@ -9,9 +9,8 @@ F(2x2, 3x3) transforms only add, subtract and halve: float32 results stay within
 of the direct sum. F(4x4, 3x3) uses the points 0, +-1, +-2 and infinity (Lavin & Gray); its
 transforms scale by up to 8 and 1/24, so its float32 error is ~15x F(2,3)'s: 4e-6..9e-6 of
 the output's largest value per ResNet-18 layer against 3e-7..6e-7 (float64 reference). Whole
-models stay at 2e-6..3e-6 against onnxruntime (BEVDet ResNet-18/50), far inside the
-emulator's 1e-4 bar. It is used where it is also faster: from 28x28 outputs up (see
-F43_MIN_PIXELS).
+models stay at 3e-6..5e-6 against onnxruntime (BEVDet ResNet-18/50, batch 1 and 6), far
+inside the emulator's 1e-4 bar. It is used where it is also faster (see tile_size).
 
 float32 convolutions run by blocks of 16 tiles (the tile-block passes in _jit.py): a block
 goes through the input transform, the products and the output transform while its transformed
