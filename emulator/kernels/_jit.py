@@ -734,15 +734,18 @@ def fill_patch(x, n, c, row, col, pt, pl, patch, cols):
 
 
 @njit(cache=True, nogil=True)
-def winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop):
-    """F(2x2, 3x3) of x (NCHW, padded by pt/pl on top/left) for the units [start, stop) of blocks of
-    ``width`` tiles, each block's output channels in ``splits`` parts (float32)."""
+def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start, stop):
+    """F(edge x edge, 3x3), edge 2 or 4, of x (NCHW, padded by pt/pl on top/left) for the units
+    [start, stop) of blocks of ``width`` tiles, each block's output channels in ``splits`` parts
+    (float32); consts: the F(4x4, 3x3) transforms' multipliers."""
     channels = x.shape[1]
     tiles = x.shape[0] * th * tw
-    v, m = tile_block_buffers(16, channels, up.shape[1] * ROWS, width)
-    span = 2 * min(width, tw) + 2
-    t = np.empty((4, span), np.float32)
-    patch = np.empty((1, 1, 4, span), np.float32)
+    side = edge + 2
+    v, m = tile_block_buffers(side * side, channels, up.shape[1] * ROWS, width)
+    span = edge * min(width, tw) + 2
+    t = np.empty((side, span), np.float32)
+    patch = np.empty((1, 1, side, span), np.float32)
+    s = np.empty((4, 6, min(width, tw)), np.float32)
     done = -1  # the block whose input transform v holds
     for unit in range(start, stop):
         block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
@@ -752,8 +755,11 @@ def winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop):
         while tile < last and block != done:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
             for c in range(channels):
-                fill_patch(x, n, c, 2 * ty, 2 * tx0, pt, pl, patch, 2 * (tx1 - tx0) + 2)
-                winograd_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t)
+                fill_patch(x, n, c, edge * ty, edge * tx0, pt, pl, patch, edge * (tx1 - tx0) + 2)
+                if edge == 2:
+                    winograd_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t)
+                else:
+                    winograd43_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t, consts)
             tile += tx1 - tx0
         done = block
         winograd_block_products(up, v, m, last - first, first_panel, last_panel)
@@ -761,53 +767,16 @@ def winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop):
         while tile < last:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
             for o in range(first_out, last_out):
-                winograd_output_row(m, y, n, o, ty, tx0, tx1, tile - first)
-            tile += tx1 - tx0
-
-
-@njit(cache=True, nogil=True)
-def winograd43_tiles(x, up, y, th, tw, consts, pt, pl, width, splits, start, stop):
-    """F(4x4, 3x3) as winograd_tiles."""
-    channels = x.shape[1]
-    tiles = x.shape[0] * th * tw
-    v, m = tile_block_buffers(36, channels, up.shape[1] * ROWS, width)
-    span = 4 * min(width, tw) + 2
-    t = np.empty((6, span), np.float32)
-    patch = np.empty((1, 1, 6, span), np.float32)
-    s = np.empty((4, 6, min(width, tw)), np.float32)
-    done = -1
-    for unit in range(start, stop):
-        block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
-        first = block * width
-        last = min(tiles, first + width)
-        tile = first
-        while tile < last and block != done:
-            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
-            for c in range(channels):
-                fill_patch(x, n, c, 4 * ty, 4 * tx0, pt, pl, patch, 4 * (tx1 - tx0) + 2)
-                winograd43_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t, consts)
-            tile += tx1 - tx0
-        done = block
-        winograd_block_products(up, v, m, last - first, first_panel, last_panel)
-        tile = first
-        while tile < last:
-            n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
-            for o in range(first_out, last_out):
-                winograd43_output_row(m, y, n, o, ty, tx0, tx1, tile - first, s, consts)
+                if edge == 2:
+                    winograd_output_row(m, y, n, o, ty, tx0, tx1, tile - first)
+                else:
+                    winograd43_output_row(m, y, n, o, ty, tx0, tx1, tile - first, s, consts)
             tile += tx1 - tx0
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def winograd_tiles_blocks(x, up, y, th, tw, pt, pl, width, splits, count, blocks):
+def winograd_tiles_blocks(x, up, y, th, tw, edge, consts, pt, pl, width, splits, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            winograd_tiles(x, up, y, th, tw, pt, pl, width, splits, start, stop)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def winograd43_tiles_blocks(x, up, y, th, tw, consts, pt, pl, width, splits, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            winograd43_tiles(x, up, y, th, tw, consts, pt, pl, width, splits, start, stop)
+            winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start, stop)

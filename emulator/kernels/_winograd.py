@@ -142,7 +142,10 @@ def tile_size(out_hw, dtype=None, batch: int = 1) -> int:
 
 def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None) -> np.ndarray:
     """NCHW x OIHW -> NCHW, stride 1, no dilation, one group; ``tile`` 2 or 4 (default by shape)."""
-    if (tile or tile_size(out_hw, dtype, x.shape[0])) == 4:
+    edge = tile or tile_size(out_hw, dtype, x.shape[0])
+    if _tile_blocks(dtype):
+        return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
+    if edge == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
     return _conv3x3_f23(x, w, pads, out_hw, dtype)
 
@@ -180,6 +183,26 @@ def _whole_output(y: np.ndarray, oh: int, ow: int) -> np.ndarray:
     return np.ascontiguousarray(y[:, :, :oh, :ow])
 
 
+def _conv3x3_tile_blocks(x, w, pads, out_hw, edge: int) -> np.ndarray:
+    """float32 F(edge x edge, 3x3) by tile blocks (_jit.winograd_tiles)."""
+    from ._jit import winograd_tiles, winograd_tiles_blocks
+
+    n = x.shape[0]
+    o = w.shape[0]
+    oh, ow = out_hw
+    th, tw = -(-oh // edge), -(-ow // edge)
+    y = np.empty((n, o, edge * th, edge * tw), np.float32)
+    splits = _output_splits(o)
+    run_blocks(-(-n * th * tw // BLOCK_TILES) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
+               transformed_weights(w, np.float32, edge, panels=True), y, th, tw, edge, _F43_CONSTANTS, pads[0],
+               pads[1], BLOCK_TILES, splits)
+    return _whole_output(y, oh, ow)
+
+
+#: the F(4x4, 3x3) transforms' multipliers 2, 4, 5, 8 in float32, so that numba does not widen to float64
+_F43_CONSTANTS = np.array([2, 4, 5, 8], np.float32)
+
+
 def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np.ndarray:
     """Input padded on all sides, and on the bottom/right up to whole tiles."""
     n, c, h, wd = x.shape
@@ -209,14 +232,6 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     oh, ow = out_hw
     th, tw = -(-oh // 2), -(-ow // 2)
     tiles = n * th * tw
-    if _tile_blocks(dtype):
-        from ._jit import winograd_tiles, winograd_tiles_blocks
-
-        y = np.empty((n, o, 2 * th, 2 * tw), dtype)
-        splits = _output_splits(o)
-        run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd_tiles, winograd_tiles_blocks, np.ascontiguousarray(x),
-                   transformed_weights(w, dtype, 2, panels=True), y, th, tw, pads[0], pads[1], BLOCK_TILES, splits)
-        return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 2, th, tw, dtype)
 
     from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
@@ -243,15 +258,6 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     tiles = n * th * tw
     # the transforms' multipliers in the working dtype, so that numba does not widen to float64
     consts = np.array([2, 4, 5, 8], dtype)
-    if _tile_blocks(dtype):
-        from ._jit import winograd43_tiles, winograd43_tiles_blocks
-
-        y = np.empty((n, o, 4 * th, 4 * tw), dtype)
-        splits = _output_splits(o)
-        run_blocks(-(-tiles // BLOCK_TILES) * splits, winograd43_tiles, winograd43_tiles_blocks,
-                   np.ascontiguousarray(x), transformed_weights(w, dtype, 4, panels=True), y, th, tw, consts, pads[0],
-                   pads[1], BLOCK_TILES, splits)
-        return _whole_output(y, oh, ow)
     xp = _padded_input(x, pads, 4, th, tw, dtype)
     f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
 

@@ -205,10 +205,7 @@ def test_tile_blocks_give_the_same_bits_in_any_split_and_thread_count(tile, h, w
     up = _winograd.transformed_weights(wt, f32, tile, panels=True)
     split = np.empty((1, 45, tile * th, tile * tw), f32)
     units = -(-th * tw // 16) * 3
-    if tile == 2:
-        _jit.winograd_tiles(x, up, split, th, tw, 1, 1, 16, 3, 0, units)
-    else:
-        _jit.winograd43_tiles(x, up, split, th, tw, np.array([2, 4, 5, 8], f32), 1, 1, 16, 3, 0, units)
+    _jit.winograd_tiles(x, up, split, th, tw, tile, np.array([2, 4, 5, 8], f32), 1, 1, 16, 3, 0, units)
     assert serial.tobytes() == parallel.tobytes() == split[:, :, :h, :w].copy().tobytes()
     assert relative_max_error(serial, fast_reference_conv(x, wt, (1, 1, 1, 1))) <= 3e-5
 
@@ -225,15 +222,15 @@ def test_winograd_from_7x7_only_with_tile_blocks(monkeypatch):
     assert _winograd.usable((1, 512, 14, 14), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
 
 
-def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch):
+def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_path):
     from tidlx.emulator.kernels import _winograd
 
     monkeypatch.setattr(_winograd, "_MODE", "1")
     assert _winograd.tile_size((28, 28)) == 4 and _winograd.tile_size((27, 28)) == 2
     assert _winograd.tile_size((14, 14)) == 2
-    calls = []
-    real = _winograd._conv3x3_f43
-    monkeypatch.setattr(_winograd, "_conv3x3_f43", lambda *a: calls.append(a[0].shape) or real(*a))
+    chosen = []
+    real = _winograd.tile_size
+    monkeypatch.setattr(_winograd, "tile_size", lambda *a: chosen.append(real(*a)) or chosen[-1])
     rng = np.random.default_rng(3)
     x = rand(rng, (2, 24, 30, 29))
     wt = rand(rng, (32, 24, 3, 3))
@@ -242,7 +239,7 @@ def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch):
     for _ in range(2):  # second time from the weight cache
         got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
         assert relative_max_error(got, ref) <= 3e-5
-    assert calls == [x.shape, x.shape]
+    assert chosen == [4, 4]
 
 
 @pytest.mark.parametrize("out_hw,batch,expected", [
