@@ -3,7 +3,7 @@
 from .errors import OpAttributeError, TidlxError, TidlxTypeError, UnknownOpError, VerifyError
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, const
 from .module import IRModule
-from .op import Op, call, get_op, has_op, list_ops, register_op
+from .op import Op, call, get_op, has_op, list_ops, define_op
 from .structural import assert_structural_equal, structural_equal, structural_hash
 from .types import FuncType, TensorType, TupleType, Type
 from .verify import verify
@@ -11,7 +11,7 @@ from .verify import verify
 __all__ = [
     "TidlxError", "TidlxTypeError", "VerifyError", "UnknownOpError", "OpAttributeError",
     "Expr", "Var", "GlobalVar", "Constant", "Call", "Tuple", "TupleGetItem", "Function", "Let", "const",
-    "IRModule", "Op", "call", "get_op", "has_op", "list_ops", "register_op",
+    "IRModule", "Op", "call", "get_op", "has_op", "list_ops", "define_op",
     "structural_equal", "structural_hash", "assert_structural_equal",
     "Type", "TensorType", "TupleType", "FuncType", "verify",
 ]

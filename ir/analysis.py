@@ -11,8 +11,9 @@ Conventions (those of TI's and TVM's MAC counters, where they agree):
 * resizes count the interpolation taps per output element (nearest: 0);
 * pure data movement (reshape, transpose, concatenate, split, pad, slices, ...) counts 0.
 
-Ops not named here follow their registered fusion pattern: ``injective``/``tuple`` -> 0,
-``comm_reduce`` -> input size, anything else -> output size.
+Each op's count is its ``macs`` facet, registered below next to the others. Ops without one
+follow their fusion pattern: ``injective``/``tuple`` -> 0, ``comm_reduce`` -> input size,
+anything else -> output size.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from .errors import TidlxError
 from .expr import Call, Constant, Function, GlobalVar
-from .op import Op
+from .op import Op, declare_facet, register_op_attr
 from .types import FuncType, TensorType, TupleType, Type
 
 
@@ -50,23 +51,8 @@ def _elements(ty: Type) -> int:
     return ty.size if isinstance(ty, TensorType) else 0
 
 
-#: kernel layouts by op (attrs.kernel_layout overrides); 'O' = output and 'I' = input channels.
-_CONV = {"nn.conv1d": "OIW", "nn.conv2d": "OIHW", "nn.conv3d": "OIDHW", "qnn.conv2d": "OIHW"}
-_CONV_TRANSPOSE = {"nn.conv1d_transpose": "IOW", "nn.conv2d_transpose": "IOHW",
-                   "nn.conv3d_transpose": "IODHW"}
-_DENSE = ("nn.dense", "qnn.dense")
-_MATMUL = ("nn.matmul", "nn.batch_matmul")
-_WINDOW_POOLS = ("nn.max_pool1d", "nn.max_pool2d", "nn.max_pool3d",
-                 "nn.avg_pool1d", "nn.avg_pool2d", "nn.avg_pool3d")
-_INPUT_SIZED = ("nn.global_avg_pool2d", "nn.global_max_pool2d",
-                "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d", "nn.adaptive_avg_pool3d",
-                "nn.adaptive_max_pool1d", "nn.adaptive_max_pool2d", "nn.adaptive_max_pool3d")
-_OUTPUT_SIZED = ("nn.batch_norm", "nn.layer_norm", "nn.instance_norm", "nn.group_norm", "nn.lrn",
-                 "nn.l2_normalize", "nn.softmax", "nn.log_softmax", "nn.bias_add", "nn.prelu",
-                 "nn.leaky_relu", "clip", "qnn.quantize", "qnn.dequantize", "qnn.requantize",
-                 "qnn.add", "qnn.subtract", "qnn.mul", "qnn.concatenate")
-_DATA_MOVEMENT = ("nn.dropout", "nn.pad", "nn.batch_flatten", "nn.depth_to_space", "nn.space_to_depth",
-                  "layout_transform", "shape_of")
+MACS = declare_facet("macs", "multiply-accumulates of one call: fn(call, where) -> int", "tidlx.ir.analysis")
+
 #: interpolation taps per output element of a resize, by method.
 _RESIZE_TAPS = {"nearest_neighbor": 0, "nearest": 0, "linear": 4, "bilinear": 4, "cubic": 16, "bicubic": 16}
 
@@ -75,6 +61,81 @@ def _kernel_channels(weight: TensorType, layout: str, letter: str, where: str) -
     if len(layout) != weight.ndim or letter not in layout:
         raise TidlxError(f"{where}: kernel layout '{layout}' does not match the weight shape {weight.shape}")
     return weight.shape[layout.index(letter)]
+
+
+# -- the MAC facet of each op (ops without one follow their fusion pattern, see _pattern_macs) ------
+
+@register_op_attr(("nn.conv2d", "qnn.conv2d"), MACS)
+def _conv_macs(call: Call, where: str) -> int:
+    weight = call.args[1].checked_type
+    layout = getattr(call.attrs, "kernel_layout", None) or "OIHW"
+    return _elements(call.checked_type) * weight.size // max(_kernel_channels(weight, layout, "O", where), 1)
+
+
+@register_op_attr("nn.conv2d_transpose", MACS)
+def _conv_transpose_macs(call: Call, where: str) -> int:
+    # one MAC per weight tap per *input* element
+    weight = call.args[1].checked_type
+    layout = getattr(call.attrs, "kernel_layout", None) or "IOHW"
+    return _elements(call.args[0].checked_type) * weight.size // max(_kernel_channels(weight, layout, "I", where), 1)
+
+
+@register_op_attr(("nn.dense", "qnn.dense"), MACS)
+def _dense_macs(call: Call, where: str) -> int:
+    return _elements(call.checked_type) * call.args[0].checked_type.shape[-1]
+
+
+@register_op_attr(("nn.matmul", "nn.batch_matmul"), MACS)
+def _matmul_macs(call: Call, where: str) -> int:
+    a = call.args[0].checked_type
+    k = a.shape[-2] if getattr(call.attrs, "transpose_a", False) else a.shape[-1]
+    return _elements(call.checked_type) * k
+
+
+@register_op_attr(("nn.max_pool2d", "nn.avg_pool2d"), MACS)
+def _window_pool_macs(call: Call, where: str) -> int:
+    window = 1
+    for d in getattr(call.attrs, "pool_size", ()) or ():
+        window *= int(d)
+    return _elements(call.checked_type) * window
+
+
+@register_op_attr(("nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d",
+                   "nn.adaptive_max_pool2d"), MACS)
+def _input_sized_macs(call: Call, where: str) -> int:
+    return _elements(call.args[0].checked_type)
+
+
+@register_op_attr(("image.resize2d", "nn.upsampling"), MACS)
+def _resize_macs(call: Call, where: str) -> int:
+    method = str(getattr(call.attrs, "method", "nearest_neighbor"))
+    if method not in _RESIZE_TAPS:
+        raise TidlxError(f"{where}: unknown resize method '{method}'")
+    return _elements(call.checked_type) * _RESIZE_TAPS[method]
+
+
+@register_op_attr(("nn.batch_norm", "nn.layer_norm", "nn.instance_norm", "nn.group_norm", "nn.lrn",
+                   "nn.l2_normalize", "nn.softmax", "nn.log_softmax", "nn.bias_add", "nn.prelu", "nn.leaky_relu",
+                   "clip", "qnn.quantize", "qnn.dequantize", "qnn.requantize", "qnn.add", "qnn.subtract", "qnn.mul",
+                   "qnn.concatenate"), MACS)
+def _output_sized_macs(call: Call, where: str) -> int:
+    return _elements(call.checked_type)
+
+
+@register_op_attr(("nn.dropout", "nn.pad", "nn.batch_flatten", "nn.depth_to_space", "nn.space_to_depth",
+                   "layout_transform", "shape_of"), MACS)
+def _data_movement_macs(call: Call, where: str) -> int:
+    return 0
+
+
+def _pattern_macs(call: Call, where: str) -> int:
+    """Ops without a MAC facet: ``injective``/``tuple`` -> 0, ``comm_reduce`` -> the input size,
+    anything else -> the output size."""
+    if call.op.pattern in ("injective", "tuple"):
+        return 0
+    if call.op.pattern == "comm_reduce":
+        return sum(_elements(a.checked_type) for a in call.args[:1])
+    return _elements(call.checked_type)
 
 
 def macs(call: Call, mod=None) -> int:
@@ -92,45 +153,8 @@ def macs(call: Call, mod=None) -> int:
         return function_macs(mod[call.op.name_hint], mod)
     if not isinstance(call.op, Op):
         return 0  # a call of a function-typed variable: its body is unknown here
-    name = call.op.name
-    where = f"{name} '{call.layer}'" if call.layer else name
-    out_t = call.checked_type
-    arg_ts = [a.checked_type for a in call.args]
-    if name in _CONV:
-        weight = arg_ts[1]
-        layout = getattr(call.attrs, "kernel_layout", None) or _CONV[name]
-        return _elements(out_t) * weight.size // max(_kernel_channels(weight, layout, "O", where), 1)
-    if name in _CONV_TRANSPOSE:
-        weight = arg_ts[1]
-        layout = getattr(call.attrs, "kernel_layout", None) or _CONV_TRANSPOSE[name]
-        return _elements(arg_ts[0]) * weight.size // max(_kernel_channels(weight, layout, "I", where), 1)
-    if name in _DENSE:
-        return _elements(out_t) * arg_ts[0].shape[-1]
-    if name in _MATMUL:
-        a = arg_ts[0]
-        k = a.shape[-2] if getattr(call.attrs, "transpose_a", False) else a.shape[-1]
-        return _elements(out_t) * k
-    if name in _WINDOW_POOLS:
-        window = 1
-        for d in getattr(call.attrs, "pool_size", ()) or ():
-            window *= int(d)
-        return _elements(out_t) * window
-    if name in _INPUT_SIZED:
-        return _elements(arg_ts[0])
-    if name in ("image.resize1d", "image.resize2d", "image.resize3d", "nn.upsampling", "nn.upsampling3d"):
-        method = str(getattr(call.attrs, "method", "nearest_neighbor"))
-        if method not in _RESIZE_TAPS:
-            raise TidlxError(f"{where}: unknown resize method '{method}'")
-        return _elements(out_t) * _RESIZE_TAPS[method]
-    if name in _OUTPUT_SIZED:
-        return _elements(out_t)
-    if name in _DATA_MOVEMENT:
-        return 0
-    if call.op.pattern in ("injective", "tuple"):
-        return 0
-    if call.op.pattern == "comm_reduce":
-        return sum(_elements(t) for t in arg_ts[:1])
-    return _elements(out_t)
+    where = f"{call.op.name} '{call.layer}'" if call.layer else call.op.name
+    return call.op.get_attr(MACS, _pattern_macs)(call, where)
 
 
 def function_macs(func: Function, mod=None) -> int:

@@ -1,12 +1,25 @@
-"""The op registry.
+"""The op registry: one record per op, with facets.
 
-Each op is registered once, in the family file under ``ir/ops/`` that defines its
-attribute dataclass (TVM's field names and defaults) and its type relation:
+Each op is defined once, in the family file under ``ir/ops/`` that holds its attribute dataclass
+(TVM's field names and defaults) and its type relation:
 
     @dataclass(frozen=True)
     class Conv2DAttrs: strides: tuple = (1, 1); ...
 
-    register_op("nn.conv2d", num_inputs=2, attrs=Conv2DAttrs, type_rel=conv2d_rel)
+    define_op("nn.conv2d", num_inputs=2, attrs=Conv2DAttrs, type_rel=conv2d_rel)
+
+Every other fact about an op is a *facet*: a value hung on the op by key, as TVM hangs
+``FTVMCompute`` or ``target.<name>`` on its ops. Each facet is registered next to the code it
+names, by the package that owns it:
+
+    @register_op_attr("nn.conv2d", "emulator.reference")     # emulator/ registers its kernel
+    def conv2d(args, attrs, out_type): ...
+
+    get_op("nn.conv2d").get_attr("tidl.rule")               # backends/tidl/ registered this one
+
+A package declares its facet keys once (``declare_facet``), so ``tidlx ops`` can list which ops
+have which facets. Facets of a package exist once that package is imported; ``ir`` itself
+registers only its own (``macs``).
 
 A type relation takes ``(arg_types, attrs)`` and returns the output type, raising
 ``TidlxTypeError`` with a user-facing reason when the call is ill-typed.
@@ -15,15 +28,14 @@ A type relation takes ``(arg_types, attrs)`` and returns the output type, raisin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from .errors import OpAttributeError, TidlxError, UnknownOpError, closest
 
 TypeRelation = Callable[[Sequence[Any], Any], Any]
 
-#: ``num_inputs`` value for ops taking any number of inputs.
-VARIADIC = -1
+_MISSING = object()
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,11 +47,10 @@ class Op:
     attrs_type: Optional[type]
     type_rel: TypeRelation
     arg_names: Tuple[str, ...] = ()
-    family: str = ""
-    description: str = ""
     #: TVM's fusion pattern kind: elemwise, broadcast, injective, comm_reduce,
     #: out_elemwise_fusable, tuple or opaque.
     pattern: str = "opaque"
+    _facets: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -48,29 +59,124 @@ class Op:
         """Builds this op's attribute object from keyword values, checking names."""
         return make_attrs(self, values or {}, where=where)
 
+    def arity_error(self, n_args: int) -> Optional[str]:
+        """Why a call with ``n_args`` arguments is ill-formed, or None."""
+        if n_args == self.num_inputs:
+            return None
+        return f"{self.name} takes {self.num_inputs} input{'s' * (self.num_inputs != 1)}, got {n_args}"
+
+    # -- facets ------------------------------------------------------------------------------
+    def set_attr(self, key: str, value: Any, *, replace: bool = False) -> None:
+        """Hangs ``value`` on this op under ``key``; a second value for the same key is an error
+        unless ``replace`` (two packages claiming one facet of one op is a bug)."""
+        if not replace and key in self._facets:
+            raise ValueError(f"facet '{key}' of op '{self.name}' is registered twice")
+        self._facets[key] = value
+
+    def get_attr(self, key: str, default: Any = None) -> Any:
+        return self._facets.get(key, default)
+
+    def has_attr(self, key: str) -> bool:
+        return key in self._facets
+
+    def facet_keys(self) -> Tuple[str, ...]:
+        return tuple(sorted(self._facets))
+
+    def reset_attr(self, key: str) -> None:
+        """Removes a facet (for tests that register and unregister)."""
+        self._facets.pop(key, None)
+
 
 _REGISTRY: Dict[str, Op] = {}
-
 
 PATTERNS = ("elemwise", "broadcast", "injective", "comm_reduce", "out_elemwise_fusable", "tuple", "opaque")
 
 
-def register_op(name: str, *, num_inputs: int, type_rel: TypeRelation, attrs: Optional[type] = None,
-                arg_names: Sequence[str] = (), description: str = "", pattern: str = "opaque") -> Op:
+def define_op(name: str, *, num_inputs: int, type_rel: TypeRelation, attrs: Optional[type] = None,
+              arg_names: Sequence[str] = (), pattern: str = "opaque") -> Op:
+    """Defines a primitive op of the IR (its name, arity, attributes and type relation).
+
+    The public one-call registration of a custom op with every facet is ``tidlx.register_op``."""
     if name in _REGISTRY:
         raise ValueError(f"op '{name}' is registered twice")
     if attrs is not None and not dataclasses.is_dataclass(attrs):
         raise ValueError(f"attrs of '{name}' must be a frozen dataclass")
     if pattern not in PATTERNS:
         raise ValueError(f"pattern of '{name}' must be one of {PATTERNS}")
-    family = type_rel.__module__.rsplit(".", 1)[-1]
-    op = Op(name, num_inputs, attrs, type_rel, tuple(arg_names), family, description, pattern)
+    if not isinstance(num_inputs, int) or num_inputs < 0:
+        raise ValueError(f"num_inputs of '{name}' must be a count >= 0")
+    op = Op(name, num_inputs, attrs, type_rel, tuple(arg_names), pattern)
     _REGISTRY[name] = op
     return op
 
 
+def undefine_op(name: str) -> None:
+    """Removes an op (custom ops in tests); built-in ops cannot be removed while in use elsewhere."""
+    _REGISTRY.pop(name, None)
+
+
+# -- facet keys ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FacetKey:
+    """A declared facet: its key, what it holds, and the package that registers it."""
+
+    key: str
+    description: str
+    owner: str
+
+
+_FACET_KEYS: Dict[str, FacetKey] = {}
+
+
+def declare_facet(key: str, description: str, owner: str) -> str:
+    """Declares a facet key (once per key; the same declaration again is a no-op). Returns ``key``."""
+    known = _FACET_KEYS.get(key)
+    new = FacetKey(key, description, owner)
+    if known is not None and known != new:
+        raise ValueError(f"facet '{key}' is declared twice ({known.owner} and {owner})")
+    _FACET_KEYS[key] = new
+    return key
+
+
+def declared_facets() -> Dict[str, FacetKey]:
+    return dict(_FACET_KEYS)
+
+
+def register_op_attr(op_names: Union[str, Sequence[str]], key: str, value: Any = _MISSING, *,
+                     replace: bool = False):
+    """Sets facet ``key`` of the named ops, like ``tvm.ir.register_op_attr``.
+
+    ``register_op_attr("nn.relu", "tidl.layer", "ReLU")`` sets a value;
+    ``@register_op_attr(("add", "subtract"), "emulator.reference")`` registers the decorated
+    function. An unknown op name or an undeclared key is an error (no fact about an op that does
+    not exist)."""
+    names = (op_names,) if isinstance(op_names, str) else tuple(op_names)
+    if key not in _FACET_KEYS:
+        raise ValueError(f"facet '{key}' is not declared (declare_facet first)")
+    ops = [get_op(n) for n in names]
+
+    def register(v):
+        for op in ops:
+            op.set_attr(key, v, replace=replace)
+        return v
+
+    if value is _MISSING:
+        return register
+    register(value)
+    return value
+
+
+def ops_with_attr(key: str) -> Dict[str, Any]:
+    """``{op name: facet value}`` of every op that has facet ``key``, by name."""
+    _ensure_loaded()
+    return {name: op._facets[key] for name, op in sorted(_REGISTRY.items()) if key in op._facets}
+
+
+# -- lookup -------------------------------------------------------------------------------------
+
 def _ensure_loaded() -> None:
-    from . import ops  # noqa: F401  (registers every family)
+    from . import ops  # noqa: F401  (defines every family and the ir's own facets)
 
 
 def get_op(name: str) -> Op:
@@ -137,6 +243,7 @@ def call(name: str, *args, layer: Optional[str] = None, **attrs):
     from .expr import Call
 
     op = get_op(name)
-    if op.num_inputs != VARIADIC and len(args) != op.num_inputs:
-        raise TidlxError(f"{name} takes {op.num_inputs} inputs, got {len(args)}")
+    problem = op.arity_error(len(args))
+    if problem:
+        raise TidlxError(problem)
     return Call(op, args, make_attrs(op, attrs), layer=layer)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .errors import OpAttributeError, TidlxError, closest
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
-from .op import VARIADIC, Op, get_op
+from .op import Op, get_op
 from .types import TensorType, Type
 
 
@@ -281,7 +281,7 @@ class OpPattern(Pattern):
 
     def __call__(self, *args: Pattern) -> "CallPattern":
         for op in self.op_list:
-            if op.num_inputs != VARIADIC and len(args) != op.num_inputs:
+            if op.arity_error(len(args)):
                 raise PatternError(f"pattern is_op({op.name!r}) is given {len(args)} argument patterns, "
                                    f"the op takes {op.num_inputs}")
         # Constraints and a name given to the op pattern are about the call it matches.

@@ -14,7 +14,7 @@ import onnx
 
 from ...ir import Call, Constant, Expr, Tuple, TupleGetItem, get_op
 from ...ir.errors import TidlxError
-from ...ir.op import VARIADIC, make_attrs
+from ...ir.op import make_attrs
 from ...ir.types import TensorType
 from .errors import OnnxImportError, UnsupportedAttributeError
 
@@ -151,8 +151,9 @@ class NodeContext:
     def call(self, op_name: str, *args: Expr, **attrs) -> Expr:
         """``op_name(*args, **attrs)`` named after this node, with its type inferred now."""
         op = get_op(op_name)
-        if op.num_inputs != VARIADIC and len(args) != op.num_inputs:
-            raise self.error(f"internal: {op_name} takes {op.num_inputs} inputs, got {len(args)}")
+        problem = op.arity_error(len(args))
+        if problem:
+            raise self.error(f"internal: {problem}")
         try:
             expr = Call(op, args, make_attrs(op, attrs, where=self.where), layer=self.name)
             expr.checked_type

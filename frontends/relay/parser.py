@@ -27,7 +27,7 @@ from tidlx.ir.errors import OpAttributeError, TidlxError, TidlxWarning, UnknownO
 from tidlx.ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from tidlx.ir.metadata import MetadataError, decode_metadata
 from tidlx.ir.module import IRModule
-from tidlx.ir.op import VARIADIC, get_op
+from tidlx.ir.op import get_op
 from tidlx.ir.traversal import children, map_post_order, post_order
 from tidlx.ir.type_infer import infer_expr_type
 from tidlx.ir.types import DTYPES, FuncType, TensorType, TupleType, Type
@@ -403,9 +403,9 @@ class RelayBuilder:
                 raise self.error(str(exc), offset) from None
             self.ops[name] = op
         positional, attrs = self.split_args(args, name)
-        if op.num_inputs != VARIADIC and len(positional) != op.num_inputs:
-            raise self.error(f"{name} takes {op.num_inputs} input{'s' * (op.num_inputs != 1)}, "
-                             f"got {len(positional)}", offset)
+        problem = op.arity_error(len(positional))
+        if problem:
+            raise self.error(problem, offset)
         try:
             attrs_obj = op.make_attrs(attrs)
         except OpAttributeError as exc:

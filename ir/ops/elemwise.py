@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType
 from ._rel import broadcast_shapes, check_dtype, check_dtype_name, normalize_axis, same_dtype, tensor_arg
 
@@ -17,7 +17,7 @@ def unary_rel(arg_types, attrs):
 UNARY = ("nn.relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs",
          "copy", "zeros_like", "ones_like", "floor", "ceil", "round", "sign", "trunc", "sin", "cos")
 for _name in UNARY:
-    register_op(_name, num_inputs=1, type_rel=unary_rel, arg_names=("data",), pattern="elemwise")
+    define_op(_name, num_inputs=1, type_rel=unary_rel, arg_names=("data",), pattern="elemwise")
 
 
 def binary_rel(arg_types, attrs):
@@ -48,13 +48,13 @@ BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power"
           "floor_mod")
 COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 for _name in BINARY:
-    register_op(_name, num_inputs=2, type_rel=binary_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
+    define_op(_name, num_inputs=2, type_rel=binary_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
 for _name in COMPARE:
-    register_op(_name, num_inputs=2, type_rel=compare_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
+    define_op(_name, num_inputs=2, type_rel=compare_rel, arg_names=("lhs", "rhs"), pattern="broadcast")
 for _name in ("logical_and", "logical_or", "logical_xor"):
-    register_op(_name, num_inputs=2, type_rel=logical_binary_rel, arg_names=("lhs", "rhs"),
+    define_op(_name, num_inputs=2, type_rel=logical_binary_rel, arg_names=("lhs", "rhs"),
                 pattern="broadcast")
-register_op("logical_not", num_inputs=1, type_rel=logical_not_rel, arg_names=("data",), pattern="elemwise")
+define_op("logical_not", num_inputs=1, type_rel=logical_not_rel, arg_names=("data",), pattern="elemwise")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class LeakyReluAttrs:
     alpha: float = 0.25
 
 
-register_op("nn.leaky_relu", num_inputs=1, attrs=LeakyReluAttrs, type_rel=unary_rel, arg_names=("data",),
+define_op("nn.leaky_relu", num_inputs=1, attrs=LeakyReluAttrs, type_rel=unary_rel, arg_names=("data",),
             pattern="elemwise")
 
 
@@ -82,7 +82,7 @@ def prelu_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.prelu", num_inputs=2, attrs=PReluAttrs, type_rel=prelu_rel, arg_names=("data", "alpha"),
+define_op("nn.prelu", num_inputs=2, attrs=PReluAttrs, type_rel=prelu_rel, arg_names=("data", "alpha"),
             pattern="broadcast")
 
 
@@ -99,7 +99,7 @@ def clip_rel(arg_types, attrs):
     return data
 
 
-register_op("clip", num_inputs=1, attrs=ClipAttrs, type_rel=clip_rel, arg_names=("data",), pattern="elemwise")
+define_op("clip", num_inputs=1, attrs=ClipAttrs, type_rel=clip_rel, arg_names=("data",), pattern="elemwise")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def cast_rel(arg_types, attrs):
     return TensorType(data.shape, check_dtype_name(attrs.dtype, "dtype"))
 
 
-register_op("cast", num_inputs=1, attrs=CastAttrs, type_rel=cast_rel, arg_names=("data",), pattern="elemwise")
+define_op("cast", num_inputs=1, attrs=CastAttrs, type_rel=cast_rel, arg_names=("data",), pattern="elemwise")
 
 
 def where_rel(arg_types, attrs):
@@ -124,4 +124,4 @@ def where_rel(arg_types, attrs):
     return TensorType(shape, dtype)
 
 
-register_op("where", num_inputs=3, type_rel=where_rel, arg_names=("condition", "x", "y"), pattern="broadcast")
+define_op("where", num_inputs=3, type_rel=where_rel, arg_names=("condition", "x", "y"), pattern="broadcast")

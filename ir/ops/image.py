@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType
 from ._rel import check_choice, check_dtype_name, int_tuple, pair, positive, spatial_layout, tensor_arg
 
@@ -59,5 +59,5 @@ def resize2d_rel(arg_types, attrs):
     return TensorType(tuple(shape), dtype)
 
 
-register_op("image.resize2d", num_inputs=1, attrs=Resize2DAttrs, type_rel=resize2d_rel, arg_names=("data",),
+define_op("image.resize2d", num_inputs=1, attrs=Resize2DAttrs, type_rel=resize2d_rel, arg_names=("data",),
             pattern="injective")

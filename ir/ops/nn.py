@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType, TupleType
 from ._rel import (check_choice, check_dtype_name, expand_padding, int_tuple, normalize_axis, pair, positive,
                    same_dtype, set_int_tuples, tensor_arg)
@@ -97,7 +97,7 @@ def conv2d_rel(arg_types, attrs):
     return TensorType(layout_shape((n, o, oh, ow), _out_layout(attrs)), dtype)
 
 
-register_op("nn.conv2d", num_inputs=2, attrs=Conv2DAttrs, type_rel=conv2d_rel, arg_names=("data", "weight"),
+define_op("nn.conv2d", num_inputs=2, attrs=Conv2DAttrs, type_rel=conv2d_rel, arg_names=("data", "weight"),
             pattern="out_elemwise_fusable")
 
 
@@ -154,7 +154,7 @@ def conv2d_transpose_rel(arg_types, attrs):
     return TensorType(layout_shape((n, o, oh, ow), _out_layout(attrs)), dtype)
 
 
-register_op("nn.conv2d_transpose", num_inputs=2, attrs=Conv2DTransposeAttrs, type_rel=conv2d_transpose_rel,
+define_op("nn.conv2d_transpose", num_inputs=2, attrs=Conv2DTransposeAttrs, type_rel=conv2d_transpose_rel,
             arg_names=("data", "weight"), pattern="out_elemwise_fusable")
 
 
@@ -181,7 +181,7 @@ def dense_rel(arg_types, attrs):
     return TensorType(data.shape[:-1] + (weight.shape[0],), dtype)
 
 
-register_op("nn.dense", num_inputs=2, attrs=DenseAttrs, type_rel=dense_rel, arg_names=("data", "weight"),
+define_op("nn.dense", num_inputs=2, attrs=DenseAttrs, type_rel=dense_rel, arg_names=("data", "weight"),
             pattern="out_elemwise_fusable")
 
 
@@ -214,7 +214,7 @@ def matmul_rel(arg_types, attrs):
     return TensorType(rows + (n,), dtype)
 
 
-register_op("nn.matmul", num_inputs=2, attrs=MatmulAttrs, type_rel=matmul_rel,
+define_op("nn.matmul", num_inputs=2, attrs=MatmulAttrs, type_rel=matmul_rel,
             arg_names=("tensor_a", "tensor_b"), pattern="out_elemwise_fusable")
 
 
@@ -242,7 +242,7 @@ def batch_matmul_rel(arg_types, attrs):
     return TensorType((max(bx, by), m, n), dtype)
 
 
-register_op("nn.batch_matmul", num_inputs=2, attrs=BatchMatmulAttrs, type_rel=batch_matmul_rel,
+define_op("nn.batch_matmul", num_inputs=2, attrs=BatchMatmulAttrs, type_rel=batch_matmul_rel,
             arg_names=("tensor_a", "tensor_b"), pattern="out_elemwise_fusable")
 
 
@@ -264,7 +264,7 @@ def bias_add_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.bias_add", num_inputs=2, attrs=BiasAddAttrs, type_rel=bias_add_rel, arg_names=("data", "bias"),
+define_op("nn.bias_add", num_inputs=2, attrs=BiasAddAttrs, type_rel=bias_add_rel, arg_names=("data", "bias"),
             pattern="broadcast")
 
 
@@ -296,7 +296,7 @@ def batch_norm_rel(arg_types, attrs):
     return TupleType((data, vec, vec))
 
 
-register_op("nn.batch_norm", num_inputs=5, attrs=BatchNormAttrs, type_rel=batch_norm_rel,
+define_op("nn.batch_norm", num_inputs=5, attrs=BatchNormAttrs, type_rel=batch_norm_rel,
             arg_names=("data", "gamma", "beta", "moving_mean", "moving_var"))
 
 
@@ -315,7 +315,7 @@ def layer_norm_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.layer_norm", num_inputs=3, attrs=LayerNormAttrs, type_rel=layer_norm_rel,
+define_op("nn.layer_norm", num_inputs=3, attrs=LayerNormAttrs, type_rel=layer_norm_rel,
             arg_names=("data", "gamma", "beta"))
 
 
@@ -327,7 +327,7 @@ class InstanceNormAttrs:
     scale: bool = True
 
 
-register_op("nn.instance_norm", num_inputs=3, attrs=InstanceNormAttrs, type_rel=layer_norm_rel,
+define_op("nn.instance_norm", num_inputs=3, attrs=InstanceNormAttrs, type_rel=layer_norm_rel,
             arg_names=("data", "gamma", "beta"))
 
 
@@ -350,7 +350,7 @@ def group_norm_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.group_norm", num_inputs=3, attrs=GroupNormAttrs, type_rel=group_norm_rel,
+define_op("nn.group_norm", num_inputs=3, attrs=GroupNormAttrs, type_rel=group_norm_rel,
             arg_names=("data", "gamma", "beta"))
 
 
@@ -370,7 +370,7 @@ def lrn_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.lrn", num_inputs=1, attrs=LRNAttrs, type_rel=lrn_rel, arg_names=("data",))
+define_op("nn.lrn", num_inputs=1, attrs=LRNAttrs, type_rel=lrn_rel, arg_names=("data",))
 
 
 @dataclass(frozen=True)
@@ -389,7 +389,7 @@ def l2_normalize_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.l2_normalize", num_inputs=1, attrs=L2NormalizeAttrs, type_rel=l2_normalize_rel,
+define_op("nn.l2_normalize", num_inputs=1, attrs=L2NormalizeAttrs, type_rel=l2_normalize_rel,
             arg_names=("data",), pattern="out_elemwise_fusable")
 
 
@@ -406,8 +406,8 @@ def softmax_rel(arg_types, attrs):
     return data
 
 
-register_op("nn.softmax", num_inputs=1, attrs=SoftmaxAttrs, type_rel=softmax_rel, arg_names=("data",))
-register_op("nn.log_softmax", num_inputs=1, attrs=SoftmaxAttrs, type_rel=softmax_rel, arg_names=("data",))
+define_op("nn.softmax", num_inputs=1, attrs=SoftmaxAttrs, type_rel=softmax_rel, arg_names=("data",))
+define_op("nn.log_softmax", num_inputs=1, attrs=SoftmaxAttrs, type_rel=softmax_rel, arg_names=("data",))
 
 
 # --- nn.pad ---------------------------------------------------------------------------------
@@ -443,7 +443,7 @@ def pad_rel(arg_types, attrs):
     return TensorType(tuple(out), data.dtype)
 
 
-register_op("nn.pad", num_inputs=2, attrs=PadAttrs, type_rel=pad_rel, arg_names=("data", "pad_value"),
+define_op("nn.pad", num_inputs=2, attrs=PadAttrs, type_rel=pad_rel, arg_names=("data", "pad_value"),
             pattern="injective")
 
 
@@ -456,7 +456,7 @@ def batch_flatten_rel(arg_types, attrs):
     return TensorType((data.shape[0], math.prod(data.shape[1:])), data.dtype)
 
 
-register_op("nn.batch_flatten", num_inputs=1, type_rel=batch_flatten_rel, arg_names=("data",),
+define_op("nn.batch_flatten", num_inputs=1, type_rel=batch_flatten_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -472,7 +472,7 @@ def dropout_rel(arg_types, attrs):
     return TupleType((data, TensorType(data.shape, data.dtype)))
 
 
-register_op("nn.dropout", num_inputs=1, attrs=DropoutAttrs, type_rel=dropout_rel, arg_names=("data",))
+define_op("nn.dropout", num_inputs=1, attrs=DropoutAttrs, type_rel=dropout_rel, arg_names=("data",))
 
 
 # --- pixel shuffles and upsampling ----------------------------------------------------------
@@ -509,9 +509,9 @@ def space_to_depth_rel(arg_types, attrs):
     return TensorType(layout_shape((n, c * b * b, h // b, w // b), attrs.layout), data.dtype)
 
 
-register_op("nn.depth_to_space", num_inputs=1, attrs=SubPixelAttrs, type_rel=depth_to_space_rel,
+define_op("nn.depth_to_space", num_inputs=1, attrs=SubPixelAttrs, type_rel=depth_to_space_rel,
             arg_names=("data",), pattern="injective")
-register_op("nn.space_to_depth", num_inputs=1, attrs=SubPixelAttrs, type_rel=space_to_depth_rel,
+define_op("nn.space_to_depth", num_inputs=1, attrs=SubPixelAttrs, type_rel=space_to_depth_rel,
             arg_names=("data",), pattern="injective")
 
 
@@ -541,5 +541,5 @@ def upsampling_rel(arg_types, attrs):
     return TensorType(layout_shape((n, c, oh, ow), attrs.layout), data.dtype)
 
 
-register_op("nn.upsampling", num_inputs=1, attrs=UpSamplingAttrs, type_rel=upsampling_rel, arg_names=("data",),
+define_op("nn.upsampling", num_inputs=1, attrs=UpSamplingAttrs, type_rel=upsampling_rel, arg_names=("data",),
             pattern="injective")

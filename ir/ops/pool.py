@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType
 from ._rel import expand_padding, int_tuple, pair, positive, set_int_tuples, spatial_layout, tensor_arg
 
@@ -68,9 +68,9 @@ def pool2d_rel(arg_types, attrs):
     return TensorType(tuple(shape), data.dtype)
 
 
-register_op("nn.max_pool2d", num_inputs=1, attrs=MaxPool2DAttrs, type_rel=pool2d_rel, arg_names=("data",),
+define_op("nn.max_pool2d", num_inputs=1, attrs=MaxPool2DAttrs, type_rel=pool2d_rel, arg_names=("data",),
             pattern="out_elemwise_fusable")
-register_op("nn.avg_pool2d", num_inputs=1, attrs=AvgPool2DAttrs, type_rel=pool2d_rel, arg_names=("data",),
+define_op("nn.avg_pool2d", num_inputs=1, attrs=AvgPool2DAttrs, type_rel=pool2d_rel, arg_names=("data",),
             pattern="out_elemwise_fusable")
 
 
@@ -91,9 +91,9 @@ def global_pool2d_rel(arg_types, attrs):
     return TensorType(tuple(shape), data.dtype)
 
 
-register_op("nn.global_avg_pool2d", num_inputs=1, attrs=GlobalPool2DAttrs, type_rel=global_pool2d_rel,
+define_op("nn.global_avg_pool2d", num_inputs=1, attrs=GlobalPool2DAttrs, type_rel=global_pool2d_rel,
             arg_names=("data",), pattern="out_elemwise_fusable")
-register_op("nn.global_max_pool2d", num_inputs=1, attrs=GlobalPool2DAttrs, type_rel=global_pool2d_rel,
+define_op("nn.global_max_pool2d", num_inputs=1, attrs=GlobalPool2DAttrs, type_rel=global_pool2d_rel,
             arg_names=("data",), pattern="out_elemwise_fusable")
 
 
@@ -125,7 +125,7 @@ def adaptive_pool2d_rel(arg_types, attrs):
     return TensorType(tuple(shape), data.dtype)
 
 
-register_op("nn.adaptive_avg_pool2d", num_inputs=1, attrs=AdaptivePool2DAttrs, type_rel=adaptive_pool2d_rel,
+define_op("nn.adaptive_avg_pool2d", num_inputs=1, attrs=AdaptivePool2DAttrs, type_rel=adaptive_pool2d_rel,
             arg_names=("data",), pattern="out_elemwise_fusable")
-register_op("nn.adaptive_max_pool2d", num_inputs=1, attrs=AdaptivePool2DAttrs, type_rel=adaptive_pool2d_rel,
+define_op("nn.adaptive_max_pool2d", num_inputs=1, attrs=AdaptivePool2DAttrs, type_rel=adaptive_pool2d_rel,
             arg_names=("data",), pattern="out_elemwise_fusable")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType
 from ._rel import (broadcast_shapes, check_choice, check_dtype, normalize_axis, tensor_arg, tuple_arg)
 from .nn import Conv2DAttrs, conv2d_rel, dense_rel, kernel_dims
@@ -58,7 +58,7 @@ def quantize_rel(arg_types, attrs):
     return TensorType(data.shape, attrs.out_dtype)
 
 
-register_op("qnn.quantize", num_inputs=3, attrs=QuantizeAttrs, type_rel=quantize_rel,
+define_op("qnn.quantize", num_inputs=3, attrs=QuantizeAttrs, type_rel=quantize_rel,
             arg_names=("data", "output_scale", "output_zero_point"))
 
 
@@ -78,7 +78,7 @@ def dequantize_rel(arg_types, attrs):
     return TensorType(data.shape, attrs.out_dtype)
 
 
-register_op("qnn.dequantize", num_inputs=3, attrs=DequantizeAttrs, type_rel=dequantize_rel,
+define_op("qnn.dequantize", num_inputs=3, attrs=DequantizeAttrs, type_rel=dequantize_rel,
             arg_names=("data", "input_scale", "input_zero_point"))
 
 
@@ -104,7 +104,7 @@ def requantize_rel(arg_types, attrs):
     return TensorType(data.shape, attrs.out_dtype)
 
 
-register_op("qnn.requantize", num_inputs=5, attrs=RequantizeAttrs, type_rel=requantize_rel,
+define_op("qnn.requantize", num_inputs=5, attrs=RequantizeAttrs, type_rel=requantize_rel,
             arg_names=("data", "input_scale", "input_zero_point", "output_scale", "output_zero_point"))
 
 
@@ -131,7 +131,7 @@ def qnn_conv2d_rel(arg_types, attrs):
     return TensorType(out.shape, dtype)
 
 
-register_op("qnn.conv2d", num_inputs=6, attrs=QnnConv2DAttrs, type_rel=qnn_conv2d_rel,
+define_op("qnn.conv2d", num_inputs=6, attrs=QnnConv2DAttrs, type_rel=qnn_conv2d_rel,
             arg_names=("data", "weight", "input_zero_point", "kernel_zero_point", "input_scale", "kernel_scale"),
             pattern="opaque")
 
@@ -157,7 +157,7 @@ def qnn_dense_rel(arg_types, attrs):
     return TensorType(out.shape, dtype)
 
 
-register_op("qnn.dense", num_inputs=6, attrs=QnnDenseAttrs, type_rel=qnn_dense_rel,
+define_op("qnn.dense", num_inputs=6, attrs=QnnDenseAttrs, type_rel=qnn_dense_rel,
             arg_names=("data", "weight", "input_zero_point", "kernel_zero_point", "input_scale", "kernel_scale"))
 
 
@@ -189,7 +189,7 @@ def qnn_binary_rel(arg_types, attrs):
 
 
 for _name in ("qnn.add", "qnn.subtract", "qnn.mul"):
-    register_op(_name, num_inputs=8, attrs=QnnBinaryAttrs, type_rel=qnn_binary_rel,
+    define_op(_name, num_inputs=8, attrs=QnnBinaryAttrs, type_rel=qnn_binary_rel,
                 arg_names=("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point",
                            "output_scale", "output_zero_point"))
 
@@ -219,5 +219,5 @@ def qnn_concatenate_rel(arg_types, attrs):
     return TensorType(concat_shapes([t.shape for t in data.fields], attrs.axis), dtype)
 
 
-register_op("qnn.concatenate", num_inputs=5, attrs=ConcatenateAttrs, type_rel=qnn_concatenate_rel,
+define_op("qnn.concatenate", num_inputs=5, attrs=ConcatenateAttrs, type_rel=qnn_concatenate_rel,
             arg_names=("data", "input_scales", "input_zero_points", "output_scale", "output_zero_point"))

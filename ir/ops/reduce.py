@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType
 from ._rel import check_dtype, int_tuple, normalize_axes, set_int_tuples, tensor_arg
 
@@ -67,7 +67,7 @@ def reduce_rel(arg_types, attrs):
 
 
 for _name in ("sum", "mean", "max", "min", "prod"):
-    register_op(_name, num_inputs=1, attrs=ReduceAttrs, type_rel=reduce_rel, arg_names=("data",),
+    define_op(_name, num_inputs=1, attrs=ReduceAttrs, type_rel=reduce_rel, arg_names=("data",),
                 pattern="comm_reduce")
 
 
@@ -78,7 +78,7 @@ def logical_reduce_rel(arg_types, attrs):
 
 
 for _name in ("all", "any"):
-    register_op(_name, num_inputs=1, attrs=ReduceAttrs, type_rel=logical_reduce_rel, arg_names=("data",),
+    define_op(_name, num_inputs=1, attrs=ReduceAttrs, type_rel=logical_reduce_rel, arg_names=("data",),
                 pattern="comm_reduce")
 
 
@@ -88,7 +88,7 @@ def arg_reduce_rel(arg_types, attrs):
 
 
 for _name in ("argmax", "argmin"):
-    register_op(_name, num_inputs=1, attrs=ArgReduceAttrs, type_rel=arg_reduce_rel, arg_names=("data",),
+    define_op(_name, num_inputs=1, attrs=ArgReduceAttrs, type_rel=arg_reduce_rel, arg_names=("data",),
                 pattern="comm_reduce")
 
 
@@ -102,5 +102,5 @@ def variance_rel(arg_types, attrs):
     return TensorType(reduce_shape(data.shape, attrs), data.dtype)
 
 
-register_op("variance", num_inputs=2, attrs=VarianceAttrs, type_rel=variance_rel, arg_names=("data", "mean"),
+define_op("variance", num_inputs=2, attrs=VarianceAttrs, type_rel=variance_rel, arg_names=("data", "mean"),
             pattern="comm_reduce")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TidlxTypeError
-from ..op import register_op
+from ..op import define_op
 from ..types import TensorType, TupleType
 from ._rel import (INT_DTYPES, Layout, broadcast_shapes, check_choice, check_dtype, check_dtype_name, int_tuple,
                    normalize_axes, normalize_axis, positive, same_dtype, set_int_tuples, tensor_arg, tuple_arg)
@@ -99,7 +99,7 @@ def reshape_rel(arg_types, attrs):
     return TensorType(infer_reshape(data.shape, attrs.newshape, attrs.allowzero), data.dtype)
 
 
-register_op("reshape", num_inputs=1, attrs=ReshapeAttrs, type_rel=reshape_rel, arg_names=("data",),
+define_op("reshape", num_inputs=1, attrs=ReshapeAttrs, type_rel=reshape_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -128,7 +128,7 @@ def transpose_rel(arg_types, attrs):
     return TensorType(tuple(data.shape[a] for a in perm), data.dtype)
 
 
-register_op("transpose", num_inputs=1, attrs=TransposeAttrs, type_rel=transpose_rel, arg_names=("data",),
+define_op("transpose", num_inputs=1, attrs=TransposeAttrs, type_rel=transpose_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -151,7 +151,7 @@ def squeeze_rel(arg_types, attrs):
     return TensorType(tuple(d for i, d in enumerate(data.shape) if i not in axes), data.dtype)
 
 
-register_op("squeeze", num_inputs=1, attrs=SqueezeAttrs, type_rel=squeeze_rel, arg_names=("data",),
+define_op("squeeze", num_inputs=1, attrs=SqueezeAttrs, type_rel=squeeze_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -169,7 +169,7 @@ def expand_dims_rel(arg_types, attrs):
     return TensorType(data.shape[:axis] + (1,) * attrs.num_newaxis + data.shape[axis:], data.dtype)
 
 
-register_op("expand_dims", num_inputs=1, attrs=ExpandDimsAttrs, type_rel=expand_dims_rel, arg_names=("data",),
+define_op("expand_dims", num_inputs=1, attrs=ExpandDimsAttrs, type_rel=expand_dims_rel, arg_names=("data",),
             pattern="broadcast")
 
 
@@ -184,7 +184,7 @@ def reverse_rel(arg_types, attrs):
     return data
 
 
-register_op("reverse", num_inputs=1, attrs=ReverseAttrs, type_rel=reverse_rel, arg_names=("data",),
+define_op("reverse", num_inputs=1, attrs=ReverseAttrs, type_rel=reverse_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -221,7 +221,7 @@ def concatenate_rel(arg_types, attrs):
     return TensorType(concat_shapes([t.shape for t in data.fields], attrs.axis), dtype)
 
 
-register_op("concatenate", num_inputs=1, attrs=ConcatenateAttrs, type_rel=concatenate_rel, arg_names=("data",),
+define_op("concatenate", num_inputs=1, attrs=ConcatenateAttrs, type_rel=concatenate_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -243,7 +243,7 @@ def stack_rel(arg_types, attrs):
     return TensorType(first[:axis] + (len(data.fields),) + first[axis:], dtype)
 
 
-register_op("stack", num_inputs=1, attrs=StackAttrs, type_rel=stack_rel, arg_names=("data",),
+define_op("stack", num_inputs=1, attrs=StackAttrs, type_rel=stack_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -283,7 +283,7 @@ def split_rel(arg_types, attrs):
     return TupleType(tuple(fields))
 
 
-register_op("split", num_inputs=1, attrs=SplitAttrs, type_rel=split_rel, arg_names=("data",),
+define_op("split", num_inputs=1, attrs=SplitAttrs, type_rel=split_rel, arg_names=("data",),
             pattern="injective")
 
 
@@ -363,7 +363,7 @@ def strided_slice_rel(arg_types, attrs):
     return TensorType(tuple(out), data.dtype)
 
 
-register_op("strided_slice", num_inputs=1, attrs=StridedSliceAttrs, type_rel=strided_slice_rel,
+define_op("strided_slice", num_inputs=1, attrs=StridedSliceAttrs, type_rel=strided_slice_rel,
             arg_names=("data",), pattern="injective")
 
 
@@ -396,7 +396,7 @@ def take_rel(arg_types, attrs):
     return TensorType(data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1:], data.dtype)
 
 
-register_op("take", num_inputs=2, attrs=TakeAttrs, type_rel=take_rel, arg_names=("data", "indices"),
+define_op("take", num_inputs=2, attrs=TakeAttrs, type_rel=take_rel, arg_names=("data", "indices"),
             pattern="injective")
 
 
@@ -418,7 +418,7 @@ def gather_rel(arg_types, attrs):
     return TensorType(indices.shape, data.dtype)
 
 
-register_op("gather", num_inputs=2, attrs=GatherAttrs, type_rel=gather_rel, arg_names=("data", "indices"),
+define_op("gather", num_inputs=2, attrs=GatherAttrs, type_rel=gather_rel, arg_names=("data", "indices"),
             pattern="injective")
 
 
@@ -447,7 +447,7 @@ def scatter_nd_rel(arg_types, attrs):
     return data
 
 
-register_op("scatter_nd", num_inputs=3, attrs=ScatterNDAttrs, type_rel=scatter_nd_rel,
+define_op("scatter_nd", num_inputs=3, attrs=ScatterNDAttrs, type_rel=scatter_nd_rel,
             arg_names=("data", "indices", "updates"))
 
 
@@ -484,7 +484,7 @@ def broadcast_to_rel(arg_types, attrs):
     return TensorType(shape, data.dtype)
 
 
-register_op("broadcast_to", num_inputs=1, attrs=InitOpAttrs, type_rel=broadcast_to_rel, arg_names=("data",),
+define_op("broadcast_to", num_inputs=1, attrs=InitOpAttrs, type_rel=broadcast_to_rel, arg_names=("data",),
             pattern="broadcast")
 
 
@@ -493,8 +493,8 @@ def init_rel(arg_types, attrs):
     return TensorType(_init_shape(attrs), dtype)
 
 
-register_op("zeros", num_inputs=0, attrs=InitOpAttrs, type_rel=init_rel, pattern="elemwise")
-register_op("ones", num_inputs=0, attrs=InitOpAttrs, type_rel=init_rel, pattern="elemwise")
+define_op("zeros", num_inputs=0, attrs=InitOpAttrs, type_rel=init_rel, pattern="elemwise")
+define_op("ones", num_inputs=0, attrs=InitOpAttrs, type_rel=init_rel, pattern="elemwise")
 
 
 def full_rel(arg_types, attrs):
@@ -505,7 +505,7 @@ def full_rel(arg_types, attrs):
     return TensorType(_init_shape(attrs), dtype)
 
 
-register_op("full", num_inputs=1, attrs=InitOpAttrs, type_rel=full_rel, arg_names=("fill_value",),
+define_op("full", num_inputs=1, attrs=InitOpAttrs, type_rel=full_rel, arg_names=("fill_value",),
             pattern="elemwise")
 
 
@@ -517,7 +517,7 @@ def full_like_rel(arg_types, attrs):
     return data
 
 
-register_op("full_like", num_inputs=2, type_rel=full_like_rel, arg_names=("data", "fill_value"),
+define_op("full_like", num_inputs=2, type_rel=full_like_rel, arg_names=("data", "fill_value"),
             pattern="elemwise")
 
 
@@ -542,7 +542,7 @@ def tile_rel(arg_types, attrs):
     return TensorType(tuple(d * r for d, r in zip(shape, reps)), data.dtype)
 
 
-register_op("tile", num_inputs=1, attrs=TileAttrs, type_rel=tile_rel, arg_names=("data",), pattern="injective")
+define_op("tile", num_inputs=1, attrs=TileAttrs, type_rel=tile_rel, arg_names=("data",), pattern="injective")
 
 
 @dataclass(frozen=True)
@@ -556,7 +556,7 @@ def shape_of_rel(arg_types, attrs):
     return TensorType((data.ndim,), dtype)
 
 
-register_op("shape_of", num_inputs=1, attrs=ShapeOfAttrs, type_rel=shape_of_rel, arg_names=("data",))
+define_op("shape_of", num_inputs=1, attrs=ShapeOfAttrs, type_rel=shape_of_rel, arg_names=("data",))
 
 
 # --- layout_transform -------------------------------------------------------------------------
@@ -577,5 +577,5 @@ def layout_transform_rel(arg_types, attrs):
     return TensorType(dst.shape_of(src.primal_sizes(data.shape)), data.dtype)
 
 
-register_op("layout_transform", num_inputs=1, attrs=LayoutTransformAttrs, type_rel=layout_transform_rel,
+define_op("layout_transform", num_inputs=1, attrs=LayoutTransformAttrs, type_rel=layout_transform_rel,
             arg_names=("data",), pattern="injective")
