@@ -128,6 +128,12 @@ def _data_movement_macs(call: Call, where: str) -> int:
     return 0
 
 
+@register_op_attr("scatter_nd", MACS)
+def _scatter_macs(call: Call, where: str) -> int:
+    # one per element written (or accumulated) from the updates
+    return _elements(call.args[2].checked_type)
+
+
 def _pattern_macs(call: Call, where: str) -> int:
     """Ops without a MAC facet: ``injective``/``tuple`` -> 0, ``comm_reduce`` -> the input size,
     anything else -> the output size."""

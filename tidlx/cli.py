@@ -1,4 +1,4 @@
-"""The ``tidlx`` command line: show, run, partition, demo."""
+"""The ``tidlx`` command line: show, run, partition, ops, demo."""
 
 from __future__ import annotations
 
@@ -68,6 +68,39 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_ops(args) -> int:
+    import json
+
+    from .op_table import coverage, coverage_table, facet_legend
+
+    data = coverage()
+    if args.op:
+        known = {rec["name"]: rec for rec in data["ops"]}
+        missing = [name for name in args.op if name not in known]
+        if missing:
+            from .ir.op import get_op
+
+            get_op(missing[0])  # raises UnknownOpError naming the closest ops
+        data = dict(data, ops=[known[name] for name in args.op])
+    if args.json:
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if args.op:
+        for rec in data["ops"]:
+            console.print(f"{rec['name']}: {rec['inputs']} inputs, pattern {rec['pattern']}, "
+                          f"defined at {rec['defined']}", markup=False)
+            for key, value in rec["facets"].items():
+                console.print(f"  {key}: {value}", markup=False)
+        return 0
+    console.print(coverage_table(data))
+    for line in facet_legend(data):
+        console.print(line, markup=False)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -90,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", required=True, help=".npz with one array per model input, by input name")
     run.add_argument("--output", help="write the outputs to this .npz")
     run.set_defaults(func=cmd_run)
+
+    ops = sub.add_parser("ops", help="which ops tidlx knows and what each has: kernels, TIDL rule and layer, "
+                                     "ONNX op types (the coverage table)")
+    ops.add_argument("op", nargs="*", help="only these ops (Relay names), with where each facet is defined")
+    ops.add_argument("--json", action="store_true", help="the table as JSON")
+    ops.set_defaults(func=cmd_ops)
 
     demo = sub.add_parser("demo", help="build, import and emulate the built-in BEVDet image stage")
     demo.add_argument("--backbone", default="resnet50", choices=["resnet50", "resnet18"])
