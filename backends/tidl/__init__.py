@@ -8,11 +8,11 @@ from .composites import Composite, find_composites
 from .context import RuleContext
 from .explain import HOST_REASON_KINDS, HostReason, explain, explain_function
 from .options import BATCH_ENV_VAR, BatchLimit, OptionError, TidlOptions
-from .rules import RULES, check_call, layer_type
+from .rules import check_call, layer_type, rule_info, supported_ops
 from .flow import PREP_PASSES, compare_strategies, partition_for_tidl, run_flow
 from .report import PartitionReport, StrategyComparison
 
-__all__ = ["TidlOptions", "OptionError", "BatchLimit", "BATCH_ENV_VAR", "RuleContext", "RULES", "check_call",
-           "layer_type", "Composite", "find_composites", "HostReason", "HOST_REASON_KINDS", "explain",
+__all__ = ["TidlOptions", "OptionError", "BatchLimit", "BATCH_ENV_VAR", "RuleContext", "check_call",
+           "layer_type", "rule_info", "supported_ops", "Composite", "find_composites", "HostReason", "HOST_REASON_KINDS", "explain",
            "explain_function", "PREP_PASSES", "compare_strategies", "partition_for_tidl", "run_flow",
            "PartitionReport", "StrategyComparison"]

@@ -33,8 +33,6 @@ Steps, in TI's order:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -44,7 +42,7 @@ from ...ir.errors import TidlxError, TidlxWarning, closest
 from ...ir.expr import Call, Function
 from ...ir.module import IRModule
 from ...ir.op import Op
-from ...ir.partition import PartitionLimits, PartitionResult, list_strategies, partition
+from ...ir.partition import PartitionLimits, PartitionResult, gc_paused, list_strategies, partition
 from ...ir.partition.strategies import get_strategy
 from ...ir.rewrite import RewriteTable, is_external
 from ...ir.traversal import post_order
@@ -346,7 +344,7 @@ class Analysis:
         o = self.options
         return PartitionLimits(max_num_subgraphs=o.max_num_subgraphs,
                                max_num_subgraph_nodes=o.max_num_subgraph_nodes,
-                               max_subgraph_io=o.max_subgraph_io)
+                               max_subgraph_io=o.max_subgraph_io, min_subgraph_macs=o.min_subgraph_macs)
 
 
 @dataclass
@@ -427,23 +425,10 @@ def partition_analysis(analysis: Analysis, strategy: str = "greedy") -> Partitio
                      strategy=strategy, limits=analysis.limits(), compiler="tidl")
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pauses Python's cyclic GC during the flow: it allocates many small acyclic objects and
-    each collection walks the whole heap (the partitioner pauses it for the same reason)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def run_flow(mod: IRModule, options: OptionsLike = None, strategy: str = "greedy") -> FlowResult:
     """The whole flow: options, preparation, composites, support oracle, partitioning."""
     get_strategy(strategy)  # an unknown strategy is an error before any work
-    with _gc_paused():
+    with gc_paused():
         analysis = analyse(mod, options)
         t0 = time.perf_counter()
         result = partition_analysis(analysis, strategy)
@@ -476,13 +461,13 @@ def compare_strategies(mod: IRModule, options: OptionsLike = None, strategies: O
     names = list(list_strategies()) if strategies is None else list(strategies)
     for name in names:
         get_strategy(name)
-    with _gc_paused():
+    with gc_paused():
         analysis = analyse(mod, options)
     reports, failures = [], {}
     for name in names:
         t0 = time.perf_counter()
         try:
-            with _gc_paused():
+            with gc_paused():
                 result = partition_analysis(analysis, name)
         except PartitionError as exc:
             failures[name] = str(exc)

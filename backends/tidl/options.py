@@ -6,9 +6,10 @@
     opts.check_layer_names({"conv1", ...})    # warns about list entries naming no layer
 
 ``TidlOptions`` holds Python field names (``advanced_options:num_cores`` -> ``num_cores``);
-``OPTIONS`` maps each TI name to its field. Two names are tidlx's own: ``max_batch_size`` (TI
-only has the environment variable ``TIDL_RELAY_MAX_BATCH_SIZE``) and ``max_subgraph_io``
-(TI's fixed limit of 32 inputs/outputs per subgraph).
+``OPTIONS`` maps each TI name to its field. Three names are tidlx's own: ``max_batch_size`` (TI
+only has the environment variable ``TIDL_RELAY_MAX_BATCH_SIZE``), ``max_subgraph_io`` (TI's
+fixed limit of 32 inputs/outputs per subgraph) and ``min_subgraph_macs`` (TI's fixed
+``min_mac_threshold = 1``: a subgraph without MACs goes back to the host).
 
 The batch limit: ``max_batch_size`` when given, else the environment variable
 ``TIDL_RELAY_MAX_BATCH_SIZE`` (default 1). The variable is read by ``batch_limit()``, i.e. when
@@ -129,6 +130,9 @@ _SPECS = (
           f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1),
     _spec("max_subgraph_io", "max_subgraph_io", "int",
           "inputs + outputs allowed per subgraph (tidlx's name for TI's fixed 32)", minimum=1),
+    _spec("min_subgraph_macs", "min_subgraph_macs", "int",
+          "subgraphs with fewer MACs go back to the host (tidlx's name for TI's fixed min_mac_threshold = 1; "
+          "0 keeps subgraphs of pure data movement)", minimum=0),
 )
 
 #: TI option name -> its spec, in the order of TI's documentation.
@@ -248,17 +252,19 @@ def _check_value(spec: OptionSpec, value) -> None:
 
 
 def onnx_layer_types() -> frozenset:
-    """The ONNX op types the ONNX importer knows (what ``deny_list:layer_type`` may name).
+    """The ONNX op types that import to some IR op (what ``deny_list:layer_type`` may name):
+    the union of the ops' ``onnx.op_types`` facets, which the ONNX frontend registers.
 
-    Should the importer fail to load, the op types of ONNX's default domain stand in, so a
-    broken frontend does not make every option check fail."""
-    try:
-        from ...frontends.onnx.converters import CONVERTERS
-    except ImportError:
-        import onnx.defs
+    When no op has that facet (the ONNX frontend was never imported in this process), the op
+    types of ONNX's default domain stand in; the backend does not import the frontend."""
+    from ...ir.op import ops_with_attr
 
-        return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx"))
-    return frozenset(CONVERTERS)
+    registered = ops_with_attr("onnx.op_types")
+    if registered:
+        return frozenset(t for op_types in registered.values() for t in op_types)
+    import onnx.defs
+
+    return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx"))
 
 
 @dataclass(frozen=True)
@@ -302,6 +308,7 @@ class TidlOptions:
     platform: str = "J7"
     max_batch_size: Optional[int] = None
     max_subgraph_io: int = 32
+    min_subgraph_macs: int = 1
 
     def __post_init__(self):
         for f in fields(self):

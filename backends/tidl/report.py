@@ -398,7 +398,7 @@ class PartitionReport:
         host op, coloured by target; tensors crossing a subgraph boundary in red."""
         if self._flow is None:
             raise ValueError("this report was built without its flow; it has no graph to draw")
-        from ...svg import SvgNode, render_svg
+        from .svg import SvgNode, render_svg
 
         nodes, edges = graph_units(self._flow)
         legend = {s.name: f"TIDL subgraph {s.name}: {s.num_tidl_layers} layers, {describe_macs(s.macs)}, "

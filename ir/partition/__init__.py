@@ -28,6 +28,7 @@ says the host is cheaper. A cycle is never a reason: calls a merge would make cy
 another subgraph instead.
 """
 
+from .gcpause import gc_paused
 from .graph import PartitionError, PartitionGraph, SupportOracle
 from .partitioner import Boundary, HostCall, PartitionResult, Region, partition
 from .quotient import CycleError, QuotientDag
@@ -36,4 +37,4 @@ from .strategies import CostModel, get_strategy, list_strategies, register_strat
 
 __all__ = ["partition", "PartitionResult", "Region", "HostCall", "Boundary", "PartitionLimits", "CostModel",
            "PartitionError", "PartitionGraph", "SupportOracle", "StrategyOutcome", "register_strategy",
-           "get_strategy", "list_strategies", "QuotientDag", "CycleError"]
+           "get_strategy", "list_strategies", "QuotientDag", "CycleError", "gc_paused"]

@@ -1,8 +1,10 @@
-"""TIDL support rules: one per Relay op, registered by op name in family files.
+"""TIDL support rules: one per Relay op, registered by op name in family files as the op
+facets ``tidl.rule`` and ``tidl.layer``.
 
-    RULES["nn.conv2d"](call, ctx)   -> None | "nn.conv2d 'conv1': depthwise 5x5 stride 1 is not ..."
-    check_call(call, ctx)           -> the generic rules, then the op's rule
-    layer_type("nn.conv2d")         -> "Conv"
+    rule_info("nn.conv2d").check(call, ctx) -> None | "nn.conv2d 'conv1': depthwise 5x5 stride 1 is ..."
+    check_call(call, ctx)                   -> the generic rules, then the op's rule
+    layer_type("nn.conv2d")                 -> "Conv"
+    supported_ops()                         -> every op with a rule
 
 Ops with no rule have no TIDL layer ("TIDL has no layer for <op>"). ``ctx`` is a
 ``RuleContext`` (graph users, inputs, outputs). The batch limit is separate (``batch_reason``)
@@ -14,9 +16,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ....ir.expr import Call
-from ....ir.op import Op
+from ....ir.op import Op, get_op, has_op, ops_with_attr
 from . import conv, elemwise, norm, pool, shape  # noqa: F401  (registers every family)
-from ._base import RULE_INFO, RULES, RuleInfo, axis_name, is_channelwise, where
+from ._base import TIDL_LAYER, TIDL_RULE, RuleInfo, axis_name, is_channelwise, rule_info, where
 from .generic import MAX_RANK, batch_reason, op_reason, call_batch, type_reason
 
 
@@ -26,24 +28,24 @@ def check_call(call: Call, ctx, *, absorbed: bool = False) -> Optional[str]:
     ``absorbed=True`` is for members of a composite that TIDL folds into another layer: an op
     without a layer of its own (the erf of a GELU) is then accepted; every other check applies."""
     if (not isinstance(call.op, Op) or call.op.name.startswith("qnn.")
-            or (call.op.name not in RULES and not absorbed)):
+            or (not call.op.has_attr(TIDL_RULE) and not absorbed)):
         return op_reason(call)
     reason = type_reason(call)
     if reason:
         return reason
-    rule_fn = RULES.get(call.op.name)
-    return rule_fn(call, ctx) if rule_fn is not None else None
+    info = call.op.get_attr(TIDL_RULE)
+    return info.check(call, ctx) if info is not None else None
 
 
 def layer_type(op_name: str) -> Optional[str]:
     """The TIDL layer type an op maps to, or None when TIDL has no layer for it."""
-    info = RULE_INFO.get(op_name)
-    return info.layer if info else None
+    return get_op(op_name).get_attr(TIDL_LAYER) if has_op(op_name) else None
 
 
 def supported_ops() -> list:
-    return sorted(RULES)
+    """The Relay ops TIDL has a layer for (those with a ``tidl.rule`` facet), by name."""
+    return sorted(ops_with_attr(TIDL_RULE))
 
 
-__all__ = ["RULES", "RULE_INFO", "RuleInfo", "check_call", "layer_type", "supported_ops", "batch_reason",
+__all__ = ["TIDL_RULE", "TIDL_LAYER", "RuleInfo", "rule_info", "supported_ops", "check_call", "layer_type", "supported_ops", "batch_reason",
            "call_batch", "type_reason", "op_reason", "where", "axis_name", "is_channelwise", "MAX_RANK"]

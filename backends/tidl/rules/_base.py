@@ -8,7 +8,10 @@ naming the op, the layer and the offending value. Family files register rules wi
         ...
         return "depthwise 5x5 stride 1 is not supported (...)"   # the body of the reason
 
-and the registered function prefixes the body with ``<op> '<layer>': ``.
+and the registered function prefixes the body with ``<op> '<layer>': ``. The decorator hangs
+two facets on each op (``tidlx.ir.op``): ``tidl.rule`` (the ``RuleInfo``) and ``tidl.layer``
+(the TIDL layer type, one of TI's names in ``layers.LAYER_TYPE_IDS``). An op without them has
+no TIDL layer.
 
 Axis names follow TIDL's 6-D tensors (N, D1, D2, C, H, W), aligned to the right: the last axis
 of any tensor is W, the one before H, then C (so TI's "axis -1/-2/-3" mean W/H/C at any rank).
@@ -18,9 +21,10 @@ The batch axis is axis 0 of a tensor of rank >= 2, as in TI's relay import (N = 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from ....ir.expr import Call, Constant, Expr
+from ....ir.op import Op, declare_facet, get_op, register_op_attr
 from ....ir.type_infer import describe_call
 from ....ir.types import TensorType, TupleType, Type
 
@@ -44,10 +48,17 @@ class RuleInfo:
     any_dtype: bool = False
 
 
-#: Relay op name -> its rule (ops missing here have no TIDL layer).
-RULES: Dict[str, RuleFn] = {}
-#: Relay op name -> RuleInfo (layer type and dtype exemptions).
-RULE_INFO: Dict[str, RuleInfo] = {}
+TIDL_RULE = declare_facet("tidl.rule", "TIDL support rule: RuleInfo(check(call, ctx) -> None | reason, int_args, "
+                          "int_output, any_dtype)", "tidlx.backends.tidl")
+TIDL_LAYER = declare_facet("tidl.layer", "the TIDL layer type the op becomes (TI's name, e.g. Conv, Pool, EltWise)",
+                           "tidlx.backends.tidl")
+
+
+def rule_info(op) -> Optional[RuleInfo]:
+    """The registered rule of an op (an ``Op`` or its name), or None when TIDL has no layer for it."""
+    if not isinstance(op, Op):
+        op = get_op(op)
+    return op.get_attr(TIDL_RULE)
 
 
 def where(call: Call) -> str:
@@ -67,10 +78,8 @@ def rule(*ops: str, layer: str, int_args: Sequence[int] = (), int_output: bool =
         check.__doc__ = body.__doc__
         check.body = body
         for op in ops:
-            if op in RULES:
-                raise ValueError(f"TIDL rule for '{op}' is registered twice")
-            RULES[op] = check
-            RULE_INFO[op] = RuleInfo(op, layer, check, tuple(int_args), int_output, any_dtype)
+            register_op_attr(op, TIDL_RULE, RuleInfo(op, layer, check, tuple(int_args), int_output, any_dtype))
+            register_op_attr(op, TIDL_LAYER, layer)
         return check
 
     return register

@@ -62,7 +62,7 @@ def subtract(call, ctx):
     return None
 
 
-@rule("maximum", "minimum", layer="Clip")
+@rule("maximum", "minimum", layer="ReLU")
 def max_min_with_constant(call, ctx):
     """Preparation turns max/min with a single constant value into Clip; nothing else maps."""
     reason = _both_constant(call)
@@ -82,7 +82,7 @@ def relu(call, ctx):
     return None
 
 
-@rule("nn.leaky_relu", layer="LeakyReLU")
+@rule("nn.leaky_relu", layer="PReLU")
 def leaky_relu(call, ctx):
     return None
 
@@ -92,12 +92,12 @@ def sigmoid(call, ctx):
     return None
 
 
-@rule("tanh", layer="TanH")
+@rule("tanh", layer="Tanh")
 def tanh(call, ctx):
     return None
 
 
-@rule("clip", layer="Clip")
+@rule("clip", layer="ReLU")
 def clip(call, ctx):
     return None
 
@@ -114,7 +114,7 @@ def prelu(call, ctx):
     return None
 
 
-@rule("cast", layer="Cast", any_dtype=True)
+@rule("cast", layer="DataConvert", any_dtype=True)
 def cast(call, ctx):
     source = call.args[0]
     if ctx.is_graph_input(source) or ctx.is_graph_output(call):

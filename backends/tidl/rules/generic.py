@@ -7,7 +7,7 @@ from typing import Optional
 
 from ....ir.expr import Call, Constant
 from ....ir.op import Op
-from ._base import RULE_INFO, RULES, fmt_shape, tensor_types, where
+from ._base import TIDL_RULE, fmt_shape, tensor_types, where
 
 #: TIDL tensors are N, D1, D2, C, H, W.
 MAX_RANK = 6
@@ -24,7 +24,7 @@ def op_reason(call: Call) -> Optional[str]:
     if name.startswith("qnn."):
         return (f"{where(call)}: pre-quantized (QNN) ops are out of scope: tidlx offloads float32 graphs, which "
                 f"TIDL quantizes itself (import the float model)")
-    if name not in RULES:
+    if not call.op.has_attr(TIDL_RULE):
         return f"{where(call)}: TIDL has no layer for {name}"
     return None
 
@@ -39,7 +39,7 @@ def _dtype_reason(call: Call, what: str, dtype: str) -> str:
 def type_reason(call: Call) -> Optional[str]:
     """Static shapes, rank <= 6 and float32 for the call's inputs and output (op exemptions from
     the rule table: integer indices, integer argmax results, casts)."""
-    info = RULE_INFO.get(call.op.name)
+    info = call.op.get_attr(TIDL_RULE)
     tensors = []
     for i, arg in enumerate(call.args):
         exempt = info is not None and (info.any_dtype or i in info.int_args)

@@ -43,7 +43,7 @@ def layer_norm(call, ctx):
     return None
 
 
-@rule("nn.softmax", layer="Softmax")
+@rule("nn.softmax", layer="SoftMax")
 def softmax(call, ctx):
     ndim = len(shape(call.args[0]))
     axis = norm_axis(call.attrs.axis, ndim)

@@ -17,7 +17,7 @@ def _layout(attrs):
     return None
 
 
-@rule("nn.max_pool2d", "nn.avg_pool2d", layer="Pooling")
+@rule("nn.max_pool2d", "nn.avg_pool2d", layer="Pool")
 def pool2d(call, ctx):
     attrs = call.attrs
     reason = _layout(attrs)
@@ -37,7 +37,7 @@ def pool2d(call, ctx):
     return None
 
 
-@rule("nn.global_avg_pool2d", layer="Pooling")
+@rule("nn.global_avg_pool2d", layer="Pool")
 def global_avg_pool2d(call, ctx):
     reason = _layout(call.attrs)
     if reason:
@@ -49,7 +49,7 @@ def global_avg_pool2d(call, ctx):
     return None
 
 
-@rule("nn.adaptive_avg_pool2d", layer="Pooling")
+@rule("nn.adaptive_avg_pool2d", layer="Pool")
 def adaptive_avg_pool2d(call, ctx):
     """TVM's PyTorch frontend writes a global average pool as an adaptive pool to 1x1."""
     reason = _layout(call.attrs)

@@ -18,7 +18,7 @@ def squeeze(call, ctx):
     return None
 
 
-@rule("expand_dims", layer="Unsqueeze")
+@rule("expand_dims", layer="Reshape")
 def expand_dims(call, ctx):
     return None
 
