@@ -10,6 +10,12 @@ class TidlxError(Exception):
     """Base of every error tidlx raises on bad input (models, text, options)."""
 
 
+class TidlxInternalError(RuntimeError):
+    """A bug in tidlx, not a problem of the input; the original exception is its ``__cause__``.
+    Deliberately not a TidlxError: code that reports bad input (``except TidlxError``) must not
+    swallow a bug as if the user had caused it."""
+
+
 class TidlxWarning(UserWarning):
     """Something tidlx worked around and the user should know (e.g. a constant missing from text)."""
 

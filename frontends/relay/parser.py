@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple as PyTupl
 import numpy as np
 from lark import Lark
 
-from tidlx.ir.errors import OpAttributeError, TidlxError, TidlxWarning, UnknownOpError, closest
+from tidlx.ir.errors import (OpAttributeError, TidlxError, TidlxInternalError, TidlxWarning, UnknownOpError,
+                             closest)
 from tidlx.ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from tidlx.ir.metadata import MetadataError, decode_metadata
 from tidlx.ir.module import IRModule
@@ -108,6 +109,13 @@ class RelayBuilder:
         #: the token after the one being reduced (set by the driver): a call reduced with an
         #: annotation ahead takes its span as layer right away
         self.lookahead = None
+        #: where reading is when no token is being read (the end of the text, then the def
+        #: being assembled): errors that are not the text's own name it
+        self.other_offset: Optional[int] = None
+
+    def offset(self) -> Optional[int]:
+        """Where reading is: the token being read, else ``other_offset``."""
+        return self.lookahead.start_pos if self.lookahead is not None else self.other_offset
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -709,6 +717,7 @@ class LalrTables:
                     break
                 reduce(action[1])
         builder.lookahead = None
+        builder.other_offset = len(src.text.rstrip())  # the reductions at the end of the text
         while True:
             action = states[stack[-1]].get("$END")
             if action is None or action[0]:
@@ -782,17 +791,23 @@ def parse(text: str, params: Optional[Union[Mapping, Sequence]] = None, *,
     try:
         with _LOCK:
             return _parse(src, params)
-    except TidlxError as exc:
-        if isinstance(exc, RelayParseError):
-            raise
+    except (RelayParseError, TidlxInternalError):
+        raise
+    except TidlxError as exc:  # bad input found by the IR (not by this frontend): same report
         raise RelayParseError(str(exc), src.source_name) from None
     except RecursionError:
         raise RelayParseError("the text is nested too deeply to read", src.source_name) from None
     except MemoryError:
         raise RelayParseError("the text is too large to read", src.source_name) from None
-    except Exception as exc:  # a bug of ours or of an op's type relation: still a TidlxError
-        raise RelayParseError(f"internal error while reading the text ({type(exc).__name__}: {exc})",
-                              src.source_name) from exc
+    except Exception as exc:  # before the grammar runs: no position to give
+        raise _internal_error(src, None, exc) from exc
+
+
+def _internal_error(src: SourceText, offset: Optional[int], exc: Exception) -> TidlxInternalError:
+    return TidlxInternalError(
+        f"{src.where(offset)}: internal error in tidlx while reading this text "
+        f"({type(exc).__name__}: {exc}); this is a bug in tidlx, not a problem with the text: "
+        f"please report it with the text")
 
 
 def _parse(src: SourceText, params) -> IRModule:
@@ -809,6 +824,14 @@ def _parse(src: SourceText, params) -> IRModule:
     try:
         tables.run(src, toks.tokens, "start")
         return _finish(builder, src, by_name)
+    except RelayParseError:
+        raise
+    except TidlxError as exc:  # bad input found by the IR (e.g. a node's constructor): located here
+        raise src.error(str(exc), builder.offset()) from None
+    except (RecursionError, MemoryError):
+        raise
+    except Exception as exc:  # a bug of ours or of an op's type relation, never the text's fault
+        raise _internal_error(src, builder.offset(), exc) from exc
     finally:
         builder.reset(None, None, {}, {})  # drop references to this text's nodes
 
@@ -876,6 +899,7 @@ def _finish(b: RelayBuilder, src: SourceText, by_name: Dict[str, Constant]) -> I
     needs = _thread_missing_constants(defs)
     functions: Dict[str, Function] = {}
     for name, d in defs.items():
+        b.other_offset = d.pos
         extra = needs[name]
         body = d.body
         if any(needs[callee] for callee in d.calls):
@@ -890,7 +914,7 @@ def _finish(b: RelayBuilder, src: SourceText, by_name: Dict[str, Constant]) -> I
         functions["main"] = _bind_by_name(functions, by_name, positions)
 
     mod = IRModule(functions)
-    _infer(mod, src, positions, defs)
+    _infer(mod, src, positions, defs, b)
     return mod
 
 
@@ -1020,13 +1044,15 @@ def _callee_first(src: SourceText, defs: Dict[str, _Def]) -> List[str]:
     return order
 
 
-def _infer(mod: IRModule, src: SourceText, positions: Dict[Expr, int], defs: Dict[str, _Def]) -> None:
+def _infer(mod: IRModule, src: SourceText, positions: Dict[Expr, int], defs: Dict[str, _Def],
+           b: RelayBuilder) -> None:
     """Infers types of every function whose parameters (and closures' parameters) all have
     types and whose callees could be typed; the others stay untyped. A type error is reported
     at the line of the call that fails."""
     typed = set()
     for name in _callee_first(src, defs):
         d = defs[name]
+        b.other_offset = d.pos
         if d.untyped or any(callee not in typed for callee in d.refs):
             continue
         fn = mod[name]

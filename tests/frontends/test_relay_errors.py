@@ -1,5 +1,5 @@
 """Malformed Relay text: always a RelayParseError (a TidlxError) naming file:line:col, the line and a
-caret; never another exception type."""
+caret; never another exception type. A bug of ours is a TidlxInternalError, never a RelayParseError."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from tidlx.frontends.relay import RelayParseError, parse
 from tidlx.ir import IRModule
-from tidlx.ir.errors import TidlxError, TidlxWarning
+from tidlx.frontends.relay import parser as relay_actions
+from tidlx.ir.errors import TidlxError, TidlxInternalError, TidlxWarning
 from tidlx.ir.metadata import encode_metadata
 
 CONV = ('def @main(%x: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32]) {\n'
@@ -194,14 +195,36 @@ def test_bad_params_are_tidlx_errors():
 
 
 def _parses_or_tidlx_error(text: str) -> None:
+    """Reads ``text`` or refuses it with a located RelayParseError. Anything else fails the test:
+    a TidlxInternalError (a bug of ours, raised from the original exception) or any other
+    exception, which would be a bug not even recognised as one."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TidlxWarning)
         try:
             result = parse(text, source_name="fuzz.relay")
         except TidlxError as exc:
+            assert isinstance(exc, RelayParseError), f"{type(exc).__name__}: {exc}"
             assert str(exc).startswith("fuzz.relay"), str(exc)
         else:
             assert isinstance(result, IRModule)
+
+
+def test_a_bug_in_a_grammar_action_is_an_internal_error_not_a_parse_error(monkeypatch):
+    def broken_get_op(name):
+        raise IndexError("injected")
+
+    monkeypatch.setattr(relay_actions, "get_op", broken_get_op)
+    text = "def @main(%x: Tensor[(4), float32]) {\n  nn.relu(%x)\n}"
+    with pytest.raises(TidlxInternalError) as info:
+        parse(text, source_name="model.relay")
+    err = info.value
+    assert not isinstance(err, TidlxError)  # no ``except TidlxError`` takes it for bad input
+    assert isinstance(err.__cause__, IndexError)
+    # where reading was (the token after the call, whose arrival reduces it) and that it is a bug
+    assert str(err).startswith("model.relay:3:1: internal error in tidlx"), str(err)
+    assert "IndexError: injected" in str(err) and "bug in tidlx" in str(err)
+    with pytest.raises(TidlxInternalError):
+        _parses_or_tidlx_error(text)
 
 
 @pytest.mark.parametrize("name", ["02_byoc_printed_ty_span_annotations.txt", "08_conv2d_frozen_with_metadata.txt",
