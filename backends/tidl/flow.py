@@ -419,10 +419,21 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
                     {"options": t1 - t0, "prepare": t2 - t1, "explain": t3 - t2})
 
 
+def composite_name(calls: Sequence[Call], group: Optional[Composite]) -> str:
+    """The ``Composite`` attribute of one TIDL layer in a partitioned subgraph:
+    ``tidl.<pattern>`` for a composite group (``tidl.conv2d_bn_act``), ``tidl.<op>`` for a call
+    that is a layer on its own (``tidl.nn.max_pool2d``). The pattern says what TIDL fused, as
+    TVM's composite names do (``cmsisnn.qnn_softmax``); the TIDL layer type is the layer
+    model's (``layers.py``)."""
+    return f"tidl.{group.name}" if group is not None else f"tidl.{calls[0].op_name}"
+
+
 def partition_analysis(analysis: Analysis, strategy: str = "greedy") -> PartitionResult:
-    """Step 5: the partitioner on an analysed module."""
+    """Step 5: the partitioner on an analysed module; each TIDL layer becomes a Composite function."""
+    composite_of = analysis.ctx.composite_of
     return partition(analysis.prepared, analysis.oracle, groups=[g.calls for g in analysis.groups],
-                     strategy=strategy, limits=analysis.limits(), compiler="tidl")
+                     strategy=strategy, limits=analysis.limits(), compiler="tidl",
+                     composite_name=lambda calls: composite_name(calls, composite_of(calls[0])))
 
 
 def run_flow(mod: IRModule, options: OptionsLike = None, strategy: str = "greedy") -> FlowResult:

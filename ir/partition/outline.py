@@ -6,6 +6,22 @@ flattened) and a body returning its one output tensor or a Tuple of them; ``@mai
 and projects ``.k`` for each output. Calls keep their attributes and layer names; constants
 are embedded in the subgraph that uses them; tuples and projections are rebuilt in whichever
 function reads them.
+
+With ``composite_name``, each atom of a region (a composite group, or a single call) for which
+it returns a name becomes, inside the subgraph, a function with ``Composite=<name>`` and
+``PartitionedFromPattern`` attributes called in place, as TVM's MergeComposite writes them::
+
+    %1 = fn (%FunctionVar_0_0: ..., PartitionedFromPattern="nn.conv2d_nn.relu_", Composite="tidl.conv2d_act") {
+      %0 = nn.conv2d(%FunctionVar_0_0, meta[relay.Constant][0], ...);
+      nn.relu(%0)
+    };
+    %1(%tidl_0_i0)
+
+A composite's parameters ``FunctionVar_<k>_<j>`` (k: the composite's number in its subgraph)
+are the leaf tensors it reads from outside, as for a subgraph; its constants are embedded; it
+returns the one tensor used outside it or a Tuple of them. Tuples and projections between
+composites (glue: a split's ``.1`` read by the next layer, the tuple a concatenate takes) stay
+outside them, in the subgraph's body, except when they are internal to a group (``%bn.0``).
 """
 
 from __future__ import annotations
@@ -16,6 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple as PyTuple
 
 from ..expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from ..module import IRModule
+from ..traversal import post_order
 from ..types import TupleType, Type
 from .graph import PartitionError, PartitionGraph, Ref, peel, type_at
 
@@ -141,10 +158,78 @@ def unit_order(graph: PartitionGraph, region_of: Sequence[int]) -> List[PyTuple[
     return order
 
 
+#: ``composite_name(calls)``: the Composite attribute for an atom's calls (in post order), or
+#: None to leave them inline in the subgraph.
+CompositeNamer = Callable[[Sequence[Call]], Optional[str]]
+
+
+def _pattern_text(body: Expr) -> str:
+    """TVM's ``PartitionedFromPattern``: the ops (and projections) of a composite body in post
+    order, each followed by ``_`` (``nn.batch_norm_TupleGetItem0_``)."""
+    parts = []
+    for node in post_order(body, enter_functions=False):
+        if isinstance(node, Call):
+            parts.append(f"{node.op_name}_")
+        elif isinstance(node, TupleGetItem):
+            parts.append(f"TupleGetItem{node.index}_")
+    return "".join(parts)
+
+
+def _build_body(graph: PartitionGraph, members: Sequence[int], outputs: Sequence[Ref], ctx: "_Context",
+                built_elsewhere: Optional[Dict[Ref, Expr]] = None) -> PyTuple[Expr, Type]:
+    """Translates the member calls (in order) into ``ctx``; returns the body returning
+    ``outputs`` (one tensor, or a Tuple of them) and its type. ``built_elsewhere`` holds
+    outputs already built (by Composite calls)."""
+    calls = graph.calls
+    for c in members:
+        call = calls[c]
+        if id(call) not in ctx.memo:
+            ctx.memo[id(call)] = Call(call.op, [ctx.translate(a) for a in call.args], call.attrs, call.layer)
+    results = []
+    for ref in outputs:
+        if built_elsewhere is not None and ref in built_elsewhere:
+            results.append(built_elsewhere[ref])
+            continue
+        producer, path = ref
+        base = calls[producer]
+        built = ctx.memo[id(base)]
+        results.append(ctx.project(id(base), built, path) if path else built)
+    out_types = [graph.ref_type[r] for r in outputs]
+    if len(results) == 1:
+        return results[0], out_types[0]
+    return Tuple(results), TupleType(tuple(out_types))
+
+
+def _composite(graph: PartitionGraph, atom: Sequence[int], number: int, name: str) -> PyTuple[Function, List[Ref],
+                                                                                             List[Ref]]:
+    """The Composite function of one atom: ``(function, input refs, output refs)``."""
+    inputs, outputs = graph.region_io(atom)
+    if not outputs:
+        raise PartitionError(f"internal error: composite {name} of {graph.describe(atom[0])} has no output")
+    params = {ref: Var(f"FunctionVar_{number}_{j}", graph.ref_type[ref]) for j, ref in enumerate(inputs)}
+    inside = set(atom)
+
+    def external(base: Expr, path: PyTuple[int, ...]) -> Optional[Expr]:
+        if isinstance(base, Call) and graph.index[id(base)] in inside:
+            return None
+        key = base if isinstance(base, Var) else graph.index[id(base)]
+        return _assemble(type_at(base.checked_type, path), key, path, params.__getitem__)
+
+    body, ret_type = _build_body(graph, atom, outputs, _Context(external))
+    fn = Function([params[r] for r in inputs], body, ret_type,
+                  {"PartitionedFromPattern": _pattern_text(body), "Composite": name})
+    return fn, inputs, outputs
+
+
 def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequence[str], compiler: str,
-            region_io: Sequence[PyTuple[List[Ref], List[Ref]]]) -> IRModule:
+            region_io: Sequence[PyTuple[List[Ref], List[Ref]]],
+            composite_name: Optional[CompositeNamer] = None) -> PyTuple[IRModule, Dict[int, Function]]:
     """The partitioned module: ``regions[k]`` becomes ``@names[k]`` with parameters
-    ``<compiler>_k_i<j>`` for the inputs ``region_io[k][0]`` and results ``region_io[k][1]``."""
+    ``<compiler>_k_i<j>`` for the inputs ``region_io[k][0]`` and results ``region_io[k][1]``;
+    atoms that ``composite_name`` names become Composite functions inside their subgraph.
+
+    Returns the module and, for every call put in a Composite function, that function (by the
+    ``id`` of the original call)."""
     func = graph.func
     calls = graph.calls
     region_of = [-1] * len(calls)
@@ -152,6 +237,7 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
         for c in region:
             region_of[c] = k
     host_values: Dict[Ref, Expr] = {}   # region outputs as @main sees them
+    composite_of: Dict[int, Function] = {}
 
     def host_external(base: Expr, path: PyTuple[int, ...]) -> Optional[Expr]:
         if isinstance(base, Call) and region_of[graph.index[id(base)]] >= 0:
@@ -189,27 +275,24 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
         for k, ref in enumerate(inputs):
             params[ref] = Var(f"{compiler}_{u}_i{k}", graph.ref_type[ref])
         members = set(regions[u])
+        composite_values: Dict[Ref, Expr] = {}   # outputs of the Composite calls, as the subgraph has them
 
-        def region_external(base: Expr, path: PyTuple[int, ...], members=members, params=params):
+        def region_external(base: Expr, path: PyTuple[int, ...], members=members, params=params,
+                            composite_values=composite_values):
             if isinstance(base, Var):
                 return _assemble(type_at(base.checked_type, path), base, path, params.__getitem__)
             c = graph.index[id(base)]
             if c in members:
+                if id(base) in composite_of:
+                    return _assemble(type_at(base.checked_type, path), c, path, composite_values.__getitem__)
                 return None
             return _assemble(type_at(base.checked_type, path), c, path, params.__getitem__)
 
         ctx = _Context(region_external)
-        for c in regions[u]:
-            call = calls[c]
-            ctx.memo[id(call)] = Call(call.op, [ctx.translate(a) for a in call.args], call.attrs, call.layer)
-        results = []
-        for producer, path in outputs:
-            base = calls[producer]
-            built = ctx.memo[id(base)]
-            results.append(ctx.project(id(base), built, path) if path else built)
-        body = results[0] if len(results) == 1 else Tuple(results)
-        out_types = [graph.ref_type[r] for r in outputs]
-        ret_type = out_types[0] if len(out_types) == 1 else TupleType(tuple(out_types))
+        if composite_name is not None:
+            _outline_composites(graph, regions[u], ctx, params, composite_values, composite_name, composite_of)
+        inline = [c for c in regions[u] if id(calls[c]) not in composite_of]
+        body, ret_type = _build_body(graph, inline, outputs, ctx, composite_values)
         fn = Function([params[r] for r in inputs], body, ret_type,
                       {"Compiler": compiler, "Primitive": 1, "Inline": 1, "global_symbol": name})
         new_functions[name] = fn
@@ -224,7 +307,51 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
     module[entry_name] = Function(func.params, body, func.ret_type, func.attrs)
     for name in names:
         module[name] = new_functions[name]
-    return module
+    return module, composite_of
 
 
-__all__ = ["outline", "unit_order"]
+def _outline_composites(graph: PartitionGraph, region: Sequence[int], ctx: _Context, params: Dict[Ref, Var],
+                        composite_values: Dict[Ref, Expr], composite_name: CompositeNamer,
+                        composite_of: Dict[int, Function]) -> None:
+    """Writes the named atoms of a region as Composite calls into the subgraph being built
+    (``ctx``), atoms in topological order; unnamed atoms are translated inline."""
+    calls = graph.calls
+    members = set(region)
+
+    def leaf(ref: Ref) -> Expr:
+        """An input tensor of a composite as the subgraph has it."""
+        producer, path = ref
+        if not isinstance(producer, int) or producer not in members:
+            return params[ref]
+        if ref in composite_values:
+            return composite_values[ref]
+        base = calls[producer]
+        built = ctx.memo[id(base)]
+        return ctx.project(id(base), built, path) if path else built
+
+    atoms = sorted({graph.atom_of[c] for c in region}, key=graph.atom_pos.__getitem__)
+    number = 0
+    for a in atoms:
+        atom = graph.atoms[a]
+        name = composite_name([calls[c] for c in atom])
+        if name is not None and (not isinstance(name, str) or not name):
+            raise PartitionError(f"composite_name returned {name!r} for {graph.describe(atom[0])}; expected None "
+                                 f"or a non-empty Composite name")
+        if name is None:
+            for c in atom:
+                call = calls[c]
+                ctx.memo[id(call)] = Call(call.op, [ctx.translate(x) for x in call.args], call.attrs, call.layer)
+            continue
+        fn, inputs, outputs = _composite(graph, atom, number, name)
+        number += 1
+        site = Call(fn, [leaf(r) for r in inputs])
+        if len(outputs) == 1:
+            composite_values[outputs[0]] = site
+        else:
+            for k, ref in enumerate(outputs):
+                composite_values[ref] = TupleGetItem(site, k)
+        for c in atom:
+            composite_of[id(calls[c])] = fn
+
+
+__all__ = ["outline", "unit_order", "CompositeNamer"]

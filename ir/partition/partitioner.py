@@ -12,7 +12,7 @@ from ..type_infer import describe_call
 from ..types import TensorType
 from .gcpause import gc_paused
 from .graph import PartitionError, PartitionGraph, Ref, SupportOracle
-from .outline import outline
+from .outline import CompositeNamer, outline
 from .regions import PartitionLimits, apply_limits
 from .strategies import CostModel, get_strategy
 
@@ -99,6 +99,12 @@ class PartitionResult:
     compiler: str
     _region_by_call: Dict[int, Region] = field(repr=False, compare=False, default_factory=dict)
     _host_by_call: Dict[int, HostCall] = field(repr=False, compare=False, default_factory=dict)
+    _composite_by_call: Dict[int, Function] = field(repr=False, compare=False, default_factory=dict)
+
+    def composite_of(self, call: Call) -> Optional[Function]:
+        """The Composite function (inside its subgraph) that holds an original call, or None
+        (host calls, and offloaded calls left inline)."""
+        return self._composite_by_call.get(id(call))
 
     def region_of(self, call: Call) -> Optional[Region]:
         """The region holding an original call, or None if it stays on the host."""
@@ -163,7 +169,7 @@ def partition(func_or_mod: Union[IRModule, Function], supported: SupportOracle, 
               groups: Iterable[Sequence[Call]] = (), strategy: str = "greedy",
               limits: Optional[PartitionLimits] = None, cost_model: Optional[CostModel] = None,
               compiler: str = "tidl", name_prefix: Optional[str] = None, entry: str = "main",
-              check: bool = True) -> PartitionResult:
+              check: bool = True, composite_name: Optional[CompositeNamer] = None) -> PartitionResult:
     """Splits ``@entry`` into subgraphs for ``compiler`` and the host.
 
     ``supported(call)`` returns None when the target takes an op call, else the reason it
@@ -172,7 +178,9 @@ def partition(func_or_mod: Union[IRModule, Function], supported: SupportOracle, 
     names a registered strategy (``greedy``, ``max-offload``, ``min-transfer``). Subgraphs
     are named ``<name_prefix><N>`` (default ``<compiler>_``), numbered in topological order
     of their first call; their parameters are ``<compiler>_<N>_i<k>``. With ``check`` the
-    partitioned module is verified.
+    partitioned module is verified. With ``composite_name(calls) -> name | None``, each
+    offloaded group (or single call) it names becomes a function with ``Composite=<name>``
+    called in place inside its subgraph, as TVM's MergeComposite writes them.
     """
     if not isinstance(compiler, str) or not compiler.isidentifier():
         raise PartitionError(f"compiler name must be an identifier, got {compiler!r}")
@@ -189,11 +197,11 @@ def partition(func_or_mod: Union[IRModule, Function], supported: SupportOracle, 
     mod = _as_module(func_or_mod, entry)
     with gc_paused():
         return _partition(mod, supported, groups, strategy, run_strategy, limits, cost, compiler, prefix, entry,
-                          check)
+                          check, composite_name)
 
 
 def _partition(mod, supported, groups, strategy, run_strategy, limits, cost, compiler, prefix, entry,
-               check) -> PartitionResult:
+               check, composite_name) -> PartitionResult:
     graph = PartitionGraph.build(mod, supported, groups, entry)
 
     outcome = run_strategy(graph, limits, cost)
@@ -207,12 +215,12 @@ def _partition(mod, supported, groups, strategy, run_strategy, limits, cost, com
         if name in mod:
             raise PartitionError(f"the module already has a function @{name}; pass another name_prefix")
     region_io = [graph.region_io(r) for r in regions]
-    new_mod = outline(graph, regions, names, compiler, region_io)
+    new_mod, composite_of = outline(graph, regions, names, compiler, region_io, composite_name)
     if check:
         from ..verify import verify
 
         verify(new_mod)
-    return _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler)
+    return _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler, composite_of)
 
 
 def _check_outcome(graph: PartitionGraph, regions: List[List[int]], strategy: str) -> None:
@@ -236,7 +244,8 @@ def _boundary(graph: PartitionGraph, ref: Ref, name: str) -> Boundary:
     return Boundary(name, graph.ref_type[ref], graph.ref_bytes[ref], graph.describe_ref(ref), call, path)
 
 
-def _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler) -> PartitionResult:
+def _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler,
+            composite_of) -> PartitionResult:
     out_regions = []
     in_region = set()
     for k, (region, name, (inputs, outputs)) in enumerate(zip(regions, names, region_io)):
@@ -262,7 +271,7 @@ def _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits
     by_call = {id(c): r for r in out_regions for c in r.calls}
     host_by_call = {id(h.call): h for h in host}
     return PartitionResult(new_mod, tuple(out_regions), tuple(host), strategy, limits, compiler,
-                           by_call, host_by_call)
+                           by_call, host_by_call, composite_of)
 
 
 __all__ = ["partition", "PartitionResult", "Region", "HostCall", "Boundary"]

@@ -154,9 +154,16 @@ def test_batch6_is_refused_naming_the_environment_variable(tiny_b6, monkeypatch)
     assert all(f"{BATCH_ENV_VAR}=1" in h.reason and "max_batch_size=6" in h.reason for h in batch_ops)
     assert set(conv_layers(tiny_b6)) <= {h.layer for h in batch_ops}
     # the reshape of 6 x ... to (1, 6, ...) still handles 6 frames (its input batch); only the transpose
-    # after it works on a batch-1 tensor and passes the batch rule
-    assert [s.layers for s in report.subgraphs] == [("/img_view_transformer/Transpose",)]
+    # after it works on a batch-1 tensor and passes the batch rule, but a subgraph of that transpose alone
+    # has no MACs, and TI's flow (min_mac_threshold = 1) returns it to the host
+    assert report.num_subgraphs == 0
+    transpose = [h for h in report.host_ops if h.layer == "/img_view_transformer/Transpose"]
+    assert [(h.kind, h.supported) for h in transpose] == [("limit:min_subgraph_macs", True)]
+    assert "its subgraph has 0 MACs < min_subgraph_macs 1" in transpose[0].reason
     assert report.to_dict()["batch"] == {"model": 6, "limit": 1, "limit_from": f"{BATCH_ENV_VAR}=1"}
+    # min_subgraph_macs=0 keeps the 0-MAC subgraph (as tidlx did before it followed TI here)
+    _, kept = tidlx.partition(tiny_b6, {"min_subgraph_macs": 0})
+    assert [s.layers for s in kept.subgraphs] == [("/img_view_transformer/Transpose",)]
 
 
 @pytest.mark.parametrize("how", ["environment", "option"])
@@ -199,10 +206,12 @@ def test_allow_list_keeps_only_those_layers_on_tidl():
                "/img_backbone/maxpool/MaxPool", "/img_neck/Resize", SOFTMAX]
     _, report = tidlx.partition(mod, {"allow_list:layer_name": allowed})
     on_tidl = set(report.tidl_layers())
-    assert on_tidl == set(allowed) - {SOFTMAX}  # the softmax is allowed but breaks a rule
+    # the softmax is allowed but breaks a rule; the resize, alone in its subgraph, has no MACs and goes
+    # back to the host (TI's min_mac_threshold = 1)
+    assert on_tidl == set(allowed) - {SOFTMAX, "/img_neck/Resize"}
     kinds = {h.layer: h.kind for h in report.host_ops}
-    assert kinds[SOFTMAX] == "rule"
-    assert all(k == "allow_list" for layer, k in kinds.items() if layer != SOFTMAX)
+    assert kinds[SOFTMAX] == "rule" and kinds["/img_neck/Resize"] == "limit:min_subgraph_macs"
+    assert all(k == "allow_list" for layer, k in kinds.items() if layer not in (SOFTMAX, "/img_neck/Resize"))
 
 
 # -- printing, parsing, emulating -----------------------------------------------------------------
