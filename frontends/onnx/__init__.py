@@ -1,8 +1,12 @@
-"""The ONNX frontend: ``from_onnx(model_or_path, batch=None, shapes=None, opset=None) -> IRModule``."""
+"""The ONNX frontend: ``from_onnx(model_or_path, batch=None, shapes=None, opset=None) -> IRModule``.
 
-from .converters import CONVERTERS
-from .errors import (DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError, UnsupportedAttributeError,
-                     UnsupportedOpsError)
+Each IR op's ``onnx.op_types`` facet lists the ONNX op types that import to it;
+``register_custom_node`` maps nodes of a custom domain to an IR op."""
+
+from .converters import CONVERTERS, ONNX_OP_TYPES
+from .custom import register_custom_node, unregister_custom_node
+from .errors import (DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError, OnnxRegistrationError,
+                     UnsupportedAttributeError, UnsupportedOpsError)
 from .importer import from_onnx, load_onnx, static_inputs
 
 
@@ -11,5 +15,6 @@ def supported_ops() -> list:
     return sorted(set(CONVERTERS) | {"Constant"})  # Constant nodes are folded
 
 
-__all__ = ["from_onnx", "load_onnx", "static_inputs", "supported_ops", "OnnxImportError", "OnnxLoadError", "OnnxGraphError",
-           "DynamicShapeError", "UnsupportedAttributeError", "UnsupportedOpsError"]
+__all__ = ["from_onnx", "load_onnx", "static_inputs", "supported_ops", "register_custom_node", "unregister_custom_node",
+           "ONNX_OP_TYPES", "OnnxImportError", "OnnxLoadError", "OnnxGraphError", "DynamicShapeError",
+           "OnnxRegistrationError", "UnsupportedAttributeError", "UnsupportedOpsError"]

@@ -17,6 +17,7 @@ from ...ir.errors import TidlxError
 from ...ir.op import make_attrs
 from ...ir.types import TensorType
 from .errors import OnnxImportError, UnsupportedAttributeError
+from .graph import qualified_op_type
 
 
 def constant(value, dtype: Optional[str] = None) -> Constant:
@@ -58,7 +59,7 @@ class NodeContext:
 
     @property
     def where(self) -> str:
-        return f"node '{self.name}' ({self.op_type})"
+        return f"node '{self.name}' ({qualified_op_type(self.node.domain, self.op_type)})"
 
     def unsupported(self, message: str) -> UnsupportedAttributeError:
         return UnsupportedAttributeError(f"{self.where}: {message}")

@@ -27,6 +27,10 @@ class UnsupportedAttributeError(OnnxImportError):
     """A node uses an attribute value (or input form) tidlx cannot import."""
 
 
+class OnnxRegistrationError(TidlxError):
+    """A custom-node registration that cannot hold (default domain, unknown IR op, twice)."""
+
+
 class UnsupportedOpsError(OnnxImportError):
     """The model uses op types tidlx cannot import; lists all of them with their nodes."""
 

@@ -21,6 +21,12 @@ MAX_OPSET = onnx.defs.onnx_opset_version()
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
+
+def qualified_op_type(domain: str, op_type: str) -> str:
+    """A node's op type as reports and the ``onnx.op_types`` facet name it: ``domain.OpType``
+    outside the default domain."""
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
+
 #: ONNX TensorProto element types the IR can hold, by their IR dtype name.
 _ONNX_TO_IR_DTYPE = {
     onnx.TensorProto.FLOAT: "float32",

@@ -18,10 +18,10 @@ import onnx
 from ...ir import Constant, Expr, Function, IRModule, Tuple, Var
 from ...ir.types import TensorType
 from .context import NodeContext, constant
-from .converters import CONST_OUTPUT_OPS, CONVERTERS, STATIC_OPERANDS
+from .converters import CONST_OUTPUT_OPS, STATIC_OPERANDS, converter_for
 from .errors import OnnxImportError, UnsupportedOpsError
 from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
-                    node_names, topological_order)
+                    node_names, qualified_op_type, topological_order)
 
 #: Ops never evaluated at import time even when all their inputs are constant: quantization
 #: structure must survive, and random ops are not constants.
@@ -110,7 +110,7 @@ class _Importer:
                         and all(x in known for x in present))
             if foldable or (node.domain in DEFAULT_DOMAINS and node.op_type in CONST_OUTPUT_OPS):
                 known.update(x for x in node.output if x)
-            elif node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
+            elif converter_for(node.domain, node.op_type, DEFAULT_DOMAINS) is None:
                 unsupported.setdefault(op, []).append(self.names[index])
         if unsupported:
             raise UnsupportedOpsError(unsupported)
@@ -122,12 +122,14 @@ class _Importer:
         name = self.names[index]
         inputs = [values[x] if x else None for x in node.input]
         present = [x for x in inputs if x is not None]
-        if node.op_type not in NEVER_FOLD and all(isinstance(x, Constant) for x in present):
+        # ONNX's reference implementation knows the default domain only; a custom node stays a call.
+        if (node.domain in DEFAULT_DOMAINS and node.op_type not in NEVER_FOLD
+                and all(isinstance(x, Constant) for x in present)):
             results = self._fold(node, name, inputs)
         else:
             ctx = NodeContext(node, name, self.opset, inputs)
             try:
-                result = CONVERTERS[node.op_type](ctx)
+                result = converter_for(node.domain, node.op_type, DEFAULT_DOMAINS)(ctx)
             except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as exc:
                 # A malformed node the converter did not anticipate (wrong attribute kind, ...).
                 raise OnnxImportError(f"{ctx.where}: malformed node ({type(exc).__name__}: {exc})") from None
@@ -171,7 +173,7 @@ class _Importer:
 
 
 def _qualified_op(node: onnx.NodeProto) -> str:
-    return node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+    return qualified_op_type(node.domain, node.op_type)
 
 
 def _np_to_onnx_type(dtype: np.dtype, name: str) -> int:

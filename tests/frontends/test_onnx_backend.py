@@ -177,13 +177,17 @@ class TidlxBackendRep(BackendRep):
         self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
 
     def run(self, inputs, **kwargs):
+        mod, values = self.import_with(inputs)
+        return tidlx.emulator.run(mod, values)
+
+    def import_with(self, inputs):
+        """(module, its runtime inputs by name): the model imported with the static inputs bound."""
         values = dict(zip(self.input_names, inputs))
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
         for name in self.static:
             model.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(values.pop(name)), name))
-        mod = from_onnx(model)
-        return tidlx.emulator.run(mod, values)
+        return from_onnx(model), values
 
 
 class TidlxBackend(Backend):

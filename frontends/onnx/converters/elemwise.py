@@ -26,17 +26,17 @@ BINARY = {
 }
 
 
-@converter(*UNARY)
+@converter(produces={op_type: (op,) for op_type, op in UNARY.items()})
 def convert_unary(ctx: NodeContext):
     return ctx.call(UNARY[ctx.op_type], ctx.input(0))
 
 
-@converter(*BINARY)
+@converter(produces={op_type: (op,) for op_type, op in BINARY.items()})
 def convert_binary(ctx: NodeContext):
     return ctx.call(BINARY[ctx.op_type], ctx.input(0), ctx.input(1))
 
 
-@converter("Pow")
+@converter("Pow", produces=("cast", "power"))
 def convert_pow(ctx: NodeContext):
     base, exponent = ctx.input(0), ctx.input(1)
     # Since opset 12 the exponent may have another type; the result has the base's type.
@@ -45,15 +45,20 @@ def convert_pow(ctx: NodeContext):
     return ctx.call("power", base, exponent)
 
 
-@converter("Reciprocal")
+@converter("Reciprocal", produces=("divide",))
 def convert_reciprocal(ctx: NodeContext):
     x = ctx.input(0)
     return ctx.call("divide", ctx.scalar(1, ctx.dtype(x)), x)
 
 
-@converter("Max", "Min", "Sum", "Mean")
+#: ONNX op type -> the IR op folding its inputs pairwise.
+VARIADIC = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}
+
+
+@converter(produces={op_type: (op, "copy") + (("divide",) if op_type == "Mean" else ())
+                     for op_type, op in VARIADIC.items()})
 def convert_variadic(ctx: NodeContext):
-    op = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[ctx.op_type]
+    op = VARIADIC[ctx.op_type]
     args = ctx.inputs()
     if not args:
         raise ctx.error("needs at least one input")
@@ -67,12 +72,12 @@ def convert_variadic(ctx: NodeContext):
     return out
 
 
-@converter("LeakyRelu")
+@converter("LeakyRelu", produces=("nn.leaky_relu",))
 def convert_leaky_relu(ctx: NodeContext):
     return ctx.call("nn.leaky_relu", ctx.input(0), alpha=float(ctx.attr("alpha", 0.01)))
 
 
-@converter("PRelu")
+@converter("PRelu", produces=("broadcast_to", "less", "multiply", "nn.prelu", "reshape", "where"))
 def convert_prelu(ctx: NodeContext):
     x, slope = ctx.input(0), ctx.input(1)
     shape, slope_shape = ctx.shape(x), ctx.shape(slope)
@@ -100,7 +105,7 @@ def _dtype_bounds(dtype: str):
     return -math.inf, math.inf
 
 
-@converter("Clip")
+@converter("Clip", produces=("clip", "maximum", "minimum"))
 def convert_clip(ctx: NodeContext):
     x = ctx.input(0)
     dtype = ctx.dtype(x)
@@ -139,18 +144,18 @@ def _hard_sigmoid(ctx: NodeContext, x, alpha: float, beta: float):
     return ctx.call("clip", scaled, a_min=0.0, a_max=1.0)
 
 
-@converter("HardSigmoid")
+@converter("HardSigmoid", produces=("add", "clip", "multiply"))
 def convert_hard_sigmoid(ctx: NodeContext):
     return _hard_sigmoid(ctx, ctx.input(0), float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5)))
 
 
-@converter("HardSwish")
+@converter("HardSwish", produces=("add", "clip", "multiply"))
 def convert_hard_swish(ctx: NodeContext):
     x = ctx.input(0)
     return ctx.call("multiply", x, _hard_sigmoid(ctx, x, 1.0 / 6.0, 0.5))
 
 
-@converter("Gelu")
+@converter("Gelu", produces=("add", "erf", "multiply", "tanh"))
 def convert_gelu(ctx: NodeContext):
     x = ctx.input(0)
     dtype = ctx.dtype(x)
@@ -167,24 +172,24 @@ def convert_gelu(ctx: NodeContext):
     return ctx.call("multiply", ctx.call("multiply", x, ctx.scalar(0.5, dtype)), one_plus)
 
 
-@converter("Cast")
+@converter("Cast", produces=("cast",))
 def convert_cast(ctx: NodeContext):
     x = ctx.input(0)
     dtype = ir_dtype(int(ctx.required_attr("to")), f"{ctx.where}: attribute 'to'")
     return ctx.call("cast", x, dtype=dtype)
 
 
-@converter("CastLike")
+@converter("CastLike", produces=("cast",))
 def convert_cast_like(ctx: NodeContext):
     return ctx.call("cast", ctx.input(0), dtype=ctx.dtype(ctx.input(1)))
 
 
-@converter("Identity")
+@converter("Identity", produces=())  # the input itself
 def convert_identity(ctx: NodeContext):
     return ctx.input(0)
 
 
-@converter("Dropout")
+@converter("Dropout", produces=())  # the input and a constant mask
 def convert_dropout(ctx: NodeContext):
     x = ctx.input(0)
     if ctx.has_input(2):
@@ -196,6 +201,6 @@ def convert_dropout(ctx: NodeContext):
     return [x, mask]
 
 
-@converter("Where")
+@converter("Where", produces=("where",))
 def convert_where(ctx: NodeContext):
     return ctx.call("where", ctx.input(0), ctx.input(1), ctx.input(2))

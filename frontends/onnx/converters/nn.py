@@ -116,7 +116,7 @@ def conv_setup(ctx: NodeContext, x: Expr, w: Expr):
     return x, w, attrs, dims
 
 
-@converter("Conv")
+@converter("Conv", produces=("nn.bias_add", "nn.conv2d", "reshape"))
 def convert_conv(ctx: NodeContext):
     x, w, attrs, dims = conv_setup(ctx, ctx.input(0, "X"), ctx.input(1, "W"))
     out = ctx.call("nn.conv2d", x, w, **attrs)
@@ -125,7 +125,7 @@ def convert_conv(ctx: NodeContext):
     return from_2d(ctx, out) if dims == 1 else out
 
 
-@converter("ConvTranspose")
+@converter("ConvTranspose", produces=("nn.bias_add", "nn.conv2d_transpose", "reshape"))
 def convert_conv_transpose(ctx: NodeContext):
     x, w = ctx.input(0, "X"), ctx.input(1, "W")
     dims = spatial_rank(ctx, x, "transposed convolution")
@@ -207,18 +207,19 @@ def _pool(ctx: NodeContext, op: str, **extra):
     return from_2d(ctx, out) if dims == 1 else out
 
 
-@converter("MaxPool")
+@converter("MaxPool", produces=("nn.max_pool2d", "reshape"))
 def convert_max_pool(ctx: NodeContext):
     ctx.require_attr_value("storage_order", (0,), 0)
     return [_pool(ctx, "nn.max_pool2d")]
 
 
-@converter("AveragePool")
+@converter("AveragePool", produces=("nn.avg_pool2d", "reshape"))
 def convert_avg_pool(ctx: NodeContext):
     return _pool(ctx, "nn.avg_pool2d", count_include_pad=bool(ctx.attr("count_include_pad", 0)))
 
 
-@converter("GlobalAveragePool", "GlobalMaxPool")
+@converter(produces={"GlobalAveragePool": ("mean", "nn.global_avg_pool2d"),
+                     "GlobalMaxPool": ("max", "nn.global_max_pool2d")})
 def convert_global_pool(ctx: NodeContext):
     x = ctx.input(0, "X")
     ndim = ctx.ndim(x)
@@ -233,7 +234,7 @@ def convert_global_pool(ctx: NodeContext):
 
 # --- normalization ----------------------------------------------------------------------------
 
-@converter("BatchNormalization")
+@converter("BatchNormalization", produces=("nn.batch_norm",))
 def convert_batch_norm(ctx: NodeContext):
     if int(ctx.attr("training_mode", 0)):
         raise ctx.unsupported("training_mode=1 is not supported (inference only)")
@@ -243,13 +244,13 @@ def convert_batch_norm(ctx: NodeContext):
     return [ctx.get(norm, 0)]
 
 
-@converter("InstanceNormalization")
+@converter("InstanceNormalization", produces=("nn.instance_norm",))
 def convert_instance_norm(ctx: NodeContext):
     return ctx.call("nn.instance_norm", ctx.input(0), ctx.input(1), ctx.input(2), axis=1,
                     epsilon=float(ctx.attr("epsilon", 1e-5)))
 
 
-@converter("LayerNormalization")
+@converter("LayerNormalization", produces=("add", "mean", "multiply", "nn.layer_norm", "rsqrt", "subtract"))
 def convert_layer_norm(ctx: NodeContext):
     x = ctx.input(0, "X")
     shape = ctx.shape(x)
@@ -284,7 +285,7 @@ def convert_layer_norm(ctx: NodeContext):
 
 # --- Gemm, MatMul -----------------------------------------------------------------------------
 
-@converter("Gemm")
+@converter("Gemm", produces=("add", "multiply", "nn.bias_add", "nn.dense", "transpose"))
 def convert_gemm(ctx: NodeContext):
     a, b = ctx.input(0, "A"), ctx.input(1, "B")
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
@@ -315,7 +316,11 @@ def convert_gemm(ctx: NodeContext):
     return ctx.call("add", out, c)
 
 
-@converter("MatMul")
+#: The IR ops ``matmul`` builds.
+MATMUL_OPS = ("broadcast_to", "nn.batch_matmul", "nn.dense", "reshape", "transpose")
+
+
+@converter("MatMul", produces=MATMUL_OPS)
 def convert_matmul(ctx: NodeContext):
     return matmul(ctx, ctx.input(0, "A"), ctx.input(1, "B"))
 
@@ -363,7 +368,7 @@ def _batched(ctx: NodeContext, x: Expr, batch: tuple, count: int, matrix: tuple)
 
 # --- Softmax ----------------------------------------------------------------------------------
 
-@converter("Softmax", "LogSoftmax")
+@converter(produces={"Softmax": ("nn.softmax", "reshape"), "LogSoftmax": ("nn.log_softmax", "reshape")})
 def convert_softmax(ctx: NodeContext):
     x = ctx.input(0)
     op = "nn.softmax" if ctx.op_type == "Softmax" else "nn.log_softmax"
@@ -379,7 +384,7 @@ def convert_softmax(ctx: NodeContext):
     return reshape(ctx, ctx.call(op, flat, axis=-1), shape)
 
 
-@converter("LRN")
+@converter("LRN", produces=("nn.lrn",))
 def convert_lrn(ctx: NodeContext):
     return ctx.call("nn.lrn", ctx.input(0), size=int(ctx.required_attr("size")), axis=1, bias=float(ctx.attr("bias", 1.0)),
                     alpha=float(ctx.attr("alpha", 1e-4)), beta=float(ctx.attr("beta", 0.75)))

@@ -12,7 +12,7 @@ from ....ir import Constant, Expr
 from ..context import NodeContext
 from ..graph import ir_dtype
 from . import converter
-from .nn import conv_setup, from_2d, matmul, transpose
+from .nn import MATMUL_OPS, conv_setup, from_2d, matmul, transpose
 
 QUANT_DTYPES = ("int8", "uint8", "int16")
 
@@ -69,7 +69,7 @@ def _per_tensor(ctx: NodeContext, x: Expr) -> Expr:
     return x
 
 
-@converter("QuantizeLinear")
+@converter("QuantizeLinear", produces=("cast", "qnn.quantize", "reshape"))
 def convert_quantize(ctx: NodeContext):
     if int(ctx.attr("block_size", 0)):
         raise ctx.unsupported("blocked quantization (block_size > 0) is not supported")
@@ -82,7 +82,7 @@ def convert_quantize(ctx: NodeContext):
     return ctx.call("qnn.quantize", x, scale, zero_point, axis=_channel_axis(ctx, x, scale), out_dtype=dtype)
 
 
-@converter("DequantizeLinear")
+@converter("DequantizeLinear", produces=("cast", "qnn.dequantize", "reshape"))
 def convert_dequantize(ctx: NodeContext):
     if int(ctx.attr("block_size", 0)):
         raise ctx.unsupported("blocked quantization (block_size > 0) is not supported")
@@ -116,7 +116,8 @@ def _scale_and_zero_point(ctx: NodeContext, index: int, name: str):
     return scale, _per_tensor(ctx, _zero_point(ctx, index + 1, scale))
 
 
-@converter("QLinearConv")
+@converter("QLinearConv",
+           produces=("cast", "multiply", "nn.bias_add", "qnn.conv2d", "qnn.requantize", "reshape"))
 def convert_qlinear_conv(ctx: NodeContext):
     x, w = ctx.input(0, "x"), ctx.input(3, "w")
     x_scale, x_zero_point = _scale_and_zero_point(ctx, 1, "x")
@@ -131,7 +132,8 @@ def convert_qlinear_conv(ctx: NodeContext):
     return from_2d(ctx, out) if dims == 1 else out
 
 
-@converter("QLinearMatMul")
+@converter("QLinearMatMul", produces=("cast", "multiply", "qnn.dense", "qnn.dequantize", "qnn.quantize",
+                                      "qnn.requantize") + MATMUL_OPS)
 def convert_qlinear_matmul(ctx: NodeContext):
     a, b = ctx.input(0, "a"), ctx.input(3, "b")
     a_scale, a_zero_point = _scale_and_zero_point(ctx, 1, "a")

@@ -13,7 +13,7 @@ REDUCE = {
 }
 
 
-@converter(*REDUCE)
+@converter(produces={op_type: (op, "copy") for op_type, (op, _) in REDUCE.items()})
 def convert_reduce(ctx: NodeContext):
     op, axes_input_since = REDUCE[ctx.op_type]
     x = ctx.input(0)
@@ -28,7 +28,7 @@ def convert_reduce(ctx: NodeContext):
     return ctx.call(op, x, axis=tuple(sorted(axes)), keepdims=keepdims)
 
 
-@converter("ArgMax", "ArgMin")
+@converter(produces={"ArgMax": ("argmax", "cast"), "ArgMin": ("argmin", "cast")})
 def convert_arg_reduce(ctx: NodeContext):
     x = ctx.input(0)
     axis = _axes(ctx, [int(ctx.attr("axis", 0))], ctx.ndim(x), "axis")[0]

@@ -46,7 +46,7 @@ def _float_input(ctx: NodeContext, i: int, what: str) -> Optional[np.ndarray]:
     return values if values.size else None
 
 
-@converter("Resize")
+@converter("Resize", produces=("image.resize2d",))
 def convert_resize(ctx: NodeContext):
     x = ctx.input(0, "X")
     in_shape = list(ctx.shape(x))
@@ -112,7 +112,7 @@ def convert_resize(ctx: NodeContext):
                      extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)))
 
 
-@converter("Upsample")
+@converter("Upsample", produces=("image.resize2d",))
 def convert_upsample(ctx: NodeContext):
     x = ctx.input(0, "X")
     in_shape = ctx.shape(x)

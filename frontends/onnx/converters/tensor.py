@@ -39,7 +39,7 @@ def _axes_operand(ctx: NodeContext, attr_until: int, index: int) -> Optional[Lis
 
 # --- Shape, Size, ConstantOfShape --------------------------------------------------------------
 
-@converter("Shape")
+@converter("Shape", produces=())  # a constant
 def convert_shape(ctx: NodeContext):
     shape = ctx.shape(ctx.input(0))
     ndim = len(shape)
@@ -49,12 +49,12 @@ def convert_shape(ctx: NodeContext):
     return ctx.const_expr(np.array(shape[start:end], dtype=np.int64))
 
 
-@converter("Size")
+@converter("Size", produces=())  # a constant
 def convert_size(ctx: NodeContext):
     return ctx.const_expr(np.array(math.prod(ctx.shape(ctx.input(0))), dtype=np.int64))
 
 
-@converter("ConstantOfShape")
+@converter("ConstantOfShape", produces=())  # a constant
 def convert_constant_of_shape(ctx: NodeContext):
     shape = ctx.const_ints(0, "input")
     value = ctx.attr("value")
@@ -94,7 +94,7 @@ def onnx_reshape_target(ctx: NodeContext, in_shape, target: List[int], allowzero
     return tuple(out)
 
 
-@converter("Reshape")
+@converter("Reshape", produces=("reshape",))
 def convert_reshape(ctx: NodeContext):
     x = ctx.input(0)
     target = ctx.attr_ints("shape") if ctx.opset < 5 else ctx.const_ints(1, "shape")
@@ -103,7 +103,7 @@ def convert_reshape(ctx: NodeContext):
     return ctx.call("reshape", x, newshape=shape, allowzero=0 in shape)
 
 
-@converter("Flatten")
+@converter("Flatten", produces=("nn.batch_flatten", "reshape"))
 def convert_flatten(ctx: NodeContext):
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -117,7 +117,7 @@ def convert_flatten(ctx: NodeContext):
     return ctx.call("reshape", x, newshape=(math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
-@converter("Transpose")
+@converter("Transpose", produces=("transpose",))
 def convert_transpose(ctx: NodeContext):
     x = ctx.input(0)
     ndim = ctx.ndim(x)
@@ -125,7 +125,7 @@ def convert_transpose(ctx: NodeContext):
     return ctx.call("transpose", x, axes=tuple(perm))
 
 
-@converter("Squeeze")
+@converter("Squeeze", produces=("squeeze",))
 def convert_squeeze(ctx: NodeContext):
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -138,7 +138,7 @@ def convert_squeeze(ctx: NodeContext):
     return ctx.call("squeeze", x, axis=tuple(sorted(axes)))
 
 
-@converter("Unsqueeze")
+@converter("Unsqueeze", produces=("expand_dims", "reshape"))
 def convert_unsqueeze(ctx: NodeContext):
     x = ctx.input(0)
     shape = list(ctx.shape(x))
@@ -156,7 +156,7 @@ def convert_unsqueeze(ctx: NodeContext):
 
 # --- Concat, Split ----------------------------------------------------------------------------
 
-@converter("Concat")
+@converter("Concat", produces=("concatenate",))
 def convert_concat(ctx: NodeContext):
     args = ctx.inputs()
     if not args:
@@ -170,7 +170,7 @@ def convert_concat(ctx: NodeContext):
     return ctx.call("concatenate", ctx.tuple(args), axis=axis)
 
 
-@converter("Split")
+@converter("Split", produces=("split",))
 def convert_split(ctx: NodeContext):
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -206,7 +206,7 @@ def convert_split(ctx: NodeContext):
 
 # --- Slice ------------------------------------------------------------------------------------
 
-@converter("Slice")
+@converter("Slice", produces=("strided_slice",))
 def convert_slice(ctx: NodeContext):
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -249,7 +249,7 @@ def convert_slice(ctx: NodeContext):
 
 # --- Gather, ScatterND --------------------------------------------------------------------------
 
-@converter("Gather")
+@converter("Gather", produces=("take",))
 def convert_gather(ctx: NodeContext):
     data, indices = ctx.input(0), ctx.input(1)
     shape = ctx.shape(data)
@@ -266,7 +266,7 @@ def convert_gather(ctx: NodeContext):
     return ctx.call("take", data, indices, axis=axis, mode="wrap")
 
 
-@converter("ScatterND")
+@converter("ScatterND", produces=("scatter_nd", "transpose"))
 def convert_scatter_nd(ctx: NodeContext):
     data, indices, updates = ctx.input(0), ctx.input(1), ctx.input(2)
     mode = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -283,7 +283,7 @@ def convert_scatter_nd(ctx: NodeContext):
 
 # --- Pad --------------------------------------------------------------------------------------
 
-@converter("Pad")
+@converter("Pad", produces=("concatenate", "copy", "nn.pad", "reshape", "strided_slice"))
 def convert_pad(ctx: NodeContext):
     x = ctx.input(0)
     shape = ctx.shape(x)
@@ -352,7 +352,7 @@ def _wrap_pad(ctx: NodeContext, x, befores: List[int], afters: List[int]):
 
 # --- Expand, Tile, DepthToSpace, SpaceToDepth -------------------------------------------------------
 
-@converter("Expand")
+@converter("Expand", produces=("broadcast_to",))
 def convert_expand(ctx: NodeContext):
     x = ctx.input(0)
     target = ctx.const_ints(1, "shape")
@@ -363,7 +363,7 @@ def convert_expand(ctx: NodeContext):
     return ctx.call("broadcast_to", x, shape=shape)
 
 
-@converter("Tile")
+@converter("Tile", produces=("tile",))
 def convert_tile(ctx: NodeContext):
     x = ctx.input(0)
     repeats = ctx.const_ints(1, "repeats")
@@ -372,13 +372,13 @@ def convert_tile(ctx: NodeContext):
     return ctx.call("tile", x, reps=tuple(repeats))
 
 
-@converter("DepthToSpace")
+@converter("DepthToSpace", produces=("nn.depth_to_space",))
 def convert_depth_to_space(ctx: NodeContext):
     mode = ctx.attr_choice("mode", "DCR", ("DCR", "CRD"))
     return ctx.call("nn.depth_to_space", ctx.input(0), block_size=int(ctx.required_attr("blocksize")), mode=mode)
 
 
-@converter("SpaceToDepth")
+@converter("SpaceToDepth", produces=("nn.space_to_depth",))
 def convert_space_to_depth(ctx: NodeContext):
     mode = ctx.attr_choice("mode", "DCR", ("DCR", "CRD"))
     return ctx.call("nn.space_to_depth", ctx.input(0), block_size=int(ctx.required_attr("blocksize")), mode=mode)
