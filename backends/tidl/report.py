@@ -6,8 +6,10 @@
     report.to_json()              # {"subgraphs": [...], "host_ops": [...], "strategy": ..., "totals": ...}
     report.svg()                  # the graph coloured by target (TIDL subgraph N / host)
 
-Per subgraph: its ops, layer names, MACs, and the tensors entering and leaving it with their
-bytes. Per op left on the host, a ``kind`` and a message saying why:
+Per subgraph: its ops, layer names, MACs, the tensors entering and leaving it with their
+bytes, and its TIDL layers as the layer model (``layers.py``) has them: ``report.networks``
+holds one ``TidlNetwork`` per subgraph, which the table's layer counts and types, the JSON's
+``tidl_layers`` and the SVG's boxes are read from. Per op left on the host, a ``kind`` and a message saying why:
 
 | kind                         | why                                                            |
 |------------------------------|----------------------------------------------------------------|
@@ -54,6 +56,7 @@ from ...ir.expr import Call, Constant, Tuple as TupleExpr, TupleGetItem
 from ...ir.op import Op
 from ...ir.traversal import children, post_order
 from ...ir.types import TensorType
+from .layers import TidlNetwork, build_networks
 from .options import TidlOptions
 
 #: Every host-op kind the report uses (see the module docstring).
@@ -86,10 +89,12 @@ class SubgraphInfo:
     ops: Dict[str, int]            # Relay op -> count, in order of first appearance
     layers: Tuple[str, ...]
     num_nodes: int
-    num_tidl_layers: int           # composites count once
+    num_tidl_layers: int           # the layer model's compute layers (a composite is one)
     macs: int
     inputs: Tuple[TensorInfo, ...]
     outputs: Tuple[TensorInfo, ...]
+    layer_types: Dict[str, int] = field(default_factory=dict)   # TIDL layer type -> count, first appearance
+    tidl_layers: Tuple[Dict[str, Any], ...] = ()                # per layer: name, type, type_id, composite, activation
 
     @property
     def io_bytes(self) -> int:
@@ -98,6 +103,7 @@ class SubgraphInfo:
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "layers": list(self.layers), "macs": self.macs, "num_nodes": self.num_nodes,
                 "num_tidl_layers": self.num_tidl_layers, "ops": dict(self.ops),
+                "layer_types": dict(self.layer_types), "tidl_layers": [dict(x) for x in self.tidl_layers],
                 "inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
                 "io_bytes": self.io_bytes}
 
@@ -137,8 +143,9 @@ def held_back_kind(reason: str) -> str:
     raise ValueError(f"unclassified partitioner reason: {reason!r}")
 
 
-def _short_op(name: str) -> str:
-    return {"nn.batch_norm": "bn", "nn.bias_add": "bias", "nn.conv2d": "conv2d"}.get(name, name.split(".")[-1])
+def _layer_summary(layer) -> Dict[str, Any]:
+    return {"name": layer.name, "type": layer.type, "type_id": layer.type_id, "composite": layer.composite,
+            "activation": layer.activation.type}
 
 
 def short_layer_name(layer: Optional[str], layer_type: Optional[str] = None) -> str:
@@ -167,7 +174,7 @@ class PartitionReport:
 
     def __init__(self, *, model: Optional[str], strategy: str, options: TidlOptions, disabled_passes,
                  batch: int, batch_limit, subgraphs, host_ops, transformations, passes, total_macs: int,
-                 flow=None):
+                 flow=None, networks: Sequence[TidlNetwork] = ()):
         self.model = model
         self.strategy = strategy
         self.options = options
@@ -179,6 +186,8 @@ class PartitionReport:
         self.transformations = tuple(transformations)
         self.passes = tuple(passes)
         self.total_macs = total_macs
+        #: The TIDL layer model of each subgraph, in subgraph order.
+        self.networks: Tuple[TidlNetwork, ...] = tuple(networks)
         #: Seconds per flow step (not part of the table, JSON or SVG, which are deterministic).
         self.timings: Dict[str, float] = dict(flow.timings) if flow is not None else {}
         self._flow = flow
@@ -189,17 +198,18 @@ class PartitionReport:
         analysis, result = flow.analysis, flow.partition
         layer_types = analysis.prepared.layer_types
         group_of = analysis.ctx.composite_of
+        networks = {n.name: n for n in build_networks(result.module)}
         subgraphs = []
         for region in result.regions:
             ops: Dict[str, int] = {}
-            units = set()
             for c in region.calls:
                 ops[c.op_name] = ops.get(c.op_name, 0) + 1
-                g = group_of(c)
-                units.add(id(g) if g is not None else id(c))
+            net = networks[region.name]
+            layers = net.compute_layers()
             subgraphs.append(SubgraphInfo(region.name, region.index, ops, region.layers, region.num_nodes,
-                                          len(units), region.macs, tuple(_tensor_info(b) for b in region.inputs),
-                                          tuple(_tensor_info(b) for b in region.outputs)))
+                                          len(layers), region.macs, tuple(_tensor_info(b) for b in region.inputs),
+                                          tuple(_tensor_info(b) for b in region.outputs), net.layer_type_counts(),
+                                          tuple(_layer_summary(x) for x in layers)))
         host_ops = []
         for h in result.host_calls:
             call = h.call
@@ -219,7 +229,7 @@ class PartitionReport:
                    disabled_passes=analysis.disabled_passes, batch=analysis.batch,
                    batch_limit=analysis.batch_limit, subgraphs=subgraphs, host_ops=host_ops,
                    transformations=analysis.transformations, passes=analysis.passes,
-                   total_macs=result.total_macs, flow=flow)
+                   total_macs=result.total_macs, flow=flow, networks=tuple(networks.values()))
 
     # -- the partitioned and the prepared module ----------------------------------------------------
     @property
@@ -331,16 +341,17 @@ class PartitionReport:
         sub = Table(title="TIDL subgraphs", title_justify="left")
         for col, just in (("subgraph", "left"), ("nodes", "right"), ("TIDL layers", "right"),
                           ("MACs", "right"), ("% MACs", "right"), ("in", "right"), ("out", "right"),
-                          ("boundary", "right"), ("ops", "left"), ("layers", "left")):
+                          ("boundary", "right"), ("layer types", "left"), ("ops", "left"), ("layers", "left")):
             sub.add_column(col, justify=just)
         for s in self.subgraphs:
             ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in s.ops.items())
             layers = [short_layer_name(x, self._layer_type(x)) for x in s.layers]
             shown = ", ".join(layers[:max_layers]) + (f", ... ({len(layers)} layers)" if len(layers) > max_layers
                                                       else "")
+            types = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in s.layer_types.items())
             sub.add_row(s.name, str(s.num_nodes), str(s.num_tidl_layers), describe_macs(s.macs),
                         f"{_pct(s.macs, self.total_macs):.1f}", str(len(s.inputs)), str(len(s.outputs)),
-                        describe_bytes(s.io_bytes), ops, shown)
+                        describe_bytes(s.io_bytes), types, ops, shown)
         parts.append(sub)
         if self.subgraphs:
             io_table = Table(title="tensors crossing subgraph boundaries", title_justify="left")
@@ -400,7 +411,7 @@ class PartitionReport:
             raise ValueError("this report was built without its flow; it has no graph to draw")
         from .svg import SvgNode, render_svg
 
-        nodes, edges = graph_units(self._flow)
+        nodes, edges = graph_units(self._flow, self.networks)
         legend = {s.name: f"TIDL subgraph {s.name}: {s.num_tidl_layers} layers, {describe_macs(s.macs)}, "
                           f"{len(s.inputs)} in / {len(s.outputs)} out ({describe_bytes(s.io_bytes)})"
                   for s in self.subgraphs}
@@ -411,10 +422,13 @@ class PartitionReport:
                           legend=legend, subtitle=self.headline())
 
 
-def graph_units(flow) -> Tuple[List[Dict[str, Any]], List[Tuple[int, int]]]:
+def graph_units(flow, networks: Sequence[TidlNetwork] = ()) -> Tuple[List[Dict[str, Any]], List[Tuple[int, int]]]:
     """The drawable graph of a flow: one unit per composite group or op call, plus the
-    inputs and outputs of @main; edges between units, in topological order."""
+    inputs and outputs of @main; edges between units, in topological order. A unit on TIDL is
+    labelled with its layer of the layer model (``networks``; built from the partitioned module
+    when not given)."""
     analysis, result = flow.analysis, flow.partition
+    network_of = {n.name: n for n in (networks or build_networks(result.module))}
     fn = analysis.prepared["main"]
     layer_types = analysis.prepared.layer_types
     order = post_order(fn.body, enter_functions=False)
@@ -506,14 +520,20 @@ def graph_units(flow) -> Tuple[List[Dict[str, Any]], List[Tuple[int, int]]]:
         g = analysis.ctx.composite_of(anchor)
         if g is not None:
             anchor = g.anchor
-            label = "+".join(_short_op(c.op_name) for c in calls)
-        else:
-            label = _short_op(anchor.op_name)
+        tidl_layer = None
+        if region is not None:
+            fn = result.composite_of(calls[0])
+            net = network_of.get(region.name)
+            tidl_layer = net.layer_of(fn) if fn is not None and net is not None else None
+        label = tidl_layer.describe() if tidl_layer is not None else anchor.op_name.split(".")[-1]
         layer = anchor.layer
         detail = short_layer_name(layer, layer_types.get(layer) if layer else None)
         tip = [f"{'TIDL ' + region.name if region is not None else 'host'}: " + " + ".join(c.op_name for c in calls)]
-        if g is not None:
-            tip.append(f"composite {g.name} (one TIDL {g.layer_type} layer)")
+        if tidl_layer is not None:
+            tip.append(f"TIDL {tidl_layer.type} layer (type {tidl_layer.type_id}), {tidl_layer.composite}"
+                       + (f", activation {tidl_layer.activation.type}" if tidl_layer.activation.type_id else ""))
+        elif g is not None:
+            tip.append(f"composite {g.name} (would be one TIDL {g.layer_type} layer)")
         layers = []
         for c in calls:
             if c.layer and c.layer not in layers:
