@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from typing import List, Optional
 
-from tidlx.ir.errors import TidlxError
+from ...ir.errors import TidlxError
 
 
 class RelayParseError(TidlxError):

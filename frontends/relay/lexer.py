@@ -14,8 +14,8 @@ import json
 import re
 from typing import Dict, List, Optional, Tuple
 
-from tidlx.ir.errors import closest
-from tidlx.ir.types import DTYPES, TensorType
+from ...ir.errors import closest
+from ...ir.types import DTYPES, TensorType
 
 from .errors import SourceText
 
@@ -72,6 +72,9 @@ class Tok:
     a parsed list or type) and the character offset where it starts."""
 
     __slots__ = ("type", "value", "start_pos")
+    # lark's parser copies these from the last token into its end-of-text token; offsets are
+    # all the frontend keeps (SourceText turns them into line and column when needed)
+    line = column = end_line = end_column = end_pos = None
 
     def __init__(self, type_: str, value, start_pos: int):
         self.type = type_

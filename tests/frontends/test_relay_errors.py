@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tidlx.frontends.relay import RelayParseError, parse
 from tidlx.ir import IRModule
-from tidlx.frontends.relay import parser as relay_actions
+from tidlx.frontends.relay import actions as relay_actions
 from tidlx.ir.errors import TidlxError, TidlxInternalError, TidlxWarning
 from tidlx.ir.metadata import encode_metadata
 
