@@ -25,8 +25,9 @@ calibration, the artifact writer and the partition report read one model.
   facet, and an activation op (relu, clip, sigmoid, ...) is also the layer's activation.
 * Tensors are numbered in creation order: subgraph inputs, then each layer's outputs. A layer
   output is named after the layer (``:k`` for the k-th of several).
-* Glue between layers (a projection of a multi-output layer, the tuple a concatenate reads)
-  is not a layer: it only routes tensors.
+* Glue between layers (the projections of a multi-output layer such as a split) is not a
+  layer: it only routes tensors. Every layer input is a tensor (a concatenate's tuple is built
+  inside its Composite function).
 * Constants are referenced, not copied: ``ConstantRef.role`` is ``<op>.<argument>``
   (``nn.batch_norm.moving_var``), in the order the layer's calls use them.
 

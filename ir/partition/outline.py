@@ -18,10 +18,11 @@ it returns a name becomes, inside the subgraph, a function with ``Composite=<nam
     %1(%tidl_0_i0)
 
 A composite's parameters ``FunctionVar_<k>_<j>`` (k: the composite's number in its subgraph)
-are the leaf tensors it reads from outside, as for a subgraph; its constants are embedded; it
-returns the one tensor used outside it or a Tuple of them. Tuples and projections between
-composites (glue: a split's ``.1`` read by the next layer, the tuple a concatenate takes) stay
-outside them, in the subgraph's body, except when they are internal to a group (``%bn.0``).
+are the leaf tensors it reads from outside, as for a subgraph (a tuple it reads, such as a
+concatenate's, is rebuilt inside it from tensor parameters); its constants are embedded; it
+returns the one tensor used outside it or a Tuple of them. The projections of such a tuple
+(a split's ``.1`` read by the next layer) are the only glue left between composites, in the
+subgraph's body; projections internal to a group (``%bn.0``) stay inside it.
 """
 
 from __future__ import annotations
