@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tidlx.frontends.relay import RelayParseError, parse
 from tidlx.ir import IRModule
 from tidlx.frontends.relay import actions as relay_actions
+from tidlx.frontends.relay import assemble as relay_assemble
 from tidlx.ir.errors import TidlxError, TidlxInternalError, TidlxWarning
 from tidlx.ir.metadata import encode_metadata
 
@@ -112,6 +113,8 @@ def test_bad_attribute_values(old, new, fragment):
     ("def @main(%x: float16) {\n  add(%x, 1e10f16)\n}", 2, 11, "out of range for float16"),
     ("def @main(%x: float32) {\n  free_var %y: float32;\n  %x\n}", 2, 12, "free_var is only allowed"),
     ("def @main(%x: float32) {\n  @main(%x)\n}", 1, 5, "calls itself"),
+    ("def @main(%x: float32) {\n  @f(%x)\n}\ndef @f(%x: float32) {\n  @g(%x)\n}\ndef @g(%x: float32) {\n  @f(%x)\n}",
+     4, 5, "@f calls @g, which leads back to it (recursion is not supported)"),
     ("def @main(%x: float32) {\n  %x.1\n}", 2, 3, "projection .1 of a non-tuple"),
     ("def @main(%x: float32) {\n  add(%x, meta[relay.Function][0])\n}", 2, 11, "meta[relay.Function]"),
     ("def @main(%x: float32) {\n  add(%x, \"abc)\n}", 2, 11, "unterminated string"),
@@ -194,6 +197,23 @@ def test_bad_params_are_tidlx_errors():
         parse(b"def @main() { 1f }")
 
 
+def test_params_that_do_not_fit_the_text_point_at_the_parameter():
+    text = ("def @main(%x: Tensor[(4), float32],\n          %w: Tensor[(4), float32]) {\n"
+            "  %0 = add(%x, %w);\n  add(%0, meta[relay.Constant][0] /* ty=Tensor[(4), float32] */)\n}")
+    err = parse_error(text, params={"w": np.zeros(3, np.float32)})
+    located(err, 2, 11, "params['w']: parameter %w is Tensor[(4), float32] but the value is Tensor[(3), float32]")
+    err = parse_error(text, params={"meta_const_0": np.zeros(5, np.float32)})  # a missing constant's parameter
+    located(err, 4, 11, "parameter %meta_const_0 is Tensor[(4), float32]")
+    err = parse_error(text, params={"v": np.zeros(4, np.float32)})
+    located(err, 1, 5, "params['v']: @main has no parameter %v")
+    # bound by name, the constants are in @main, which is still typed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TidlxWarning)
+        mod = parse(text, params={"w": np.ones(4, np.float32), "meta_const_0": np.ones(4, np.float32)})
+    assert [p.name_hint for p in mod.main.params] == ["x"]
+    assert mod.main.body.has_type and str(mod.main.body.checked_type) == "Tensor[(4), float32]"
+
+
 def _parses_or_tidlx_error(text: str) -> None:
     """Reads ``text`` or refuses it with a located RelayParseError. Anything else fails the test:
     a TidlxInternalError (a bug of ours, raised from the original exception) or any other
@@ -225,6 +245,15 @@ def test_a_bug_in_a_grammar_action_is_an_internal_error_not_a_parse_error(monkey
     assert "IndexError: injected" in str(err) and "bug in tidlx" in str(err)
     with pytest.raises(TidlxInternalError):
         _parses_or_tidlx_error(text)
+
+
+def test_a_bug_in_type_inference_is_an_internal_error_at_the_function_being_typed(monkeypatch):
+    def broken_inference(*args):
+        raise KeyError("injected")
+
+    monkeypatch.setattr(relay_assemble, "infer_expr_type", broken_inference)
+    with pytest.raises(TidlxInternalError, match=r"^model\.relay:1:5: internal error in tidlx .*KeyError: 'injected'"):
+        parse("def @main(%x: Tensor[(4), float32]) {\n  nn.relu(%x)\n}", source_name="model.relay")
 
 
 @pytest.mark.parametrize("name", ["02_byoc_printed_ty_span_annotations.txt", "08_conv2d_frozen_with_metadata.txt",
