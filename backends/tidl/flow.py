@@ -28,7 +28,12 @@ Steps, in TI's order:
    composite to the host (``explain``'s rule).
 4. The support oracle: ``explain`` per call (lists, rules, batch limit).
 5. ``tidlx.ir.partition.partition`` with the composites as groups and the limits
-   ``max_num_subgraphs``, ``max_num_subgraph_nodes`` and ``max_subgraph_io``.
+   ``max_num_subgraphs``, ``max_num_subgraph_nodes``, ``max_subgraph_io`` and
+   ``min_subgraph_macs`` (1, TI's ``min_mac_threshold``: a subgraph without MACs goes back to
+   the host). Inside each ``Compiler="tidl"`` function every TIDL layer is a function with
+   ``Composite="tidl.<pattern>"`` (a composite group) or ``Composite="tidl.<op>"`` (a call that
+   is a layer on its own), called in place; ``layers.build_networks`` reads them as TIDL
+   networks.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ...ir.rewrite import RewriteTable, is_external
 from ...ir.traversal import post_order
 from ...ir.transform import Pass, PassContext
 from ...ir.types import TensorType
+from ...emulator import registry as _emulator  # noqa: F401  (importing tidlx.emulator gives FoldConstant its evaluator)
 from .composites import Composite, find_composites
 from .context import RuleContext
 from .explain import HostReason, explain_function

@@ -23,7 +23,8 @@ holds one ``TidlNetwork`` per subgraph, which the table's layer counts and types
 | limit:max_num_subgraphs      | its subgraph was pruned (only the N with the most MACs stay)   |
 | limit:max_subgraph_io        | its subgraph had more inputs + outputs than allowed            |
 | limit:max_num_subgraph_nodes | its subgraph had more nodes than allowed                       |
-| limit:min_subgraph_macs      | its subgraph had too little compute to be worth a launch       |
+| limit:min_subgraph_macs      | its subgraph had fewer MACs than ``min_subgraph_macs`` (1: TI's |
+|                              | min_mac_threshold; a subgraph of pure data movement)           |
 | cost_model                   | the min-transfer strategy found the host cheaper               |
 | strategy                     | another decision of the partitioning strategy (see the reason) |
 
