@@ -19,9 +19,9 @@ import test_onnx_backend as backend_suite  # sibling test modules: pytest puts t
 import test_onnx_ops as ops_suite
 from tidlx.frontends.onnx import (ONNX_OP_TYPES, OnnxImportError, OnnxRegistrationError, UnsupportedOpsError,
                                   from_onnx, register_custom_node, unregister_custom_node)
-from tidlx.frontends.onnx.converters import CONVERTERS
+from tidlx.frontends.onnx.converters import CONVERTERS, converter
 from tidlx.ir import TidlxError, get_op
-from tidlx.ir.errors import TidlxTypeError
+from tidlx.ir.errors import TidlxTypeError, UnknownOpError
 from tidlx.ir.op import define_op, ops_with_attr, undefine_op
 from tidlx.ir.traversal import calls
 
@@ -84,6 +84,14 @@ def test_facet_values_are_sorted_and_name_converters():
     for name, op_types in facet.items():
         assert op_types == tuple(sorted(set(op_types))), name
         assert set(op_types) <= set(CONVERTERS), (name, set(op_types) - set(CONVERTERS))
+
+
+def test_converter_registration_refuses_unknown_ops():
+    with pytest.raises(UnknownOpError, match="unknown op 'nn.reluu'; closest known ops: nn.relu"):
+        converter("TidlxTestRelu", produces=("nn.relu", "nn.reluu"))(lambda ctx: None)
+    with pytest.raises(TypeError, match="must be a tuple of IR op names"):
+        converter("TidlxTestRelu", produces="nn.relu")(lambda ctx: None)
+    assert "TidlxTestRelu" not in CONVERTERS and get_op("nn.relu").get_attr(ONNX_OP_TYPES) == ("Relu",)
 
 
 # --- custom-domain nodes -------------------------------------------------------------------------

@@ -83,6 +83,9 @@ def converter(*op_types: str, produces: Produces):
         if not op_types:
             raise ValueError("converter() needs op types, or produces as a mapping by op type")
         by_type = {t: _op_names(produces, f"{op_types}") for t in op_types}
+    for op_names in by_type.values():
+        for name in op_names:
+            get_op(name)  # every name checked before any facet is set
 
     def register(fn):
         for op_type, op_names in by_type.items():
