@@ -9,11 +9,11 @@ batch=1)`` (256x704, one camera; skip with ``--skip-bevdet``), and times on each
 * onnx.reference.ReferenceEvaluator.
 
 Each engine runs in its own process (``bench_float.py --engine tidlx|onnxruntime|reference
---model M.onnx --feed F.npz``, which prints one JSON line): in one process, onnxruntime right
-after the emulator and the reference evaluator ran is ~1.8x slower than alone (17.7 vs 9.6 ms on
-ResNet-18 here), so same-process timings flatter the emulator. The emulator and onnxruntime
-processes alternate (``--rounds``, 5 each by default; each process times ``--repeat`` runs
-after warm-up); a figure is the median of the processes' medians.
+--model M.onnx --feed F.npz``, which prints one JSON line): timed in the emulator's process,
+onnxruntime is slowed by what ran before it (62 ms right after the emulator against 17 ms in its
+own process, ResNet-18, in one run here), so same-process ratios say little. The emulator and
+onnxruntime processes alternate (``--rounds``, 5 each by default; each process times
+``--repeat`` runs after warm-up); a figure is the median of the processes' medians.
 
 Goals: emulator <= 1.5x onnxruntime, >= 50x faster than the ONNX reference evaluator, and max
 abs error <= 1e-4 x max abs output against onnxruntime.
