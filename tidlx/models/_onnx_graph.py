@@ -53,19 +53,34 @@ class OnnxGraphWriter:
         return self.add_node("Constant", scope, [], value=tensor)
 
     # -- layers ----------------------------------------------------------------------------------------
-    def conv(self, scope: str, param_prefix: str, x: str, in_channels: int, out_channels: int,
-             kernel: int, stride: int = 1, bias: bool = False, gain: float = 2.0) -> str:
-        """Conv2d with He-scaled normal weights (``gain`` 2 before a ReLU, 1 otherwise), padding k // 2."""
-        fan_in = in_channels * kernel * kernel
-        std = np.sqrt(gain / fan_in)
+    def conv_weight(self, param_prefix: str, in_channels: int, out_channels: int, kernel: int,
+                    gain: float = 2.0) -> str:
+        """He-scaled normal weights (``gain`` 2 before a ReLU, 1 otherwise), O x I x k x k."""
+        std = np.sqrt(gain / (in_channels * kernel * kernel))
         w = self.rng.standard_normal((out_channels, in_channels, kernel, kernel), dtype=np.float32) * std
-        inputs = [x, self.weight(f"{param_prefix}.weight", w)]
+        return self.weight(f"{param_prefix}.weight", w)
+
+    def bias(self, param_prefix: str, channels: int) -> str:
+        b = self.rng.standard_normal(channels, dtype=np.float32) * 0.01
+        return self.weight(f"{param_prefix}.bias", b)
+
+    def conv(self, scope: str, param_prefix: str, x: str, in_channels: int, out_channels: int,
+             kernel: int, stride: int = 1, bias: bool = False, gain: float = 2.0, dilation: int = 1) -> str:
+        """Conv2d with He-scaled normal weights, padding dilation * (k // 2) (the output keeps its size)."""
+        inputs = [x, self.conv_weight(param_prefix, in_channels, out_channels, kernel, gain)]
         if bias:
-            b = self.rng.standard_normal(out_channels, dtype=np.float32) * 0.01
-            inputs.append(self.weight(f"{param_prefix}.bias", b))
-        pad = kernel // 2
-        return self.add_node("Conv", scope, inputs, dilations=[1, 1], group=1, kernel_shape=[kernel, kernel],
-                             pads=[pad, pad, pad, pad], strides=[stride, stride])
+            inputs.append(self.bias(param_prefix, out_channels))
+        pad = dilation * (kernel // 2)
+        return self.add_node("Conv", scope, inputs, dilations=[dilation, dilation], group=1,
+                             kernel_shape=[kernel, kernel], pads=[pad, pad, pad, pad], strides=[stride, stride])
+
+    def linear(self, scope: str, param_prefix: str, x: str, in_features: int, out_features: int,
+               gain: float = 2.0) -> str:
+        """nn.Linear as torch exports it: Gemm(x, W, b, transB=1) with W of shape out x in."""
+        std = np.sqrt(gain / in_features)
+        w = self.rng.standard_normal((out_features, in_features), dtype=np.float32) * std
+        inputs = [x, self.weight(f"{param_prefix}.weight", w), self.bias(param_prefix, out_features)]
+        return self.add_node("Gemm", scope, inputs, alpha=1.0, beta=1.0, transB=1)
 
     def batch_norm(self, scope: str, param_prefix: str, x: str, channels: int, gamma_scale: float = 1.0) -> str:
         """Inference BatchNormalization with random statistics near the identity (variance kept positive).

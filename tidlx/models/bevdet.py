@@ -1,4 +1,4 @@
-"""BEVDet's image stage (ResNet backbone, CustomFPN neck, LSS depth net) written directly as ONNX.
+"""BEVDet's image stage (ResNet backbone, CustomFPN neck, LSS or camera-aware depth net) written directly as ONNX.
 
 The graph follows what ``torch.onnx.export`` (opset 17, BatchNorm not folded) gives for BEVDet's
 ``img_backbone`` -> ``img_neck`` -> ``img_view_transformer`` up to the BEV pool:
@@ -14,6 +14,11 @@ The graph follows what ``torch.onnx.export`` (opset 17, BatchNorm not folded) gi
   depth logits [:, :D] and context [:, D:D+C], Softmax over axis 1, then BEVDet's outer product
   ``depth.unsqueeze(1) * tran_feat.unsqueeze(2)`` (N x C x D x h x w), ``view(B, N, C, D, h, w)`` and
   ``permute(0, 1, 3, 4, 5, 2)``: the volume handed to voxel pooling is B x N x D x h x w x C, B = 1.
+
+``depth_net="camera_aware"`` replaces the one 1x1 depth conv by BEVDet's DepthNet of
+``LSSViewTransformerBEVDepth`` (bevdet_depth.py: a second input ``mlp_input``, 1 x N x 27 camera
+parameters, through a BatchNorm feeding two MLPs that gate SE layers; BasicBlocks, ASPP and
+optionally a deformable conv on the depth branch); the slice, softmax and outer product stay.
 
 Outputs: ``depth`` (N x D x H/16 x W/16, sums to 1 over axis 1) and ``volume`` (1 x N x D x H/16 x
 W/16 x C). Weights are He-scaled normals from ``numpy.random.Generator(PCG64(seed))`` drawn in a fixed
@@ -32,6 +37,9 @@ from .errors import ModelArgumentError
 
 OPSET = 17
 IR_VERSION = 8  # the IR version that came with opset 17 (onnx 1.12); every runtime since reads it
+DEFORM_CONV_OPSET = 19  # DeformConv is new in opset 19
+DEFORM_CONV_IR_VERSION = 9  # the IR version of opset 19 (onnx 1.14)
+DEPTH_NETS = ("lss", "camera_aware")
 MODEL_NAME = "bevdet_img_stage"
 FEATURE_STRIDE = 32  # the deepest backbone stage; H and W must divide by it
 DEPTH_BINS = 59  # grid_config depth = [1.0, 60.0, 1.0]
@@ -65,6 +73,9 @@ class BevdetImgStageConfig:
     neck_channels: int = 256
     context_channels: int = 64
     depth_bins: int = DEPTH_BINS
+    depth_net: str = "lss"
+    aspp: bool = True
+    dcn: bool = False
 
     @property
     def resnet(self) -> ResNetSpec:
@@ -76,15 +87,26 @@ class BevdetImgStageConfig:
 
 def bevdet_img_stage(backbone: str = "resnet50", batch: int = 6, height: int | None = None,
                      width: int | None = None, seed: int = 0, path: str | os.PathLike | None = None,
-                     tiny: bool = False) -> onnx.ModelProto:
-    """Build BEVDet's image stage as an ONNX model (opset 17); save it to ``path`` when given.
+                     tiny: bool = False, depth_net: str = "lss", aspp: bool = True,
+                     dcn: bool = False) -> onnx.ModelProto:
+    """Build BEVDet's image stage as an ONNX model (opset 17; 19 with ``dcn``); save it to ``path`` when given.
 
     ``height``/``width`` default to 256 x 704 (tiny: 64 x 192) and must be multiples of 32.
     ``tiny=True`` divides every channel width by 8 (depth bins stay 59) and keeps the exact graph
     structure, node names and op types of the full model.
+    ``depth_net="lss"`` is LSSViewTransformer's single 1x1 conv; ``"camera_aware"`` is BEVDet's
+    DepthNet (LSSViewTransformerBEVDepth) with the second input ``mlp_input`` (1 x N x 27), ``aspp``
+    its ASPP block and ``dcn`` its deformable 3x3 conv (bevdet_depth.py lists the modules).
     """
-    if not isinstance(tiny, bool):
-        raise ModelArgumentError(MODEL_NAME, "tiny", f"must be True or False, got {tiny!r}")
+    for name, value in (("tiny", tiny), ("aspp", aspp), ("dcn", dcn)):
+        if not isinstance(value, bool):
+            raise ModelArgumentError(MODEL_NAME, name, f"must be True or False, got {value!r}")
+    if not isinstance(depth_net, str) or depth_net not in DEPTH_NETS:
+        raise ModelArgumentError(MODEL_NAME, "depth_net", f"must be one of {', '.join(DEPTH_NETS)}, got {depth_net!r}")
+    if depth_net == "lss" and (dcn or not aspp):
+        changed = "dcn=True" if dcn else "aspp=False"
+        raise ModelArgumentError(MODEL_NAME, "depth_net",
+                                 f"'lss' has no ASPP or deformable conv ({changed} needs depth_net='camera_aware')")
     default_height, default_width = TINY_IMAGE if tiny else FULL_IMAGE
     height = default_height if height is None else height
     width = default_width if width is None else width
@@ -92,7 +114,7 @@ def bevdet_img_stage(backbone: str = "resnet50", batch: int = 6, height: int | N
     divisor = TINY_CHANNEL_DIVISOR if tiny else 1
     config = BevdetImgStageConfig(backbone=backbone, batch=batch, height=height, width=width,
                                   base_width=64 // divisor, neck_channels=256 // divisor,
-                                  context_channels=64 // divisor)
+                                  context_channels=64 // divisor, depth_net=depth_net, aspp=aspp, dcn=dcn)
     model = _build(config, seed, tiny)
     if path is not None:
         try:
@@ -104,10 +126,11 @@ def bevdet_img_stage(backbone: str = "resnet50", batch: int = 6, height: int | N
 
 def bevdet_img_stage_tiny(backbone: str = "resnet50", batch: int = 6, height: int | None = None,
                           width: int | None = None, seed: int = 0,
-                          path: str | os.PathLike | None = None) -> onnx.ModelProto:
+                          path: str | os.PathLike | None = None, depth_net: str = "lss", aspp: bool = True,
+                          dcn: bool = False) -> onnx.ModelProto:
     """The tiny variant (channels / 8, 64 x 192 image by default): same graph, fast to run."""
     return bevdet_img_stage(backbone=backbone, batch=batch, height=height, width=width, seed=seed,
-                            path=path, tiny=True)
+                            path=path, tiny=True, depth_net=depth_net, aspp=aspp, dcn=dcn)
 
 
 def _is_int(value: object) -> bool:
@@ -135,16 +158,29 @@ def _build(config: BevdetImgStageConfig, seed: int, tiny: bool) -> onnx.ModelPro
     writer = OnnxGraphWriter(seed)
     stride16, stride32 = _resnet(writer, config, "img")
     neck = _custom_fpn(writer, config, stride16, stride32)
-    depth, volume = _lss_depth(writer, config, neck)
+    inputs = [float_tensor_info("img", [config.batch, 3, config.height, config.width])]
+    opset, ir_version = OPSET, IR_VERSION
+    if config.depth_net == "lss":
+        depth_and_context = _lss_depth_net(writer, config, neck)
+        variant = ""
+    else:
+        from .bevdet_depth import CAMERA_FEATURES, camera_aware_depth_net
+
+        inputs.append(float_tensor_info("mlp_input", [1, config.batch, CAMERA_FEATURES]))
+        depth_and_context = camera_aware_depth_net(writer, config, neck, "mlp_input", _basic_block)
+        variant = (f", camera-aware depth net{'' if config.aspp else ' without ASPP'}"
+                   f"{' with a deformable conv' if config.dcn else ''}")
+        if config.dcn:
+            opset, ir_version = DEFORM_CONV_OPSET, DEFORM_CONV_IR_VERSION
+    depth, volume = _depth_and_volume(writer, config, depth_and_context)
 
     h, w = config.height // 16, config.width // 16
-    inputs = [float_tensor_info("img", [config.batch, 3, config.height, config.width])]
     outputs = [float_tensor_info(depth, [config.batch, config.depth_bins, h, w]),
                float_tensor_info(volume, [1, config.batch, config.depth_bins, h, w, config.context_channels])]
     doc = (f"BEVDet image stage: {config.backbone}{' (tiny)' if tiny else ''}, {config.batch} cameras, "
-           f"{config.height}x{config.width}, seed {seed}; outputs depth N x D x h x w and "
+           f"{config.height}x{config.width}{variant}, seed {seed}; outputs depth N x D x h x w and "
            f"volume 1 x N x D x h x w x C (D={config.depth_bins}, C={config.context_channels})")
-    return writer.make_model(MODEL_NAME, inputs, outputs, OPSET, IR_VERSION, doc)
+    return writer.make_model(MODEL_NAME, inputs, outputs, opset, ir_version, doc)
 
 
 def _resnet(writer: OnnxGraphWriter, config: BevdetImgStageConfig, x: str) -> tuple[str, str]:
@@ -229,12 +265,16 @@ def _custom_fpn(writer: OnnxGraphWriter, config: BevdetImgStageConfig, stride16:
                        bias=True, gain=1.0)
 
 
-def _lss_depth(writer: OnnxGraphWriter, config: BevdetImgStageConfig, x: str) -> tuple[str, str]:
-    """LSSViewTransformer up to the BEV pool: depth softmax and the depth x context outer product."""
-    scope, prefix = "/img_view_transformer", "img_view_transformer"
+def _lss_depth_net(writer: OnnxGraphWriter, config: BevdetImgStageConfig, x: str) -> str:
+    """LSSViewTransformer's depth_net: one 1x1 conv to D depth logits + C context channels."""
+    return writer.conv("/img_view_transformer/depth_net", "img_view_transformer.depth_net", x, config.neck_channels,
+                       config.depth_bins + config.context_channels, kernel=1, bias=True, gain=1.0)
+
+
+def _depth_and_volume(writer: OnnxGraphWriter, config: BevdetImgStageConfig, x: str) -> tuple[str, str]:
+    """The view transformer up to the BEV pool: depth softmax and the depth x context outer product."""
+    scope = "/img_view_transformer"
     depth_bins, context = config.depth_bins, config.context_channels
-    x = writer.conv(f"{scope}/depth_net", f"{prefix}.depth_net", x, config.neck_channels, depth_bins + context,
-                    kernel=1, bias=True, gain=1.0)
 
     def channel_slice(start: int, end: int) -> str:
         starts, ends = writer.constant_int64(scope, [start]), writer.constant_int64(scope, [end])
