@@ -1,26 +1,32 @@
-"""Float reference interpreter: runs an IRModule on numpy arrays, op by op.
+"""The interpreter core: runs an IRModule on numpy arrays, op by op, with a kernel set and observers.
 
 Like torch.fx's ``Interpreter.run``: each function is compiled once into a *plan* (a flat
 schedule of steps over numbered value slots, in post order) and every run walks that
 schedule with a fresh environment. A value is dropped from the environment right after its
-last use, so a long chain keeps only a handful of arrays alive.
+last use, so a long chain keeps only a handful of arrays alive. Errors name the failing ``%N``
+binding, op and layer.
 
 Calls of other global functions (including ``Compiler="tidl"`` subgraphs, evaluated in
 float here), closures (``fn`` values and calls of them), ``let``, tuples and projections
 are all followed. No step recurses on graph depth; only calls between functions nest.
 
-Chains of element-wise ops after a producer (conv -> batch_norm -> add -> relu) are fused into
-one step that runs them in place on the producer's output, bit-identically (_fusion.py).
+What runs each op comes from the kernel set (registry.KernelSet, as xDSL's interpreter takes
+its implementations): the facets it looks kernels up in, plan transforms (the fast set fuses
+element-wise chains into their producer, fast/_fusion.py) and a context around each run
+(threads, BLAS). A plan is compiled per function, kernel set and set of enabled transforms.
 
-Kernels live in kernels/op_<family>.py (see registry.py). During a run the process keeps freed
-memory for reuse (_memory.py) and heavy kernels run in parallel blocks (kernels/_parallel.py).
+Observers (xDSL's listeners) are callables called once per computed value with an
+``Observation``: every op call, call of a function or closure, tuple and tuple projection, in
+execution order, before the value may be freed. A run with observers uses its plans without
+the transforms that hide values (``PlanTransform.hides_values``: fusion), so every value the
+unfused graph computes is observed; observers must not modify the values.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -31,11 +37,8 @@ from ..ir.op import Op
 from ..ir.traversal import children, free_vars, number_bindings, post_order
 from ..ir.type_infer import describe_call
 from ..ir.types import TensorType, TupleType, Type
-from ._fusion import fresh_head, fuse_chains, stage_args
-from ._memory import keep_freed_memory
-from .kernels._parallel import run_context
-from .kernels._tail import run_tail
-from .registry import get_kernel
+from .config import EmulatorConfig, using_config
+from .registry import KernelSet, kernel_set
 
 
 class EmulatorError(TidlxError):
@@ -73,26 +76,58 @@ class Closure:
         return f"<closure of {self.plan.where}>"
 
 
-# Step kinds. A step is a tuple (kind, out_slot, in_slots, payload, freed_slots, n_counted_frees, node).
-# _FUSED is an op followed by a chain of element-wise ops run in place (_fusion.py).
-_OP, _CALL_GLOBAL, _CALL_CLOSURE, _TUPLE, _GET_ITEM, _MAKE_CLOSURE, _GLOBAL_REF, _FUSED = range(8)
+class Observation(NamedTuple):
+    """What an observer gets for each computed value: the node that computed it, its ``%N`` binding
+    number in its global function (None for a function's result, printed inline), the name of
+    that global function, the node's layer name (None when it has none) and the value."""
+
+    node: Expr
+    binding: Optional[int]
+    function: str
+    layer: Optional[str]
+    value: Any
+
+
+Observer = Callable[[Observation], None]
+
+# Step kinds. A step is a tuple (kind, out_slot, in_slots, payload, freed_slots, n_counted_frees, node);
+# before slot freeing is computed (when transforms see them) a raw step is (kind, out, ins, payload, node).
+# An OP payload is (kernel function, attrs, out_type, expected (shape, dtype) or None, Kernel record).
+# A CUSTOM step is made by a plan transform: its payload has ``run(plan, values, stats) -> value``
+# (e.g. a fused chain, fast/_fusion.py) and ``describe() -> str``.
+OP, CALL_GLOBAL, CALL_CLOSURE, TUPLE, GET_ITEM, MAKE_CLOSURE, GLOBAL_REF, CUSTOM = range(8)
+_OP, _CALL_GLOBAL, _CALL_CLOSURE, _TUPLE, _GET_ITEM, _MAKE_CLOSURE, _GLOBAL_REF, _CUSTOM = range(8)
 
 
 class _Plan:
     """The schedule of one function: steps over value slots, each slot freed after its last use."""
 
-    __slots__ = ("func", "owner", "owner_name", "where", "initial", "param_slots", "free_var_slots",
-                 "free_vars", "steps", "result_slot", "result_computed", "__weakref__")
+    __slots__ = ("func", "owner", "owner_name", "where", "variant", "initial", "param_slots", "free_var_slots",
+                 "free_vars", "steps", "result_slot", "result_computed", "bindings", "__weakref__")
 
-    def __init__(self, func: Function, owner: Function, owner_name: str, where: str):
+    def __init__(self, func: Function, owner: Function, owner_name: str, where: str, variant: "_Variant"):
         self.func = func
         self.owner = owner          # the global function this plan belongs to (for %N numbers)
         self.owner_name = owner_name
         self.where = where
+        self.variant = variant
+        self.bindings = None        # per step: its %N number (computed on the first observed run)
 
 
-def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _Plan:
-    plan = _Plan(func, owner, owner_name, where)
+class _Variant(NamedTuple):
+    """What a plan is compiled for: a kernel set and the plan transforms it applies."""
+
+    kernels: KernelSet
+    transforms: tuple
+
+
+def _variant(kernels: KernelSet, config: EmulatorConfig, observed: bool) -> _Variant:
+    return _Variant(kernels, tuple(t for t in kernels.transforms
+                                   if t.enabled(config) and not (observed and t.hides_values)))
+
+
+def _compile(func: Function, owner: Function, owner_name: str, where: str, variant: _Variant) -> _Plan:
+    plan = _Plan(func, owner, owner_name, where, variant)
     slot_of: Dict[int, int] = {}
     initial: List[Any] = []
 
@@ -155,7 +190,7 @@ def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _P
             out = slot_of[id(node)] = new_slot()
             raw_steps.append((_GET_ITEM, out, (slot(node.tuple_value),), node.index, node))
         elif isinstance(node, Function):
-            inner = _compile(node, owner, owner_name, f"{where} (closure)")
+            inner = _compile(node, owner, owner_name, f"{where} (closure)", variant)
             ins = []
             for v in inner.free_vars:
                 if id(v) not in slot_of:
@@ -170,9 +205,12 @@ def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _P
             out = slot_of[id(node)] = new_slot()
             args = tuple(slot(a) for a in node.args)
             if isinstance(node.op, Op):
-                kernel = get_kernel(node.op.name)
+                record = variant.kernels.lookup(node.op)
+                if record is None:
+                    raise EmulatorError(f"{where}: {_binding_name(plan, node)} ({describe_call(node)}): the "
+                                        f"{variant.kernels.name} kernel set has no kernel for op '{node.op.name}'")
                 out_type = node.checked_type
-                payload = (kernel, node.attrs, out_type, _expected(out_type))
+                payload = (record.fn, node.attrs, out_type, expected_of(out_type), record)
                 raw_steps.append((_OP, out, args, payload, node))
             elif isinstance(node.op, GlobalVar):
                 raw_steps.append((_CALL_GLOBAL, out, args, node.op.name_hint, node))
@@ -182,7 +220,8 @@ def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _P
             raise EmulatorError(f"{where}: cannot evaluate a {type(node).__name__} node")
 
     plan.result_slot = slot(func.body)
-    raw_steps = fuse_chains(raw_steps, plan.result_slot, _OP, _GET_ITEM, _FUSED, _expected)
+    for transform in variant.transforms:
+        raw_steps = transform.apply(raw_steps, plan.result_slot)
     plan.initial = initial
     plan.result_computed = any(s[1] == plan.result_slot for s in raw_steps)
 
@@ -206,7 +245,7 @@ def _compile(func: Function, owner: Function, owner_name: str, where: str) -> _P
     return plan
 
 
-def _expected(t: Type):
+def expected_of(t: Type):
     """(shape, numpy dtype) a kernel must return for a tensor type, or None."""
     if isinstance(t, TensorType) and t.dtype != "bfloat16":
         return t.shape, np.dtype(t.dtype)
@@ -217,17 +256,17 @@ class _ModulePlans:
     """Plans of a module's functions, rebuilt when a name is bound to another Function."""
 
     def __init__(self):
-        self.plans: Dict[str, _Plan] = {}
+        self.plans: Dict[tuple, _Plan] = {}   # (name, variant) -> plan
 
 
 _MODULE_PLANS: "weakref.WeakKeyDictionary[IRModule, _ModulePlans]" = weakref.WeakKeyDictionary()
 # Functions cannot be weakly referenced, so plans are found by the id of their function; an entry
 # lives as long as some module's cache holds the plan, and the plan holds the function (so the
 # id cannot be reused meanwhile). Modules sharing functions (``mod.copy()``) share plans.
-_PLAN_OF_FUNCTION: "weakref.WeakValueDictionary[int, _Plan]" = weakref.WeakValueDictionary()
+_PLAN_OF_FUNCTION: "weakref.WeakValueDictionary[tuple, _Plan]" = weakref.WeakValueDictionary()
 
 
-def _global_plan(mod: IRModule, name: str) -> _Plan:
+def _global_plan(mod: IRModule, name: str, variant: _Variant) -> _Plan:
     cache = _MODULE_PLANS.get(mod)
     if cache is None:
         cache = _MODULE_PLANS[mod] = _ModulePlans()
@@ -235,19 +274,25 @@ def _global_plan(mod: IRModule, name: str) -> _Plan:
     if func is None:
         known = ", ".join("@" + n for n in mod)
         raise EmulatorError(f"the module has no function @{name} (it has {known or 'none'})")
-    plan = cache.plans.get(name)
+    plan = cache.plans.get((name, variant))
     if plan is None or plan.func is not func:
-        plan = _PLAN_OF_FUNCTION.get(id(func))
+        plan = _PLAN_OF_FUNCTION.get((id(func), variant))
         if plan is None or plan.func is not func or plan.owner_name != name:
             if not _is_typed(func):
                 mod.infer_types()
-            plan = _compile(func, func, name, f"@{name}")
+            plan = _compile(func, func, name, f"@{name}", variant)
             if plan.free_vars:
                 raise EmulatorError(f"@{name} uses variables that nothing binds: "
                                     + ", ".join("%" + v.name_hint for v in plan.free_vars))
-            _PLAN_OF_FUNCTION[id(func)] = plan
-        cache.plans[name] = plan
+            _PLAN_OF_FUNCTION[(id(func), variant)] = plan
+        cache.plans[(name, variant)] = plan
     return plan
+
+
+def plan_of(mod: IRModule, name: str = "main", kernels: Union[str, KernelSet] = "fast",
+            config: Optional[EmulatorConfig] = None, observed: bool = False) -> _Plan:
+    """The compiled plan a run would use for ``@name`` (for tests and debugging)."""
+    return _global_plan(mod, name, _variant(kernel_set(kernels), config or EmulatorConfig.from_env(), observed))
 
 
 def _is_typed(func: Function) -> bool:
@@ -255,11 +300,13 @@ def _is_typed(func: Function) -> bool:
 
 
 class _Context:
-    __slots__ = ("mod", "stats")
+    __slots__ = ("mod", "stats", "variant", "observers")
 
-    def __init__(self, mod: IRModule, stats: Optional[RunStats]):
+    def __init__(self, mod: IRModule, stats: Optional[RunStats], variant: _Variant, observers: tuple):
         self.mod = mod
         self.stats = stats
+        self.variant = variant
+        self.observers = observers
 
 
 def _binding_name(plan: _Plan, node: Expr) -> str:
@@ -270,24 +317,25 @@ def _binding_name(plan: _Plan, node: Expr) -> str:
     return f"binding %{n}" if n is not None else "the result"
 
 
-def _kernel_failure(plan: _Plan, node: Call, exc: BaseException) -> EmulatorError:
+def kernel_failure(plan: _Plan, node: Call, exc: BaseException) -> EmulatorError:
+    """The EmulatorError for a kernel of ``node`` failing with ``exc`` (names the binding)."""
     reason = str(exc) if isinstance(exc, TidlxError) else f"{type(exc).__name__}: {exc}"
     return EmulatorError(f"emulator: {plan.where}, {_binding_name(plan, node)} ({describe_call(node)}) "
                          f"failed: {reason}")
 
 
-def _check_result(plan: _Plan, node: Call, res, expected):
+def check_result(plan: _Plan, node: Call, res, expected):
     """Kernels may hand back numpy scalars; anything else off the op's type is a kernel bug."""
     if expected is None:
         return res
     shape, dtype = expected
     if type(res) is not np.ndarray:
         if isinstance(res, tuple):
-            raise _kernel_failure(plan, node, TidlxError(
+            raise kernel_failure(plan, node, TidlxError(
                 f"kernel returned a tuple but the op's type is {node.checked_type}"))
         res = np.asarray(res)
     if res.shape != shape or res.dtype != dtype:
-        raise _kernel_failure(plan, node, TidlxError(
+        raise kernel_failure(plan, node, TidlxError(
             f"kernel returned {res.dtype}{list(res.shape)} but the op's type is {node.checked_type}"))
     return res
 
@@ -299,25 +347,27 @@ def _execute(plan: _Plan, ctx: _Context, args: Sequence[Any], captured: Sequence
     for s, v in zip(plan.free_var_slots, captured):
         env[s] = v
     stats = ctx.stats
-    for kind, out, ins, payload, frees, n_counted, node in plan.steps:
+    observers = ctx.observers
+    bindings = _step_bindings(plan) if observers else None
+    for index, (kind, out, ins, payload, frees, n_counted, node) in enumerate(plan.steps):
         if kind == _OP:
-            kernel, attrs, out_type, expected = payload
+            kernel, attrs, out_type, expected, _ = payload
             try:
                 res = kernel([env[i] for i in ins], attrs, out_type)
             except Exception as exc:  # a kernel failing on its values: name the binding
                 if isinstance(exc, EmulatorError):
                     raise
-                raise _kernel_failure(plan, node, exc) from exc
+                raise kernel_failure(plan, node, exc) from exc
             if type(res) is not np.ndarray or expected is None or res.dtype != expected[1] \
                     or res.shape != expected[0]:
-                res = _check_result(plan, node, res, expected)
+                res = check_result(plan, node, res, expected)
             env[out] = res
             if stats is not None:
                 stats.kernel_calls[node.op.name] = stats.kernel_calls.get(node.op.name, 0) + 1
-        elif kind == _FUSED:
-            env[out] = _run_fused(plan, payload, [env[i] for i in ins], stats)
+        elif kind == _CUSTOM:
+            env[out] = payload.run(plan, [env[i] for i in ins], stats)
         elif kind == _CALL_GLOBAL:
-            callee = _global_plan(ctx.mod, payload)
+            callee = _global_plan(ctx.mod, payload, ctx.variant)
             try:
                 env[out] = _execute(callee, ctx, [env[i] for i in ins], ())
             except EmulatorError as exc:
@@ -340,7 +390,11 @@ def _execute(plan: _Plan, ctx: _Context, args: Sequence[Any], captured: Sequence
         elif kind == _MAKE_CLOSURE:
             env[out] = Closure(payload, tuple(env[i] for i in ins))
         else:  # _GLOBAL_REF
-            env[out] = Closure(_global_plan(ctx.mod, payload), ())
+            env[out] = Closure(_global_plan(ctx.mod, payload, ctx.variant), ())
+        if observers and kind != _MAKE_CLOSURE and kind != _GLOBAL_REF:  # every value but function values
+            observation = Observation(node, bindings[index], plan.owner_name, getattr(node, "layer", None), env[out])
+            for observer in observers:
+                observer(observation)
         for i in frees:
             env[i] = None
         if stats is not None:
@@ -353,56 +407,15 @@ def _execute(plan: _Plan, ctx: _Context, args: Sequence[Any], captured: Sequence
     return env[plan.result_slot]
 
 
-def _run_fused(plan: _Plan, fused, values: list, stats: Optional[RunStats]):
-    """A fused step: the head op, then each stage's epilogue on its result (in place when the
-    result is an array no one else holds), or the stage's kernel where it has no epilogue form."""
-    kernel, attrs, out_type, expected = fused.head
-    node = fused.head_node
-    try:
-        res = kernel(values[:fused.n_head_args], attrs, out_type)
-    except Exception as exc:
-        if isinstance(exc, EmulatorError):
-            raise
-        raise _kernel_failure(plan, node, exc) from exc
-    res = _check_result(plan, node, res, expected)
-    owned = fresh_head(node.op.name)
-    stage_others, at = [], fused.n_head_args
-    for stage in fused.stages:
-        stage_others.append(values[at:at + stage.n_others])
-        at += stage.n_others
-    if fused.tail and owned:
+def _step_bindings(plan: _Plan) -> tuple:
+    """Per step of the plan: the %N number of its node in the plan's global function, or None."""
+    if plan.bindings is None:
         try:
-            done = run_tail(res, fused.stages, stage_others)
-        except Exception as exc:
-            raise _kernel_failure(plan, fused.stages[0].node, exc) from exc
-        if done is not None:
-            res = _check_result(plan, fused.stages[-1].node, done, fused.stages[-1].expected)
-            if stats is not None:
-                _count_fused(stats, fused)
-            return res
-    for stage, others in zip(fused.stages, stage_others):
-        node = stage.node
-        try:
-            y = stage.epilogue(res, others, stage.attrs, owned and res.flags.writeable)
-            if y is None:
-                y = stage.kernel(stage_args(res, others, stage.position), stage.attrs, node.checked_type)
-                if stage.item0:
-                    y = y[0]
-        except Exception as exc:
-            if isinstance(exc, EmulatorError):
-                raise
-            raise _kernel_failure(plan, node, exc) from exc
-        res = _check_result(plan, node, y, stage.expected)
-        owned = True  # an epilogue's or a kernel's result is a new array (or the owned one)
-    if stats is not None:
-        _count_fused(stats, fused)
-    return res
-
-
-def _count_fused(stats: RunStats, fused) -> None:
-    for name in [fused.head_node.op.name] + [s.op_name for s in fused.stages]:
-        stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
-    stats.steps += sum(2 if s.item0 else 1 for s in fused.stages)  # the fused-away steps
+            numbers = number_bindings(plan.owner)
+        except Exception:  # numbering must never stop a run
+            numbers = {}
+        plan.bindings = tuple(numbers.get(step[6]) for step in plan.steps)
+    return plan.bindings
 
 
 # --- inputs and outputs ------------------------------------------------------------------------
@@ -462,22 +475,33 @@ def _flatten(value, out: list, where: str) -> None:
 
 
 def run(mod: IRModule, inputs: Mapping[str, Any], entry: str = "main", *,
-        stats: Optional[RunStats] = None) -> List[np.ndarray]:
+        kernels: Union[str, KernelSet] = "fast", observers: Sequence[Observer] = (),
+        config: Optional[EmulatorConfig] = None, stats: Optional[RunStats] = None) -> List[np.ndarray]:
     """Runs ``@entry`` of ``mod`` in float on ``inputs`` (name -> array); returns the outputs flattened.
 
-    Inputs must match the entry's parameter types exactly (shape and dtype). Pass a
-    ``RunStats`` to collect debug counters (steps, peak number of live values).
+    Inputs must match the entry's parameter types exactly (shape and dtype).
+
+    * ``kernels``: ``"fast"`` (the default: numba, Winograd, fusion, threads), ``"reference"`` (the
+      plain-numpy definition of the float semantics) or a ``KernelSet``.
+    * ``observers``: callables called with an ``Observation`` (node, %N binding, function, layer,
+      value) once per computed value; a run with observers runs its plans unfused, so values that
+      fusion would compute in place inside a chain are observed too.
+    * ``config``: an ``EmulatorConfig``; None reads the ``TIDLX_EMULATOR_*`` variables now.
+    * ``stats``: a ``RunStats`` to collect debug counters (steps, peak number of live values).
     """
     if isinstance(mod, Function):
         mod = IRModule({entry: mod})
     if not isinstance(mod, IRModule):
         raise EmulatorError(f"run() takes an IRModule, got {type(mod).__name__}")
-    keep_freed_memory()
-    plan = _global_plan(mod, entry)
+    ks = kernel_set(kernels)
+    config = config if config is not None else EmulatorConfig.from_env()
+    observers = tuple(observers)
+    variant = _variant(ks, config, bool(observers))
+    plan = _global_plan(mod, entry, variant)
     args = _bind_inputs(plan.func, inputs, f"@{entry}")
-    ctx = _Context(mod, stats)
-    # inf/nan follow IEEE as in onnxruntime, without warnings; BLAS computes in our threads
-    with np.errstate(all="ignore"), run_context():
+    ctx = _Context(mod, stats, variant, observers)
+    # inf/nan follow IEEE as in onnxruntime, without warnings
+    with np.errstate(all="ignore"), using_config(config), ks.run_context(config):
         result = _execute(plan, ctx, args, ())
     outputs: List[np.ndarray] = []
     _flatten(result, outputs, f"@{entry}")

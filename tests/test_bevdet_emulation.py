@@ -43,6 +43,18 @@ def test_emulator_agrees_with_onnxruntime(backbone, batch, tiny):
         assert relative_error(got, want) <= TOLERANCE, (info.name, relative_error(got, want))
 
 
+@pytest.mark.parametrize("backbone", ["resnet18", "resnet50"])
+def test_reference_kernel_set_agrees_with_onnxruntime(backbone):
+    """The plain-numpy reference set (the definition of the float semantics) meets the same bar."""
+    model = bevdet_img_stage(backbone=backbone, batch=1, tiny=True)
+    feeds = image_for(model, seed=2)
+    reference = onnxruntime_outputs(model, feeds)
+    ours = tidlx.emulate(from_onnx(model), feeds, kernels="reference")
+    for got, want, info in zip(ours, reference, model.graph.output):
+        assert got.shape == want.shape and got.dtype == want.dtype, info.name
+        assert relative_error(got, want) <= TOLERANCE, (info.name, relative_error(got, want))
+
+
 @pytest.mark.parametrize("batch", [1, 6])
 @pytest.mark.parametrize("backbone", ["resnet18", "resnet50"])
 def test_relay_text_round_trip_emulates_identically(backbone, batch):

@@ -6,6 +6,7 @@ import os
 from typing import Mapping, Optional, Sequence, Union
 
 from .ir import IRModule, TidlxError
+from . import emulator as _emulator  # noqa: F401  (registers FoldConstant's constant evaluator)
 
 
 def parse_relay(text: str, params: Optional[Union[Mapping, Sequence]] = None, *,
@@ -41,14 +42,15 @@ def load(path: str, **kwargs) -> IRModule:
     raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
 
 
-def emulate(mod: IRModule, inputs: Mapping[str, "object"]) -> list:
-    """Runs @main in the float32 reference emulator; inputs by parameter name.
+def emulate(mod: IRModule, inputs: Mapping[str, "object"], *, kernels="fast") -> list:
+    """Runs @main in the float32 emulator; inputs by parameter name.
 
     Returns the outputs as a list of numpy arrays (a tuple-valued result gives several).
+    ``kernels``: ``"fast"`` (default) or ``"reference"`` (the plain-numpy definition), see ``tidlx.emulator.run``.
     """
     from .emulator import run
 
-    return run(mod, dict(inputs))
+    return run(mod, dict(inputs), kernels=kernels)
 
 
 def partition(mod: IRModule, options=None, strategy: str = "greedy"):

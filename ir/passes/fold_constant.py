@@ -1,10 +1,16 @@
-"""FoldConstant: evaluates op calls whose inputs are all constants, with the emulator's kernels.
+"""FoldConstant: evaluates op calls whose inputs are all constants, through an evaluator hook.
+
+As TVM's FoldConstant calls its interpreter through an interface, this pass calls the function
+given to ``register_constant_evaluator``: ``fn(call, arg_arrays) -> array | tuple | None`` (None:
+it has no kernel for the op; a TidlxError: it refuses these operands). ``tidlx.emulator``
+registers its float reference kernels when it is imported (``ir`` imports nothing above it);
+running the pass with no evaluator registered is an internal error naming that package.
 
 What is not folded, and why:
   * calls of functions and globals (only op calls are evaluated), and anything inside a function
     of another compiler (``Compiler="tidl"``, ``Primitive``, ``Composite``) - that code belongs
     to its backend as it is;
-  * ops without an emulator kernel, and calls the kernel refuses (a TidlxError from the kernel);
+  * ops the evaluator has no kernel for, and calls it refuses (a TidlxError from the kernel);
   * QNN ops (``qnn.*``) unless ``FoldConstant.fold_qnn`` is set: a backend such as TIDL needs
     to see ``qnn.quantize(weights)`` to recover the quantization parameters (as in TVM);
   * calls whose result is much larger than their inputs (``broadcast_to``/``zeros``/``tile`` of
@@ -33,6 +39,30 @@ register_config("FoldConstant.fold_qnn", bool, False, "also fold qnn.* ops on co
 #: Results up to this size are always folded, however much they grow.
 ALWAYS_FOLD_BYTES = 64 * 1024
 
+_evaluator = None
+
+
+class NoConstantEvaluatorError(RuntimeError):
+    """FoldConstant ran before any package registered a constant evaluator (an internal error:
+    the code running the pass must import ``tidlx.emulator`` first)."""
+
+
+def register_constant_evaluator(fn):
+    """Sets the function FoldConstant evaluates constant calls with (the last one registered wins);
+    returns the previous one (None if there was none)."""
+    global _evaluator
+    previous, _evaluator = _evaluator, fn
+    return previous
+
+
+def constant_evaluator():
+    """The registered evaluator; raises NoConstantEvaluatorError when there is none."""
+    if _evaluator is None:
+        raise NoConstantEvaluatorError(
+            "internal error: FoldConstant has no constant evaluator; import tidlx.emulator (it registers its "
+            "reference kernels with tidlx.ir.passes.fold_constant.register_constant_evaluator) before running it")
+    return _evaluator
+
 
 def _all_args_constant(call) -> bool:
     return all(isinstance(a, Constant) for a in call.args)
@@ -58,12 +88,12 @@ def _to_constant(value, t: TensorType, call) -> Constant:
 
 
 def fold_constant_table(max_growth: float = 16.0, fold_qnn: bool = False) -> RewriteTable:
-    from tidlx.emulator.registry import get_kernel, has_kernel
+    evaluate = constant_evaluator()
 
     def fold_call(m):
         call = m.expr
         name = call.op.name
-        if not has_kernel(name) or (name.startswith("qnn.") and not fold_qnn):
+        if name.startswith("qnn.") and not fold_qnn:
             return None
         out_type = call.checked_type
         in_bytes = sum(a.data.nbytes for a in call.args)
@@ -73,12 +103,14 @@ def fold_constant_table(max_growth: float = 16.0, fold_qnn: bool = False) -> Rew
         if isinstance(out_type, TupleType) and not all(isinstance(f, TensorType) for f in out_type.fields):
             return None
         try:
-            result = get_kernel(name)([a.data for a in call.args], call.attrs, out_type)
+            result = evaluate(call, [a.data for a in call.args])
         except TidlxError:
             return None  # the kernel does not support this call; leave it for the backend
         except Exception as exc:  # a kernel bug: name the call that triggered it
             raise PassError(f"FoldConstant: evaluating {describe_call(call)} on constant inputs failed: "
                             f"{type(exc).__name__}: {exc}") from exc
+        if result is None:
+            return None  # no kernel for this op
         if isinstance(out_type, TupleType):
             if not isinstance(result, (tuple, list)) or len(result) != len(out_type.fields):
                 raise PassError(f"FoldConstant: the kernel of {describe_call(call)} returned "
@@ -97,7 +129,7 @@ def fold_constant_table(max_growth: float = 16.0, fold_qnn: bool = False) -> Rew
 
 @module_pass("FoldConstant", opt_level=2)
 def fold_constant(mod, ctx: PassContext):
-    """Evaluates op calls on constant inputs with the emulator's kernels."""
+    """Evaluates op calls on constant inputs with the registered constant evaluator."""
     table = fold_constant_table(float(ctx.get_config("FoldConstant.max_growth")),
                                 bool(ctx.get_config("FoldConstant.fold_qnn")))
     return table.rewrite(mod)

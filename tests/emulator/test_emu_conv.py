@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from emu_helpers import assert_close, ort_node, rand, run_kernel
+from tidlx.emulator import EmulatorConfig, using_config
 
 
 def naive_conv_nchw(x, w, strides, pads, dilation, groups, acc=np.float64):
@@ -89,15 +90,14 @@ def test_conv2d_nhwc_hwio_matches_nchw(case):
 
 
 @pytest.fixture(params=[True, False], ids=["tile-blocks", "whole-arrays"])
-def winograd_path(request, monkeypatch):
-    """Runs a test on both float32 Winograd paths: blocks of 16 tiles with the microkernel, and
-    whole transformed arrays with BLAS products."""
-    from tidlx.emulator.kernels import _microkernel, _winograd
+def winograd_path(request):
+    """Runs a test on both float32 Winograd paths (the config it returns): blocks of 16 tiles with
+    the microkernel, and whole transformed arrays with BLAS products."""
+    from tidlx.emulator.fast import _microkernel
 
     if request.param:
         assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
-    monkeypatch.setattr(_winograd, "TILE_BLOCKS", request.param)
-    return request.param
+    return EmulatorConfig(tile_blocks=request.param)
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pads", [
@@ -107,24 +107,25 @@ def winograd_path(request, monkeypatch):
     (1, 32, 24, 24, 16, (2, 2, 2, 2)),    # padding wider than the kernel reach
     (1, 16, 26, 26, 16, (0, 0, 0, 0)),    # no padding
 ])
-def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path, monkeypatch):
-    from tidlx.emulator.kernels import _winograd
+def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path):
+    from tidlx.emulator.fast import _winograd
 
-    monkeypatch.setattr(_winograd, "_MODE", "2")  # F(2x2, 3x3) here; F(4x4, 3x3) is tested below
+    config = winograd_path.replace(winograd="2")  # F(2x2, 3x3) here; F(4x4, 3x3) is tested below
     rng = np.random.default_rng(n + c + h + w + o)
     x = rand(rng, (n, c, h, w))
     wt = rand(rng, (o, c, 3, 3))
     wt.setflags(write=False)  # like a Constant's data: the transformed weights get cached
-    assert _winograd.usable(x.shape, wt.shape, 1, (1, 1), (1, 1), np.dtype("float32"))
+    assert _winograd.usable(x.shape, wt.shape, 1, (1, 1), (1, 1), np.dtype("float32"), config)
     ref = fast_reference_conv(x, wt, pads)
     for _ in range(2):  # second time from the weight cache
-        got = run_kernel("nn.conv2d", [x, wt], padding=pads)
+        with using_config(config):
+            got = run_kernel("nn.conv2d", [x, wt], padding=pads)
         assert_close(got, ref, rtol=1e-5, atol=2e-5)
     assert id(wt) in _winograd._weight_cache
 
 
 def test_winograd_weight_cache_entries_die_with_the_weights():
-    from tidlx.emulator.kernels import _winograd
+    from tidlx.emulator.fast import _winograd
 
     wt = np.ones((16, 16, 3, 3), np.float32)
     wt.setflags(write=False)
@@ -148,19 +149,19 @@ def relative_max_error(got, ref):
     (1, 20, 33, 33, 21, (0, 0, 0, 0)),    # no padding
 ])
 def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads, winograd_path):
-    from tidlx.emulator.kernels import _winograd
+    from tidlx.emulator.fast import _winograd
 
     rng = np.random.default_rng(7 * n + c + h + w + o)
     x = rand(rng, (n, c, h, w))
     wt = rand(rng, (o, c, 3, 3))
     ref = fast_reference_conv(x, wt, pads)
     f32 = np.dtype("float32")
-    got = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=4)
+    got = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=4, config=winograd_path)
     assert got.shape == ref.shape and got.dtype == f32
     # F(4x4, 3x3) in float32 measures ~1e-6..1e-5 of the largest output (F(2x2, 3x3): ~3e-7);
     # a wrong transform entry or tile offset gives errors of order 1.
     assert relative_max_error(got, ref) <= 3e-5
-    f23 = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=2)
+    f23 = _winograd.conv3x3(x, wt, pads, ref.shape[2:], f32, tile=2, config=winograd_path)
     assert relative_max_error(f23, ref) <= 3e-6
 
 
@@ -171,8 +172,8 @@ def test_winograd_f43_matches_float64_direct_convolution(n, c, h, w, o, pads, wi
     (300, 6, 16, (0, 1)),     # long sums
 ])
 def test_microkernel_products_match_float64(channels, outs, columns, panels):
-    from tidlx.emulator.kernels._jit import tile_block_buffers, winograd_block_products
-    from tidlx.emulator.kernels._microkernel import pack_panels
+    from tidlx.emulator.fast._jit import tile_block_buffers, winograd_block_products
+    from tidlx.emulator.fast._microkernel import pack_panels
 
     rng = np.random.default_rng(channels + outs)
     u = rng.standard_normal((3, outs, channels)).astype(np.float32)
@@ -192,14 +193,14 @@ def test_microkernel_products_match_float64(channels, outs, columns, panels):
 @pytest.mark.parametrize("tile,h,w", [(2, 7, 7), (4, 30, 29), (2, 15, 14)])
 def test_tile_blocks_give_the_same_bits_in_any_split_and_thread_count(tile, h, w):
     """Each output element is one ordered sum: serial, parallel and output-channel splits agree bitwise."""
-    from tidlx.emulator.kernels import _jit, _parallel, _winograd
+    from tidlx.emulator.fast import _jit, _parallel, _winograd
 
     rng = np.random.default_rng(tile + h)
     x = rand(rng, (1, 40, h, w))
     wt = rand(rng, (45, 40, 3, 3))
     f32 = np.dtype("float32")
     serial = _winograd.conv3x3(x, wt, (1, 1, 1, 1), (h, w), f32, tile)  # outside a run: one thread
-    with _parallel.run_context():
+    with _parallel.run_context(EmulatorConfig()):
         parallel = _winograd.conv3x3(x, wt, (1, 1, 1, 1), (h, w), f32, tile)
     th, tw = -(-h // tile), -(-w // tile)
     up = _winograd.transformed_weights(wt, f32, tile, panels=True)
@@ -210,24 +211,26 @@ def test_tile_blocks_give_the_same_bits_in_any_split_and_thread_count(tile, h, w
     assert relative_max_error(serial, fast_reference_conv(x, wt, (1, 1, 1, 1))) <= 3e-5
 
 
-def test_winograd_from_7x7_only_with_tile_blocks(monkeypatch):
-    from tidlx.emulator.kernels import _winograd
+def test_winograd_from_7x7_only_with_tile_blocks():
+    from tidlx.emulator.fast import _winograd
 
     f32 = np.dtype("float32")
-    assert _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
-    assert not _winograd.usable((1, 512, 6, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
-    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), np.dtype("float64"))
-    monkeypatch.setattr(_winograd, "TILE_BLOCKS", False)
-    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
-    assert _winograd.usable((1, 512, 14, 14), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32)
+    blocks, whole = EmulatorConfig(), EmulatorConfig(tile_blocks=False)
+    assert _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32, blocks)
+    assert not _winograd.usable((1, 512, 6, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32, blocks)
+    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), np.dtype("float64"), blocks)
+    assert not _winograd.usable((1, 512, 7, 7), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32, whole)
+    assert _winograd.usable((1, 512, 14, 14), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32, whole)
+    assert not _winograd.usable((1, 512, 14, 14), (512, 512, 3, 3), 1, (1, 1), (1, 1), f32,
+                                EmulatorConfig(winograd="off"))
 
 
 def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_path):
-    from tidlx.emulator.kernels import _winograd
+    from tidlx.emulator.fast import _winograd
 
-    monkeypatch.setattr(_winograd, "_MODE", "1")
-    assert _winograd.tile_size((28, 28)) == 4 and _winograd.tile_size((27, 28)) == 2
-    assert _winograd.tile_size((14, 14)) == 2
+    config = winograd_path  # winograd="auto"
+    assert _winograd.tile_size((28, 28), config=config) == 4 and _winograd.tile_size((27, 28), config=config) == 2
+    assert _winograd.tile_size((14, 14), config=config) == 2
     chosen = []
     real = _winograd.tile_size
     monkeypatch.setattr(_winograd, "tile_size", lambda *a: chosen.append(real(*a)) or chosen[-1])
@@ -237,7 +240,8 @@ def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_p
     wt.setflags(write=False)
     ref = fast_reference_conv(x, wt, (1, 1, 1, 1))
     for _ in range(2):  # second time from the weight cache
-        got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+        with using_config(config):
+            got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
         assert relative_max_error(got, ref) <= 3e-5
     assert chosen == [4, 4]
 
@@ -251,25 +255,24 @@ def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_p
     ((56, 56), 1, 4),
     ((4, 4), 1, 2),      # one tile either way: F(2x2, 3x3) has fewer positions
 ])
-def test_tile_blocks_pick_the_tile_size_with_less_work(out_hw, batch, expected, monkeypatch):
-    from tidlx.emulator.kernels import _winograd
+def test_tile_blocks_pick_the_tile_size_with_less_work(out_hw, batch, expected):
+    from tidlx.emulator.fast import _winograd
 
-    monkeypatch.setattr(_winograd, "_MODE", "1")
-    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch) == expected
-    monkeypatch.setattr(_winograd, "TILE_BLOCKS", False)  # the whole-array path: by pixels
-    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch) == (4 if out_hw[0] * out_hw[1] >= 784 else 2)
+    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch, EmulatorConfig()) == expected
+    whole = EmulatorConfig(tile_blocks=False)  # the whole-array path: by pixels
+    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch, whole) == (4 if out_hw[0] * out_hw[1] >= 784 else 2)
 
 
 @pytest.mark.parametrize("mode,expected", [("2", (2, 2)), ("4", (4, 4)), ("1", (2, 4))])
-def test_winograd_mode_switch_forces_the_tile_size(monkeypatch, mode, expected):
-    from tidlx.emulator.kernels import _winograd
+def test_winograd_mode_switch_forces_the_tile_size(mode, expected):
+    from tidlx.emulator.fast import _winograd
 
-    monkeypatch.setattr(_winograd, "_MODE", mode)
-    assert (_winograd.tile_size((14, 14)), _winograd.tile_size((56, 56))) == expected
+    config = EmulatorConfig.from_env({"TIDLX_EMULATOR_WINOGRAD": mode})
+    assert (_winograd.tile_size((14, 14), config=config), _winograd.tile_size((56, 56), config=config)) == expected
 
 
 def test_winograd_weight_cache_keeps_both_tile_sizes_until_the_weights_die():
-    from tidlx.emulator.kernels import _winograd
+    from tidlx.emulator.fast import _winograd
 
     wt = np.random.default_rng(0).standard_normal((16, 16, 3, 3)).astype(np.float32)
     wt.setflags(write=False)

@@ -1,12 +1,12 @@
-"""Fused element-wise chains (emulator/_fusion.py): bit-identical to unfused runs, in place only on
+"""Fused element-wise chains (emulator/fast/_fusion.py): bit-identical to unfused runs, in place only on
 arrays no one else holds, and counted in RunStats like the unfused ops."""
 
 import numpy as np
 import pytest
 
-from tidlx.emulator import RunStats, run
-from tidlx.emulator import _fusion
-from tidlx.emulator.interpreter import _FUSED, _global_plan
+from tidlx.emulator import EmulatorConfig, RunStats, run
+from tidlx.emulator.fast import _fusion
+from tidlx.emulator.interpreter import CUSTOM, plan_of
 from tidlx.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const
 
 
@@ -32,30 +32,30 @@ def residual_block(shape):
     return Function([x], call("nn.relu", call("add", y, short)))
 
 
-def _run_both(make, inputs, monkeypatch):
+def _run_both(make, inputs):
     """(fused outputs, unfused outputs, fused module) for fresh modules built by ``make``."""
     results = []
     for enabled in (True, False):
-        monkeypatch.setattr(_fusion, "ENABLED", enabled)
         mod = IRModule({"main": make()})
-        results.append((run(mod, inputs), mod))
+        results.append((run(mod, inputs, config=EmulatorConfig(fuse=enabled)), mod))
     return results[0][0], results[1][0], results[0][1]
 
 
 def fused_chains(mod):
-    return [_fusion.describe(s[3]) for s in _global_plan(mod, "main").steps if s[0] == _FUSED]
+    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True))
+    return [_fusion.describe(s[3]) for s in plan.steps if s[0] == CUSTOM]
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 32, 32), (2, 3, 5, 5)])  # numba paths / small numpy paths
-def test_residual_block_fuses_and_matches_unfused_bit_for_bit(shape, monkeypatch):
+def test_residual_block_fuses_and_matches_unfused_bit_for_bit(shape):
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-    fused, unfused, mod = _run_both(lambda: residual_block(shape), {"x": x}, monkeypatch)
+    fused, unfused, mod = _run_both(lambda: residual_block(shape), {"x": x})
     np.testing.assert_array_equal(fused[0], unfused[0])
     assert sorted(fused_chains(mod)) == ["nn.conv2d+nn.batch_norm", "nn.conv2d+nn.batch_norm+add+nn.relu",
                                          "nn.conv2d+nn.batch_norm+nn.relu"]
 
 
-def test_values_read_twice_are_not_written_in_place(monkeypatch):
+def test_values_read_twice_are_not_written_in_place():
     shape = (1, 4, 16, 16)
 
     def make():
@@ -65,12 +65,12 @@ def test_values_read_twice_are_not_written_in_place(monkeypatch):
         return Function([x], call("add", call("nn.relu", _bn(y, 4, 2)), y))
 
     x = np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
-    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    fused, unfused, mod = _run_both(make, {"x": x})
     np.testing.assert_array_equal(fused[0], unfused[0])
     assert fused_chains(mod) == ["nn.relu+add"]  # a batch norm (a tuple) is no chain head
 
 
-def test_broadcast_add_falls_back_to_the_kernel(monkeypatch):
+def test_broadcast_add_falls_back_to_the_kernel():
     shape = (1, 4, 16, 16)
     bias = np.arange(4, dtype=np.float32).reshape(1, 4, 1, 1)
 
@@ -79,7 +79,7 @@ def test_broadcast_add_falls_back_to_the_kernel(monkeypatch):
         return Function([x], call("nn.relu", call("add", _conv(x, 4, 4, 1), const(bias))))
 
     x = np.random.default_rng(2).uniform(-1, 1, shape).astype(np.float32)
-    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    fused, unfused, mod = _run_both(make, {"x": x})
     np.testing.assert_array_equal(fused[0], unfused[0])
     assert fused_chains(mod) == ["nn.conv2d+add+nn.relu"]
 
@@ -92,7 +92,7 @@ def test_chains_after_views_of_constants_leave_the_constants_alone():
     mod = IRModule({"main": Function([x], body)})
     ones = np.ones(64 * 64, np.float32)
     for _ in range(2):
-        (out,) = run(mod, {"x": ones})
+        (out,) = run(mod, {"x": ones}, config=EmulatorConfig())
         np.testing.assert_array_equal(out, np.maximum(kept.reshape(-1), 0) + 1)
     np.testing.assert_array_equal(mod["main"].body.args[0].args[0].args[0].data, kept)
     np.testing.assert_array_equal(ones, 1)
@@ -102,7 +102,7 @@ def test_fused_ops_are_counted_in_run_stats():
     shape = (1, 4, 8, 8)
     mod = IRModule({"main": residual_block(shape)})
     stats = RunStats()
-    run(mod, {"x": np.zeros(shape, np.float32)}, stats=stats)
+    run(mod, {"x": np.zeros(shape, np.float32)}, stats=stats, config=EmulatorConfig())
     assert stats.kernel_calls == {"nn.conv2d": 3, "nn.batch_norm": 3, "nn.relu": 2, "add": 1}
     assert stats.steps == 3 + 3 * 2 + 2 + 1  # a batch norm is an op and a TupleGetItem
 
@@ -115,24 +115,22 @@ def test_a_fused_op_failing_names_its_own_binding(monkeypatch):
     def broken(x, others, attrs, in_place):
         raise ValueError("broken relu")
 
-    plan = _global_plan(mod, "main")
+    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True))
     steps = []
     for step in plan.steps:
-        if step[0] == _FUSED:
+        if step[0] == CUSTOM:
             stages = tuple(s._replace(epilogue=broken) if s.op_name == "nn.relu" else s for s in step[3].stages)
             step = step[:3] + (step[3]._replace(stages=stages, tail=False),) + step[4:]
         steps.append(step)
     monkeypatch.setattr(plan, "steps", tuple(steps))
     with pytest.raises(EmulatorError, match=r"nn\.relu.*broken relu"):
-        run(mod, {"x": np.zeros(shape, np.float32)})
+        run(mod, {"x": np.zeros(shape, np.float32)}, config=EmulatorConfig(fuse=True))
 
 
 @pytest.mark.parametrize("tail", [("bn", "add"), ("add", "relu"), ("bn", "relu"), ("bn", "add", "relu")])
 def test_conv_tails_run_in_one_pass_bit_for_bit(tail, monkeypatch):
     """Each in-order subset of batch_norm -> add -> relu runs as one kernels/_tail.py pass (large
     enough here to run in parallel blocks) and equals the unfused ops exactly."""
-    from tidlx.emulator import interpreter
-
     shape = (1, 64, 64, 64)
     other = np.random.default_rng(3).uniform(-1, 1, shape).astype(np.float32)
 
@@ -148,10 +146,10 @@ def test_conv_tails_run_in_one_pass_bit_for_bit(tail, monkeypatch):
         return Function([x], y)
 
     passes = []
-    original = interpreter.run_tail
-    monkeypatch.setattr(interpreter, "run_tail", lambda *a: passes.append(original(*a)) or passes[-1])
+    original = _fusion.run_tail
+    monkeypatch.setattr(_fusion, "run_tail", lambda *a: passes.append(original(*a)) or passes[-1])  # a spy
     x = np.random.default_rng(4).uniform(-1, 1, shape).astype(np.float32)
-    fused, unfused, mod = _run_both(make, {"x": x}, monkeypatch)
+    fused, unfused, mod = _run_both(make, {"x": x})
     assert len(passes) == 1 and passes[0] is not None
     np.testing.assert_array_equal(fused[0], unfused[0])
     assert fused[0].tobytes() == unfused[0].tobytes()  # signed zeros too

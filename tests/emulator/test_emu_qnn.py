@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from emu_helpers import ort_node, run_kernel
-from tidlx.emulator.kernels.op_qnn import fixed_point_multiplier
+from tidlx.emulator.reference.op_qnn import fixed_point_multiplier
 
 f32 = np.float32
 i32 = np.int32

@@ -6,8 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from tidlx.emulator import _memory
-from tidlx.emulator.kernels import _parallel
+from tidlx.emulator import EmulatorConfig
+from tidlx.emulator.fast import _memory
+from tidlx.emulator.fast import _parallel
 
 
 def test_for_blocks_covers_every_index_once():
@@ -32,15 +33,14 @@ def test_for_blocks_raises_errors_of_any_block():
 
 
 @pytest.mark.parametrize("m,k,n", [(64, 150, 1000), (700, 300, 20), (33, 1000, 77)])
-def test_products_split_over_the_pool_equal_one_product(monkeypatch, m, k, n):
-    monkeypatch.setenv("TIDLX_EMULATOR_BLAS", "pool")
+def test_products_split_over_the_pool_equal_one_product(m, k, n):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     _parallel._setup()
     threads = _parallel._state["threads"]
     before = threads[1]() if threads else None
-    with _parallel.run_context():
+    with _parallel.run_context(EmulatorConfig(blas="pool")):
         assert _parallel.splitting_products() == (threads is not None)
         got = _parallel.matmul(a, b)
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-4)
@@ -49,9 +49,8 @@ def test_products_split_over_the_pool_equal_one_product(monkeypatch, m, k, n):
         assert threads[1]() == before  # OpenBLAS's thread count is restored
 
 
-def test_openblas_threads_can_be_kept(monkeypatch):
-    monkeypatch.setenv("TIDLX_EMULATOR_BLAS", "openblas")
-    with _parallel.run_context():
+def test_openblas_threads_can_be_kept():
+    with _parallel.run_context(EmulatorConfig(blas="openblas")):
         assert not _parallel.splitting_products()
 
 
@@ -61,7 +60,7 @@ def test_keep_freed_memory_is_idempotent(monkeypatch):
 
 
 def test_numba_cache_files_are_written_next_to_the_kernels_or_in_a_user_dir():
-    from tidlx.emulator.kernels import _jit
+    from tidlx.emulator.fast import _jit
 
     x = np.arange(10, dtype=np.float64)
     _jit.erf_f64(x)
@@ -95,27 +94,25 @@ def _cpus():
 
 
 @pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
-def test_runs_use_numba_parallel_regions_on_several_cpus(monkeypatch):
+def test_runs_use_numba_parallel_regions_on_several_cpus():
     """The fast path (numba's OpenMP layer and OpenBLAS reachable from numba) is what the install
     provides; a missing libgomp would silently fall back to the slower Python pool."""
-    monkeypatch.delenv("TIDLX_EMULATOR_PARALLEL", raising=False)
-    monkeypatch.delenv("TIDLX_EMULATOR_THREADS", raising=False)
-    monkeypatch.delenv("TIDLX_EMULATOR_BLAS", raising=False)
-    from tidlx.emulator.kernels import _blas
+    from tidlx.emulator.fast import _blas
 
     assert _blas.AVAILABLE
     assert _parallel.numba_threads() == 1  # outside runs
-    with _parallel.run_context():
+    with _parallel.run_context(EmulatorConfig()):
         assert _parallel.numba_threads() == min(_cpus(), 8)
-    monkeypatch.setenv("TIDLX_EMULATOR_PARALLEL", "pool")
-    with _parallel.run_context():
+    with _parallel.run_context(EmulatorConfig(parallel="pool")):
+        assert _parallel.numba_threads() == 1
+    with _parallel.run_context(EmulatorConfig(threads=1)):
         assert _parallel.numba_threads() == 1
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m,k,n", [(512, 300, 49), (64, 147, 1000), (33, 70, 77)])
 def test_numba_products_equal_numpy(dtype, m, k, n):
-    from tidlx.emulator.kernels import _blas
+    from tidlx.emulator.fast import _blas
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m + 3, k)).astype(dtype)[3:]  # starts inside its buffer
@@ -134,11 +131,11 @@ def test_numba_products_equal_numpy(dtype, m, k, n):
 
 
 def test_run_blocks_in_a_run_covers_every_index_once():
-    from tidlx.emulator.kernels._jit import relu_flat, relu_flat_blocks
+    from tidlx.emulator.fast._jit import relu_flat, relu_flat_blocks
 
     x = np.random.default_rng(1).standard_normal(3_000_001).astype(np.float32)
     out = np.full_like(x, np.nan)
-    with _parallel.run_context():
+    with _parallel.run_context(EmulatorConfig()):
         _parallel.run_blocks(x.size, relu_flat, relu_flat_blocks, x, out, np.float32(0), min_block=1 << 20)
     np.testing.assert_array_equal(out, np.maximum(x, 0))
 
@@ -147,7 +144,7 @@ def test_run_blocks_in_a_run_covers_every_index_once():
 def test_im2col_gather_equals_the_window_view(stride, dilation):
     from numpy.lib.stride_tricks import as_strided
 
-    from tidlx.emulator.kernels import op_conv
+    from tidlx.emulator.fast import op_conv
 
     xp = np.random.default_rng(2).standard_normal((1, 5, 23, 19)).astype(np.float32)
     k = 3
@@ -155,13 +152,13 @@ def test_im2col_gather_equals_the_window_view(stride, dilation):
     ow = (19 - dilation * (k - 1) - 1) // stride + 1
     s_n, s_c, s_h, s_w = xp.strides
     want = as_strided(xp, (1, 5, k, k, oh, ow), (s_n, s_c, s_h * dilation, s_w * dilation, s_h * stride, s_w * stride))
-    for context in (_parallel.run_context, lambda: __import__("contextlib").nullcontext()):
+    for context in (lambda: _parallel.run_context(EmulatorConfig()), lambda: __import__("contextlib").nullcontext()):
         with context():
             got = op_conv._im2col(xp, k, k, (stride, stride), (dilation, dilation), (oh, ow))
         np.testing.assert_array_equal(got, want)
 
 
-def test_numba_and_pool_engines_agree_on_a_conv_net(monkeypatch):
+def test_numba_and_pool_engines_agree_on_a_conv_net():
     """Every parallel driver (im2col, products, Winograd transforms, tails, max pool) against the
     Python pool's runs of the same loops: only the products' blocking may differ."""
     from tidlx.emulator import run
@@ -186,8 +183,7 @@ def test_numba_and_pool_engines_agree_on_a_conv_net(monkeypatch):
     image = rng.uniform(-1, 1, (1, 3, 112, 112)).astype(np.float32)
     outputs = []
     for engine in ("numba", "pool"):
-        monkeypatch.setenv("TIDLX_EMULATOR_PARALLEL", engine)
-        outputs.append(run(mod, {"x": image})[0])
+        outputs.append(run(mod, {"x": image}, config=EmulatorConfig(parallel=engine))[0])
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=0, atol=1e-5 * np.abs(outputs[1]).max())
 
 

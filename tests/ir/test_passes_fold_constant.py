@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import tidlx.emulator as emulator
-import tidlx.emulator.registry as registry
 import tidlx.ir as ir
+from tidlx.ir.passes import fold_constant
 from tidlx.ir.expr import Function, Tuple, TupleGetItem, Var
 from tidlx.ir.passes import FoldConstant
 from tidlx.ir.transform import PassContext, PassError
@@ -20,6 +20,23 @@ def tvar(name, shape, dtype="float32"):
 
 def module(params, body, **functions):
     return ir.IRModule({"main": Function(params, body), **functions})
+
+
+@pytest.fixture
+def use_evaluator():
+    """Registers a constant evaluator for one test: ``use_evaluator(fn)``; the emulator's is restored after."""
+    previous = []
+
+    def use(fn):
+        previous.append(fold_constant.register_constant_evaluator(fn))
+
+    yield use
+    if previous:
+        fold_constant.register_constant_evaluator(previous[0])
+
+
+def emulator_evaluator(call, arrays):
+    return emulator._evaluate_constant(call, arrays)
 
 
 def test_folds_nested_constant_arithmetic():
@@ -63,38 +80,53 @@ def test_folds_tuple_outputs_and_projections():
     assert FoldConstant(before2).main.body is FoldConstant(before2).main.params[1]
 
 
-def test_leaves_variables_and_unknown_kernels_alone(monkeypatch):
+def test_leaves_variables_and_unknown_kernels_alone(use_evaluator):
     x = tvar("x", (4,))
     before = module([x], ir.call("add", ir.call("exp", ir.const(np.ones(4, "float32"))), x))
     assert isinstance(FoldConstant(before).main.body.args[0], ir.Constant)
-    real_has_kernel = registry.has_kernel
-    monkeypatch.setattr(registry, "has_kernel", lambda name: name != "exp" and real_has_kernel(name))
+    # an evaluator without a kernel for exp (None) leaves the call
+    use_evaluator(lambda call, arrays: None if call.op.name == "exp" else emulator_evaluator(call, arrays))
     ir.assert_structural_equal(FoldConstant(before), before)
 
 
-def test_kernel_refusal_leaves_call_and_kernel_bug_is_named(monkeypatch):
+def test_kernel_refusal_leaves_call_and_kernel_bug_is_named(use_evaluator):
     x = tvar("x", (4,))
     before = module([x], ir.call("add", ir.call("exp", ir.const(np.ones(4, "float32")), layer="Exp_3"), x))
-    real_get_kernel = registry.get_kernel
 
-    def refusing(name):
-        if name == "exp":
-            def kernel(args, attrs, out_type):
-                raise ir.TidlxError("exp: unsupported here")
-            return kernel
-        return real_get_kernel(name)
+    def refusing(call, arrays):
+        if call.op.name == "exp":
+            raise ir.TidlxError("exp: unsupported here")
+        return emulator_evaluator(call, arrays)
 
-    monkeypatch.setattr(registry, "get_kernel", refusing)
+    use_evaluator(refusing)
     ir.assert_structural_equal(FoldConstant(before), before)
 
-    def buggy(name):
-        def kernel(args, attrs, out_type):
-            raise ValueError("boom")
-        return kernel
+    def buggy(call, arrays):
+        raise ValueError("boom")
 
-    monkeypatch.setattr(registry, "get_kernel", buggy)
+    use_evaluator(buggy)
     with pytest.raises(PassError, match=r"exp 'Exp_3'.*boom"):
         FoldConstant(before)
+
+
+def test_without_an_evaluator_the_pass_names_the_package_to_import(use_evaluator):
+    x = tvar("x", (4,))
+    before = module([x], ir.call("add", ir.call("exp", ir.const(np.ones(4, "float32"))), x))
+    use_evaluator(None)
+    with pytest.raises(fold_constant.NoConstantEvaluatorError, match="import tidlx.emulator"):
+        FoldConstant(before)
+
+
+def test_the_emulator_evaluates_with_its_reference_kernels():
+    """Importing tidlx.emulator registers its reference kernel set as FoldConstant's evaluator."""
+    assert fold_constant.constant_evaluator() is emulator._evaluate_constant
+    w = RNG.standard_normal((8, 4, 3, 3)).astype("float32")
+    d = RNG.standard_normal((1, 4, 9, 9)).astype("float32")
+    folded = FoldConstant(module([], ir.call("nn.conv2d", ir.const(d), ir.const(w), padding=(1, 1)))).main.body
+    x = tvar("x", (1, 4, 9, 9))
+    (want,) = emulator.run(module([x], ir.call("nn.conv2d", x, ir.const(w), padding=(1, 1))), {"x": d},
+                           kernels="reference")
+    assert folded.data.tobytes() == want.tobytes()
 
 
 def test_does_not_blow_up_small_constants_into_big_ones():
@@ -129,14 +161,13 @@ def test_never_folds_calls_of_tidl_functions_nor_inside_them():
     assert call_local.op is local  # the composite function's body is not folded either
 
 
-def test_qnn_ops_are_not_folded_by_default(monkeypatch):
-    # A stand-in kernel, so the policy is tested whether or not the emulator has QNN kernels.
-    def fake_get_kernel(name):
-        assert name == "qnn.quantize"
-        return lambda args, attrs, out_type: np.round(args[0] / args[1]).astype("int8")
+def test_qnn_ops_are_not_folded_by_default(use_evaluator):
+    # A stand-in evaluator, so the policy is tested whether or not the emulator has QNN kernels.
+    def fake_evaluator(call, arrays):
+        assert call.op.name == "qnn.quantize"
+        return np.round(arrays[0] / arrays[1]).astype("int8")
 
-    monkeypatch.setattr(registry, "has_kernel", lambda name: name == "qnn.quantize")
-    monkeypatch.setattr(registry, "get_kernel", fake_get_kernel)
+    use_evaluator(fake_evaluator)
     x = tvar("x", (4,), "int8")
     q = ir.call("qnn.quantize", ir.const(np.ones(4, "float32")), ir.const(np.float32(0.1)),
                 ir.const(np.int32(0)), out_dtype="int8")

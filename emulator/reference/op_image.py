@@ -3,8 +3,8 @@
 Coordinates are computed in float32 exactly as onnxruntime does (scale = out/in per axis):
 every coordinate_transformation_mode, the nearest rounding modes, linear (clamped to the
 image), cubic (``cubic_alpha``, ``cubic_exclude``) and tf_crop_and_resize with its
-extrapolation value. Interpolation is separable: one numba pass per spatial axis with the
-per-output taps and weights precomputed.
+extrapolation value. Interpolation is separable: one pass per spatial axis with the per-output
+taps and weights precomputed (``interpolate``; the fast set runs the same sums in numba).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import numpy as np
 
 from ...ir.errors import TidlxError
 from ..registry import kernel
-from ._common import out_dtype, spatial_axes
-from ._parallel import for_blocks
+from ._common import from_planes, out_dtype, spatial_axes, to_planes
 
 F32 = np.float32
 
@@ -92,25 +91,23 @@ def cubic_taps(coords: np.ndarray, in_len: int, alpha: float, exclude_outside: b
     return np.clip(idx, 0, in_len - 1), w
 
 
-def _planes(x: np.ndarray, layout: str):
-    h_axis, w_axis = spatial_axes(layout)
-    others = [a for a in range(x.ndim) if a not in (h_axis, w_axis)]
-    perm = others + [h_axis, w_axis]
-    moved = np.ascontiguousarray(x.transpose(perm))
-    lead = moved.shape[:-2]
-    return moved.reshape((-1,) + moved.shape[-2:]), perm, lead
-
-
-def _unplanes(planes: np.ndarray, perm, lead) -> np.ndarray:
-    out = planes.reshape(tuple(lead) + planes.shape[-2:])
-    if list(perm) == sorted(perm):
-        return out
-    return out.transpose(np.argsort(perm))
+def interpolate(src: np.ndarray, ri, rw, ci, cw) -> np.ndarray:
+    """Separable interpolation of (P, H, W) planes: rows first, out[p, o, :] = sum_t rw[o, t] *
+    src[p, ri[o, t], :] summed from 0 in tap order, then columns, out[p, h, o] = the same sum over
+    ci/cw started from tap 0's product."""
+    mid = np.zeros((src.shape[0], ri.shape[0], src.shape[2]), src.dtype)
+    for t in range(ri.shape[1]):
+        mid += rw[:, t][None, :, None] * src[:, ri[:, t], :]
+    out = cw[:, 0] * mid[:, :, ci[:, 0]]
+    for t in range(1, ci.shape[1]):
+        out += cw[:, t] * mid[:, :, ci[:, t]]
+    return out
 
 
 def resize(x: np.ndarray, out_hw, layout: str, method: str, mode: str, rounding: str, alpha: float,
-           exclude: bool, extrapolation: float, roi, dtype: np.dtype) -> np.ndarray:
-    planes, perm, lead = _planes(x, layout)
+           exclude: bool, extrapolation: float, roi, dtype: np.dtype, interpolate=interpolate) -> np.ndarray:
+    """ONNX Resize of ``x``; ``interpolate`` does the linear/cubic passes (the fast set passes its own)."""
+    planes, perm, lead = to_planes(x, layout)
     in_h, in_w = planes.shape[-2:]
     out_h, out_w = out_hw
     # ONNX roi is [starts..., ends...]; Relay keeps the spatial part as (h0, w0, h1, w1).
@@ -123,8 +120,6 @@ def resize(x: np.ndarray, out_hw, layout: str, method: str, mode: str, rounding:
         cols = nearest_indices(xs, in_w, rounding)
         out = planes[:, rows][:, :, cols]
     elif method in ("linear", "cubic"):
-        from ._jit import interp_cols, interp_rows
-
         if method == "linear":
             ri, rw = linear_taps(ys, in_h)
             ci, cw = linear_taps(xs, in_w)
@@ -132,14 +127,7 @@ def resize(x: np.ndarray, out_hw, layout: str, method: str, mode: str, rounding:
             ri, rw = cubic_taps(ys, in_h, alpha, bool(exclude))
             ci, cw = cubic_taps(xs, in_w, alpha, bool(exclude))
         work = planes.dtype if planes.dtype == np.float64 else np.dtype(F32)
-        src = planes.astype(work, copy=False)
-        n_planes = src.shape[0]
-        min_block = max(1, 100_000 // (out_h * max(in_w, out_w) * ri.shape[1]))
-        mid = np.empty((n_planes, out_h, in_w), work)
-        rw, cw = rw.astype(work), cw.astype(work)
-        for_blocks(n_planes, lambda start, stop: interp_rows(src, ri, rw, mid, start, stop), min_block)
-        out = np.empty((n_planes, out_h, out_w), work)
-        for_blocks(n_planes, lambda start, stop: interp_cols(mid, ci, cw, out, start, stop), min_block)
+        out = interpolate(planes.astype(work, copy=False), ri, rw.astype(work), ci, cw.astype(work))
     else:
         raise TidlxError(f"resize method '{method}' is not supported")
     if mode == "tf_crop_and_resize":
@@ -153,23 +141,23 @@ def resize(x: np.ndarray, out_hw, layout: str, method: str, mode: str, rounding:
             info = np.iinfo(dtype)
             out = np.clip(np.rint(out), info.min, info.max)
         out = out.astype(dtype)
-    return _unplanes(out, perm, lead)
+    return from_planes(out, perm, lead)
 
 
 @kernel("image.resize2d")
-def resize2d(args, attrs, out_type):
+def resize2d(args, attrs, out_type, interpolate=interpolate):
     x = args[0]
     return resize(x, tuple(attrs.size) if len(attrs.size) == 2 else tuple(attrs.size) * 2, attrs.layout,
                   attrs.method, attrs.coordinate_transformation_mode, attrs.rounding_method, attrs.cubic_alpha,
-                  attrs.cubic_exclude, attrs.extrapolation_value, attrs.roi, out_dtype(out_type))
+                  attrs.cubic_exclude, attrs.extrapolation_value, attrs.roi, out_dtype(out_type), interpolate)
 
 
 @kernel("nn.upsampling")
-def upsampling(args, attrs, out_type):
+def upsampling(args, attrs, out_type, interpolate=interpolate):
     # TVM's upsampling is resize2d to the rounded scaled size, asymmetric or align_corners.
     x = args[0]
     h_axis, w_axis = spatial_axes(attrs.layout)
     method = {"nearest_neighbor": "nearest_neighbor", "bilinear": "linear", "bicubic": "cubic"}[attrs.method]
     mode = "align_corners" if attrs.align_corners else "asymmetric"
     return resize(x, (out_type.shape[h_axis], out_type.shape[w_axis]), attrs.layout, method, mode, "", -0.5, 0,
-                  0.0, (0.0, 0.0, 1.0, 1.0), out_dtype(out_type))
+                  0.0, (0.0, 0.0, 1.0, 1.0), out_dtype(out_type), interpolate)

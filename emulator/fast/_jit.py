@@ -1,5 +1,7 @@
 """numba loops for the kernels where numpy would need many passes or Python loops.
 
+The fast kernel set's loops (fast/op_<family>.py); each computes what the reference kernel
+defines, in the same float operations where the fast kernel promises the reference's bits.
 The loops release the GIL and work on a block of planes ``[start, stop)``. Each hot loop has a
 ``*_blocks`` driver that runs ``blocks`` blocks of it in one numba parallel region;
 _parallel.run_blocks picks the driver, or the Python thread pool, or one call. The drivers are
@@ -220,6 +222,7 @@ def adaptive_pool_nchw(x, out, is_max, start, stop):
     """PyTorch/TVM adaptive windows: [floor(o*H/OH), ceil((o+1)*H/OH))."""
     n_batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
+    zero = out.dtype.type(0)
     for plane in range(start, stop):
         n = plane // channels
         c = plane % channels
@@ -230,19 +233,18 @@ def adaptive_pool_nchw(x, out, is_max, start, stop):
             for ow in range(out_w):
                 w0 = (ow * width) // out_w
                 w1 = ((ow + 1) * width + out_w - 1) // out_w
-                if is_max:
+                if is_max:  # np.maximum(running, tap): NaN propagates, the first of equal values stays
                     acc = src[h0, w0]
                     for h in range(h0, h1):
                         for w in range(w0, w1):
-                            if src[h, w] > acc:
-                                acc = src[h, w]
+                            acc = np.maximum(acc, src[h, w])
                     out[n, c, oh, ow] = acc
-                else:
-                    total = src[h0, w0] * 0
+                else:  # from +0.0, taps in row-major order, divided in the working dtype
+                    total = zero
                     for h in range(h0, h1):
                         for w in range(w0, w1):
                             total += src[h, w]
-                    out[n, c, oh, ow] = total / ((h1 - h0) * (w1 - w0))
+                    out[n, c, oh, ow] = total / out.dtype.type((h1 - h0) * (w1 - w0))
 
 
 # --- resize ------------------------------------------------------------------------------------
@@ -291,7 +293,7 @@ def relu_flat(x, out, zero, start, stop):
     dst = out[start:stop]
     for i in range(src.size):
         v = src[i]
-        dst[i] = zero if v < zero else v  # NaN stays NaN, as numpy's maximum
+        dst[i] = zero if v <= zero else v  # np.maximum(v, 0): NaN stays NaN, -0.0 becomes +0.0
 
 @njit(cache=True, nogil=True, parallel=True)
 def relu_flat_blocks(x, out, zero, count, blocks):
@@ -312,7 +314,7 @@ def relu_flat_inplace(x, zero, start, stop):
         chunk = buf[first:first + 512]
         for i in range(chunk.size):
             v = chunk[i]
-            tmp[i] = zero if v < zero else v
+            tmp[i] = zero if v <= zero else v
         for i in range(chunk.size):
             chunk[i] = tmp[i]
 
@@ -384,28 +386,28 @@ def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start
         if has_affine and has_add and relu:
             for i in range(n):
                 v = buf[i] * s + t + oth[i]
-                buf[i] = zero if v < zero else v
+                buf[i] = zero if v <= zero else v
         elif has_affine and has_add:
             for i in range(n):
                 buf[i] = buf[i] * s + t + oth[i]
         elif has_affine and relu:
             for i in range(n):
                 v = buf[i] * s + t
-                buf[i] = zero if v < zero else v
+                buf[i] = zero if v <= zero else v
         elif has_affine:
             for i in range(n):
                 buf[i] = buf[i] * s + t
         elif has_add and relu:
             for i in range(n):
                 v = buf[i] + oth[i]
-                buf[i] = zero if v < zero else v
+                buf[i] = zero if v <= zero else v
         elif has_add:
             for i in range(n):
                 buf[i] = buf[i] + oth[i]
         elif relu:  # through tmp: see relu_flat_inplace
             for i in range(n):
                 v = buf[i]
-                tmp[i] = zero if v < zero else v
+                tmp[i] = zero if v <= zero else v
             for i in range(n):
                 buf[i] = tmp[i]
 

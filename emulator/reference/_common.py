@@ -1,4 +1,4 @@
-"""Helpers shared by the kernel families: dtypes, layouts, attribute forms."""
+"""Helpers shared by the kernel families (reference and fast): dtypes, layouts, attribute forms."""
 
 from __future__ import annotations
 
@@ -55,6 +55,25 @@ def spatial_axes(layout: str) -> Tuple[int, int]:
     if h < 0 or w < 0:
         raise TidlxError(f"layout '{layout}' has no H and W axes")
     return h, w
+
+
+def to_planes(x: np.ndarray, layout: str):
+    """``x`` as a C-contiguous stack of (H, W) planes, shape (P, H, W), with what ``from_planes``
+    needs to undo it: the axis permutation and the leading (non-spatial) shape."""
+    h_axis, w_axis = spatial_axes(layout)
+    others = [a for a in range(x.ndim) if a not in (h_axis, w_axis)]
+    perm = others + [h_axis, w_axis]
+    moved = np.ascontiguousarray(x.transpose(perm))
+    lead = moved.shape[:-2]
+    return moved.reshape((-1,) + moved.shape[-2:]), perm, lead
+
+
+def from_planes(planes: np.ndarray, perm, lead) -> np.ndarray:
+    """The (P, H', W') planes back in the layout ``to_planes`` took them from."""
+    out = planes.reshape(tuple(lead) + planes.shape[-2:])
+    if list(perm) == sorted(perm):
+        return out
+    return out.transpose(np.argsort(perm))
 
 
 def int_matmul_dtype(a: np.dtype, b: np.dtype) -> np.dtype:

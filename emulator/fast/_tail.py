@@ -1,10 +1,10 @@
 """The element-wise tail of a convolution (batch_norm, then a residual add, then relu) in one pass.
 
-The interpreter fuses such chains after their producer (_fusion.py) and by default runs each op's
-epilogue in turn: one pass over the activation per op. When the tail is any in-order subset of
-batch_norm -> add -> relu (two ops or more), this runs it as a single numba pass instead, doing
-the very float operations of the separate epilogues in the same order (x * scale + shift, then
-+ other, then the relu select), so results stay bit-identical to the unfused ops.
+Fusion (_fusion.py) runs each fused op's epilogue in turn: one pass over the activation per op.
+When the stages' epilogues declare tail roles (registry.Epilogue.tail) forming any in-order subset
+of affine (batch_norm) -> add -> relu, two or more, this runs them as a single numba pass instead,
+doing the very float operations of the separate epilogues in the same order (x * scale + shift,
+then + other, then the relu select), so results stay bit-identical to the unfused ops.
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ import numpy as np
 
 from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
-TAIL_OPS = ("nn.batch_norm", "add", "nn.relu")
+ROLES = ("affine", "add", "relu")
 
 
-def is_tail(op_names: Sequence[str]) -> bool:
-    """Whether a fused chain's stages (after the head) form a tail this pass runs."""
-    if len(op_names) < 2:
+def is_tail(roles: Sequence) -> bool:
+    """Whether a fused chain's stages (after the head), by their epilogues' tail roles, form a
+    tail this pass runs."""
+    if len(roles) < 2:
         return False
-    positions = [TAIL_OPS.index(n) if n in TAIL_OPS else -1 for n in op_names]
+    positions = [ROLES.index(r) if r in ROLES else -1 for r in roles]
     return min(positions) >= 0 and all(a < b for a, b in zip(positions, positions[1:]))
 
 
 def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarray]:
     """Applies the tail to ``x`` in place (``x`` must be a fresh array that nobody else holds);
-    ``stages`` are the fused stages (with .op_name and .attrs), ``others`` each stage's other
+    ``stages`` are the fused stages (with .tail and .attrs), ``others`` each stage's other
     arguments. Returns None, with ``x`` untouched, when the operands do not fit the pass."""
     if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous or not x.flags.writeable \
             or x.ndim < 2:
@@ -37,15 +38,15 @@ def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarr
     scale = shift = other = None
     relu = False
     for stage, args in zip(stages, others):
-        if stage.op_name == "nn.batch_norm":
+        if stage.tail == "affine":  # batch_norm's inference form
             if stage.attrs.axis % x.ndim != 1:
                 return None
-            from .op_nn import _scale_shift
+            from .op_nn import cached_scale_shift
 
-            scale, shift = _scale_shift(x.dtype, args, stage.attrs)
+            scale, shift = cached_scale_shift(x.dtype, args, stage.attrs)
             if scale.shape != (x.shape[1],) or shift.shape != (x.shape[1],):
                 return None
-        elif stage.op_name == "add":
+        elif stage.tail == "add":
             (other,) = args
             if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
                     or not other.flags.c_contiguous or np.shares_memory(other, x):

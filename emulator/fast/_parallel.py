@@ -22,8 +22,9 @@ machine that made whole-model runs slower and erratic (45-65 ms for a ResNet-18,
 context switches per run, against a steady ~45 ms with the pool), and when another process holds
 a core each product waits for a descheduled worker (4-7x slower runs).
 
-``TIDLX_EMULATOR_THREADS=1`` runs everything on the calling thread (``=N`` caps the threads at N);
-``TIDLX_EMULATOR_BLAS=openblas`` leaves products to OpenBLAS's threads (and the rest to the pool).
+The settings come from the run's ``EmulatorConfig`` (``run_context(config)``): ``threads=1`` runs
+everything on the calling thread (``N`` caps the threads at N), ``blas="openblas"`` leaves products
+to OpenBLAS's threads (and the rest to the pool), ``parallel="pool"`` forces the pool.
 The numba threading layer is chosen as numba's "threadsafe" one unless ``NUMBA_THREADING_LAYER``
 says otherwise (the emulator may run from several threads at once).
 """
@@ -83,15 +84,18 @@ def _find_openblas():
 
 
 def _thread_count() -> int:
+    """The most threads a run may use: one per CPU, at most 8 (a run's config may ask for fewer)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    try:
-        cap = int(os.environ.get("TIDLX_EMULATOR_THREADS", "0"))
-    except ValueError:
-        cap = 0
-    return max(1, min(cpus, 8, cap) if cap > 0 else min(cpus, 8))
+    return max(1, min(cpus, 8))
+
+
+def _run_threads(config) -> int:
+    """The threads a run with ``config`` uses: its cap, or all."""
+    most = _thread_count()
+    return min(most, config.threads) if config.threads > 0 else most
 
 
 def _setup() -> None:
@@ -150,39 +154,37 @@ def _numba_parallel_threads(wanted: int) -> int:
     return max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
 
 
-def _split_products() -> bool:
-    return os.environ.get("TIDLX_EMULATOR_BLAS", "pool") != "openblas"
-
-
-def _numba_wanted() -> bool:
-    return os.environ.get("TIDLX_EMULATOR_PARALLEL", "numba").strip().lower() != "pool"
-
-
 @contextmanager
-def run_context():
-    """Wraps a run: OpenBLAS computes in the calling threads (see the module doc)."""
+def run_context(config):
+    """Wraps a run with ``config`` (an EmulatorConfig): OpenBLAS computes in the calling threads,
+    kernels use at most the config's threads (see the module doc)."""
     _setup()
     threads = _state["threads"]
+    run_threads = _run_threads(config)
     with _lock:
         if _active_runs[0] == 0:
-            _state["split_products"] = threads is not None and _split_products()
+            _state["split_products"] = threads is not None and config.blas != "openblas"
             if _state["split_products"]:
                 _state["saved"] = threads[1]()
                 threads[0](1)
         _active_runs[0] += 1
-    use_numba = _state["numba_threads"] > 1 and _state["split_products"] and _numba_wanted()
-    numba_threads = _state["numba_threads"] if use_numba else 1
+    use_numba = _state["numba_threads"] > 1 and _state["split_products"] and config.parallel != "pool"
+    numba_threads = min(_state["numba_threads"], run_threads) if use_numba else 1
     saved_numba = None
     if numba_threads > 1:
         import numba
 
         saved_numba = numba.get_num_threads()  # a per-thread setting in numba
         numba.set_num_threads(numba_threads)
+    saved_threads = getattr(_local, "threads", None)
+    saved_local_numba = getattr(_local, "numba_threads", 1)
     _local.numba_threads = numba_threads
+    _local.threads = run_threads
     try:
         yield
     finally:
-        _local.numba_threads = 1
+        _local.numba_threads = saved_local_numba
+        _local.threads = saved_threads
         if saved_numba is not None:
             numba.set_num_threads(saved_numba)
         with _lock:
@@ -227,7 +229,10 @@ def for_blocks(count: int, fn: Callable[[int, int], None], min_block: int = 1) -
     """
     _setup()
     workers = _state["workers"]
-    if workers == 0 or count < 2 * min_block:
+    cap = getattr(_local, "threads", None)  # a run's thread cap (outside runs: the whole pool)
+    if cap is not None:
+        workers = min(workers, cap - 1)
+    if workers <= 0 or count < 2 * min_block:
         fn(0, count)
         return
     blocks = min(2 * (workers + 1), count // min_block)

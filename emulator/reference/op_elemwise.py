@@ -1,4 +1,4 @@
-"""Element-wise kernels: unary math, broadcasting arithmetic, comparisons, logic, clip, cast, where.
+"""Reference element-wise kernels: unary math, broadcasting arithmetic, comparisons, logic, clip, cast, where.
 
 Float results keep the input dtype (numpy's float32 ufuncs, as onnxruntime computes them).
 Integer division follows Relay: ``divide``/``mod`` truncate (C semantics, like ONNX Div and
@@ -11,9 +11,8 @@ import math
 
 import numpy as np
 
-from ..registry import epilogue, kernel
+from ..registry import kernel
 from ._common import out_dtype
-from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 
 def _unary(fn):
@@ -47,44 +46,10 @@ for _name, _fn in _UNARY.items():
 
 @kernel("nn.relu")
 def relu(args, attrs, out_type):
+    """max(x, 0) as numpy's maximum computes it: NaN stays NaN and -0.0 becomes +0.0 (the second
+    operand wins a tie), as onnxruntime's Relu."""
     x = args[0]
-    if x.dtype.kind != "f" or x.size < 4096:
-        return np.maximum(x, x.dtype.type(0))
-    return _relu_into(np.ascontiguousarray(x), None)
-
-
-def _relu_into(x: np.ndarray, out) -> np.ndarray:
-    """relu of a contiguous float array into ``out`` (x itself for in place; None: a new array)."""
-    from ._jit import relu_flat, relu_flat_blocks, relu_flat_inplace, relu_flat_inplace_blocks
-
-    flat = x.reshape(-1)
-    zero = x.dtype.type(0)
-    if out is x:
-        run_blocks(flat.size, relu_flat_inplace, relu_flat_inplace_blocks, flat, zero, min_block=MIN_ELEMENTWISE_BLOCK)
-        return x
-    dst = np.empty_like(flat) if out is None else out.reshape(-1)
-    run_blocks(flat.size, relu_flat, relu_flat_blocks, flat, dst, zero, min_block=MIN_ELEMENTWISE_BLOCK)
-    return dst.reshape(x.shape)
-
-
-@epilogue("nn.relu")
-def relu_epilogue(x, others, attrs, in_place):
-    if x.dtype.kind != "f" or not x.flags.c_contiguous:
-        return None
-    if x.size < 4096:
-        return np.maximum(x, x.dtype.type(0), out=x if in_place else None)
-    return _relu_into(x, x if in_place else None)
-
-
-@epilogue("add")
-def add_epilogue(x, others, attrs, in_place):
-    """A residual add of an array of the same shape and dtype (IEEE addition commutes exactly, so
-    the chain value may have been either operand)."""
-    (other,) = others
-    if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
-            or x.dtype.kind != "f":
-        return None
-    return np.add(x, other, out=x if in_place else None)
+    return np.maximum(x, x.dtype.type(0))
 
 
 @kernel("sigmoid")
@@ -104,11 +69,11 @@ def rsqrt(args, attrs, out_type):
 
 @kernel("erf")
 def erf(args, attrs, out_type):
-    from ._jit import erf_f64
-
+    """The C library's erf (Python's math.erf) in float64, element by element."""
     x = args[0]
-    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-    return erf_f64(flat).reshape(x.shape).astype(out_dtype(out_type))
+    flat = np.asarray(x, dtype=np.float64).reshape(-1)
+    res = np.fromiter((math.erf(v) for v in flat.tolist()), np.float64, flat.size)
+    return res.reshape(x.shape).astype(out_dtype(out_type))
 
 
 # --- binary ------------------------------------------------------------------------------------
@@ -158,7 +123,7 @@ def _binary(fn):
 
 
 for _name, _fn in _BINARY.items():
-    kernel(_name)(_binary(_fn))
+    kernel(_name, fresh_result=True)(_binary(_fn))
 
 
 @kernel("logical_not")

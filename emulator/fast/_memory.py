@@ -5,14 +5,14 @@ so each activation the interpreter allocates is fresh memory that page-faults on
 In virtual machines a fault costs microseconds: a 3 MB activation then takes ~5 ms to
 allocate, more than the convolution that fills it. Raising glibc's mmap and trim thresholds
 (what ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` do) makes freed blocks reusable, at
-the price of the process keeping its peak heap. Set ``TIDLX_EMULATOR_KEEP_MEMORY=0`` to leave
-malloc alone; other C libraries are left alone anyway.
+the price of the process keeping its peak heap. A run whose config says ``keep_memory=False``
+(``TIDLX_EMULATOR_KEEP_MEMORY=0``) leaves malloc alone (a setting made by an earlier run stays);
+other C libraries are left alone anyway.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 
 _M_TRIM_THRESHOLD = -1
@@ -23,14 +23,12 @@ _TRIM_THRESHOLD = 1 << 30
 _done = False
 
 
-def keep_freed_memory() -> bool:
-    """Applies the malloc settings once per process; returns whether they are in effect."""
+def keep_freed_memory(enabled: bool = True) -> bool:
+    """Applies the malloc settings once per process (when ``enabled``); returns whether they are in effect."""
     global _done
-    if _done:
+    if _done or not enabled:
         return _done == "on"
     _done = "off"
-    if os.environ.get("TIDLX_EMULATOR_KEEP_MEMORY", "1") in ("0", "false", "no"):
-        return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     try:

@@ -1,27 +1,22 @@
-"""Dense layers, normalization, softmax, padding, flatten, dropout and pixel shuffles."""
+"""Reference kernels of dense layers, normalization, softmax, padding, flatten, dropout and pixel shuffles."""
 
 from __future__ import annotations
 
-import math
-import threading
-import weakref
-
 import numpy as np
 
-from ..registry import epilogue, kernel
+from ..registry import kernel
 from ._common import from_nchw, matmul_any, out_dtype, to_nchw
-from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 
 # --- matrix products ---------------------------------------------------------------------------
 
-@kernel("nn.dense")
+@kernel("nn.dense", fresh_result=True)
 def dense(args, attrs, out_type):
     x, w = args
     return matmul_any(x, w.T, out_dtype(out_type))
 
 
-@kernel("nn.matmul")
+@kernel("nn.matmul", fresh_result=True)
 def matmul(args, attrs, out_type):
     a, b = args
     if attrs.transpose_a:
@@ -31,7 +26,7 @@ def matmul(args, attrs, out_type):
     return matmul_any(a, b, out_dtype(out_type))
 
 
-@kernel("nn.batch_matmul")
+@kernel("nn.batch_matmul", fresh_result=True)
 def batch_matmul(args, attrs, out_type):
     a, b = args
     if attrs.transpose_a:
@@ -57,72 +52,23 @@ def bias_add(args, attrs, out_type):
 
 @kernel("nn.batch_norm")
 def batch_norm(args, attrs, out_type):
+    """Inference form, as onnxruntime folds it: y = x * scale + shift with scale = gamma / sqrt(var + eps)
+    and shift = beta - mean * scale (a multiply, then an add: two roundings)."""
     x, gamma, beta, mean, var = args
-    return _batch_norm_into(x, args[1:], attrs, None), mean, var
-
-
-@epilogue("nn.batch_norm")
-def batch_norm_epilogue(x, others, attrs, in_place):
-    """Item 0 of batch_norm (the interpreter fuses the op with its TupleGetItem 0)."""
-    if x.dtype.kind != "f" or not x.flags.c_contiguous:
-        return None
-    return _batch_norm_into(x, others, attrs, x if in_place else None)
-
-
-def _batch_norm_into(x, params, attrs, out):
-    """Normalized x into ``out`` (x itself for in place; None: a new array)."""
     axis = attrs.axis % x.ndim
-    scale, shift = _scale_shift(x.dtype, params, attrs)
-    inner = math.prod(x.shape[axis + 1:])  # not np.prod: ~10 us of call overhead per batch norm
-    if x.dtype.kind == "f" and x.size >= 4096 and inner >= 16:
-        from ._jit import channel_affine, channel_affine_blocks, channel_affine_inplace, \
-            channel_affine_inplace_blocks
-
-        # (outer, C, inner) rows with one scale and shift each, in one pass
-        rows = np.ascontiguousarray(x).reshape(-1, x.shape[axis], inner)
-        count, min_block = rows.shape[0] * rows.shape[1], max(1, MIN_ELEMENTWISE_BLOCK // inner)
-        if out is x:
-            run_blocks(count, channel_affine_inplace, channel_affine_inplace_blocks, rows, scale, shift,
-                       min_block=min_block)
-            return x
-        dst = np.empty_like(rows) if out is None else out.reshape(rows.shape)
-        run_blocks(count, channel_affine, channel_affine_blocks, rows, scale, shift, dst, min_block=min_block)
-        return dst.reshape(x.shape)
-    y = np.multiply(x, _along(scale, axis, x.ndim), out=out)
-    y += _along(shift, axis, x.ndim)  # in place: one pass, no second array
-    return y
+    scale, shift = scale_shift(x.dtype, args[1:], attrs)
+    return x * _along(scale, axis, x.ndim) + _along(shift, axis, x.ndim), mean, var
 
 
-_scale_cache_lock = threading.Lock()
-_scale_cache: dict = {}
-
-
-def _scale_shift(dtype, params, attrs):
-    """Inference form, as onnxruntime folds it: y = x * scale + (beta - mean * scale). Cached while
-    the four parameter arrays live when they are read-only constants: the ~10 small numpy ops
-    cost ~50 us, a quarter of a ResNet batch norm's time."""
+def scale_shift(dtype, params, attrs):
+    """(scale, shift) of batch_norm's inference form, in ``dtype``."""
     gamma, beta, mean, var = params
-    constant = all(type(p) is np.ndarray and not p.flags.writeable for p in params)
-    key = (tuple(id(p) for p in params), dtype, attrs.epsilon, attrs.scale, attrs.center)
-    if constant:
-        with _scale_cache_lock:
-            hit = _scale_cache.get(key)
-        if hit is not None and all(r() is p for r, p in zip(hit[0], params)):
-            return hit[1]
     dt = dtype.type
     scale = dt(1) / np.sqrt(var + dt(attrs.epsilon))
     if attrs.scale:
         scale = scale * gamma
     shift = (beta if attrs.center else dt(0)) - mean * scale
-    result = (scale.astype(dtype), np.asarray(shift, dtype))
-    if constant:
-        try:
-            refs = tuple(weakref.ref(p, lambda _r, k=key: _scale_cache.pop(k, None)) for p in params)
-        except TypeError:
-            return result
-        with _scale_cache_lock:
-            _scale_cache[key] = (refs, result)
-    return result
+    return scale.astype(dtype), np.asarray(shift, dtype)
 
 
 def _normalize(x, axes, eps, gamma, beta, gamma_axis, center, scale):

@@ -21,19 +21,20 @@ order, one rounding per term, so results do not depend on the thread count. floa
 CPU the microkernel does not compile for) uses whole transformed arrays and BLAS products.
 
 Transformed weights of constant (read-only) weight arrays are cached for as long as the array
-lives, so a model's weights are transformed once, not on every run. ``TIDLX_EMULATOR_WINOGRAD``:
-``0`` turns Winograd off, ``2`` uses only F(2x2, 3x3), ``4`` uses F(4x4, 3x3) wherever Winograd
-is used; unset (or ``1``) chooses by shape.
+lives, so a model's weights are transformed once, not on every run. The run's config
+(``EmulatorConfig.winograd``, ``TIDLX_EMULATOR_WINOGRAD``): ``"off"`` turns Winograd off, ``"2"``
+uses only F(2x2, 3x3), ``"4"`` uses F(4x4, 3x3) wherever Winograd is used; ``"auto"`` chooses by
+shape. ``EmulatorConfig.tile_blocks=False`` uses whole transformed arrays for float32 too.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 import numpy as np
 
+from ..config import EmulatorConfig, active_config
 from ._parallel import for_blocks, numba_threads, run_blocks, splitting_products
 
 # G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one for F(2x2, 3x3).
@@ -85,7 +86,7 @@ def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2, panels: b
     return u
 
 
-def _planes(count: int, rows: int, cols: int, dtype) -> np.ndarray:
+def _offset_matrices(count: int, rows: int, cols: int, dtype) -> np.ndarray:
     """``count`` (rows, cols) matrices, each contiguous, but not a multiple of 4 KiB apart: the
     transforms stream through all of them at once, and equal 4 KiB offsets would map them to
     the same L1 sets."""
@@ -107,31 +108,31 @@ MIN_PIXELS = 14 * 14
 F43_MIN_PIXELS = 28 * 28
 #: With tile blocks (float32) Winograd pays from 7x7 up: 512ch at 7x7 ~35% faster than im2col.
 MIN_PIXELS_TILE_BLOCKS = 7 * 7
-_MODE = os.environ.get("TIDLX_EMULATOR_WINOGRAD", "1").strip().lower()
-ENABLED = _MODE not in ("0", "no", "false", "off")
 
 
-def usable(x_shape, w_shape, groups, strides, dilation, dtype) -> bool:
+def usable(x_shape, w_shape, groups, strides, dilation, dtype, config: EmulatorConfig | None = None) -> bool:
     """Winograd pays for dense 3x3 stride-1 float convolutions with enough channels and pixels."""
+    config = config or active_config()
     n, c, h, wd = x_shape
     o, _, kh, kw = w_shape
-    return (ENABLED and groups == 1 and (kh, kw) == (3, 3) and tuple(strides) == (1, 1)
+    return (config.winograd != "off" and groups == 1 and (kh, kw) == (3, 3) and tuple(strides) == (1, 1)
             and tuple(dilation) == (1, 1) and dtype.kind == "f" and c >= 16 and o >= 16
-            and h * wd >= (MIN_PIXELS_TILE_BLOCKS if _tile_blocks(dtype) else MIN_PIXELS))
+            and h * wd >= (MIN_PIXELS_TILE_BLOCKS if _tile_blocks(dtype, config) else MIN_PIXELS))
 
 
-def tile_size(out_hw, dtype=None, batch: int = 1) -> int:
+def tile_size(out_hw, dtype=None, batch: int = 1, config: EmulatorConfig | None = None) -> int:
     """Output tile edge (2 or 4) for a convolution that ``usable`` accepted. On the tile-block path
     (``dtype`` float32), the one with the smaller (positions x blocks of 16 tiles): the products'
     work and the number of times the transformed weights are read both grow with it. It picks
     F(4x4, 3x3) where its tiles fill the blocks (measured, 2 threads: 256ch at 14x14 15% and at
     16x44 31% faster than F(2x2, 3x3), 512ch at 8x22 16%) and F(2x2, 3x3) for 512ch at 7x7, whose
     four 4x4 tiles would fill a quarter of one block (77% slower)."""
-    if _MODE == "2":
+    config = config or active_config()
+    if config.winograd == "2":
         return 2
-    if _MODE == "4":
+    if config.winograd == "4":
         return 4
-    if dtype is not None and _tile_blocks(dtype):
+    if dtype is not None and _tile_blocks(dtype, config):
         def cost(m):
             tiles = batch * -(-out_hw[0] // m) * -(-out_hw[1] // m)
             return (m + 2) ** 2 * -(-tiles // BLOCK_TILES)
@@ -140,18 +141,18 @@ def tile_size(out_hw, dtype=None, batch: int = 1) -> int:
     return 4 if out_hw[0] * out_hw[1] >= F43_MIN_PIXELS else 2
 
 
-def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None) -> np.ndarray:
+def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None,
+            config: EmulatorConfig | None = None) -> np.ndarray:
     """NCHW x OIHW -> NCHW, stride 1, no dilation, one group; ``tile`` 2 or 4 (default by shape)."""
-    edge = tile or tile_size(out_hw, dtype, x.shape[0])
-    if _tile_blocks(dtype):
+    config = config or active_config()
+    edge = tile or tile_size(out_hw, dtype, x.shape[0], config)
+    if _tile_blocks(dtype, config):
         return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
     if edge == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
     return _conv3x3_f23(x, w, pads, out_hw, dtype)
 
 
-#: Whether float32 convolutions run by tile blocks (False: whole transformed arrays and BLAS).
-TILE_BLOCKS = True
 #: Tiles per block: the microkernel's 16 columns. Wider blocks were slower on ResNet-18 shapes
 #: (their transformed tiles no longer stay in L2).
 BLOCK_TILES = 16
@@ -165,9 +166,10 @@ def _output_splits(outs: int) -> int:
     return min(numba_threads(), -(-outs // 6))
 
 
-def _tile_blocks(dtype) -> bool:
-    """float32 convolutions run by tile blocks when the microkernel compiled for this CPU."""
-    if not TILE_BLOCKS or np.dtype(dtype) != np.float32:
+def _tile_blocks(dtype, config: EmulatorConfig) -> bool:
+    """float32 convolutions run by tile blocks when the config asks for them (the default) and the
+    microkernel compiled for this CPU."""
+    if not config.tile_blocks or np.dtype(dtype) != np.float32:
         return False
     from . import _microkernel
 
@@ -237,9 +239,9 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     from ._jit import winograd_input, winograd_input_blocks, winograd_output, winograd_output_blocks
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 4x4 input tile d at (2ty, 2tx).
-    v = _planes(16, c, tiles, dtype)
+    v = _offset_matrices(16, c, tiles, dtype)
     run_blocks(n * c, winograd_input, winograd_input_blocks, xp, v, th, tw, min_block=max(1, 4096 // tiles))
-    m = _planes(16, o, tiles, dtype)
+    m = _offset_matrices(16, o, tiles, dtype)
     _products(transformed_weights(w, dtype, 2), v, m)
 
     # Y = A^T M A with A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
@@ -262,9 +264,9 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     f43_input, f43_input_blocks, f43_output, f43_output_blocks = _f43_kernels()
 
     # V[(a, b), c, (n, ty, tx)] = (B^T d B)[a, b] for the 6x6 input tile d at (4ty, 4tx).
-    v = _planes(36, c, tiles, dtype)
+    v = _offset_matrices(36, c, tiles, dtype)
     run_blocks(n * c, f43_input, f43_input_blocks, xp, v, th, tw, consts, min_block=max(1, 2048 // tiles))
-    m = _planes(36, o, tiles, dtype)
+    m = _offset_matrices(36, o, tiles, dtype)
     _products(transformed_weights(w, dtype, 4), v, m)
 
     y = np.empty((n, o, 4 * th, 4 * tw), dtype)

@@ -1,0 +1,28 @@
+"""The fast kernel set: numba loops, Winograd, im2col with BLAS, threads, the LLVM microkernel, fusion.
+
+It overlays the reference set (``emulator.fast`` before ``emulator.reference``): an op runs its fast
+kernel where one is registered (op_<family>.py here, only where it is faster), else its reference
+kernel. Fusion of element-wise chains is its plan transform (_fusion.py); around each run it keeps
+freed memory for reuse (_memory.py) and sets up the threads and BLAS (_parallel.py), all from the
+run's EmulatorConfig. Importing registers the kernels and the set ("fast").
+"""
+
+from contextlib import contextmanager
+
+from ..registry import FAST, REFERENCE, KernelSet, register_kernel_set
+from . import op_conv, op_elemwise, op_image, op_nn, op_pool  # noqa: F401  (registers the fast kernels)
+from ._fusion import FUSION
+from ._memory import keep_freed_memory
+
+
+@contextmanager
+def run_context(config):
+    """Around a fast run: malloc keeps freed pages (once per process), then threads and BLAS."""
+    from ._parallel import run_context as threads_and_blas
+
+    keep_freed_memory(config.keep_memory)
+    with threads_and_blas(config):
+        yield
+
+
+FAST_SET = register_kernel_set(KernelSet("fast", (FAST, REFERENCE), (FUSION,), run_context))

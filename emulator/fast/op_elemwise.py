@@ -1,0 +1,67 @@
+"""Fast element-wise kernels: relu and erf in numba loops, and the epilogues (in-place fused forms)
+of relu and the residual add. Same bits as the reference kernels (reference/op_elemwise.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import op_elemwise as ref
+from ..reference._common import out_dtype
+from ..registry import epilogue, fast_kernel
+from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
+
+#: below this many elements numpy's maximum is as fast as a numba pass
+_SMALL = 4096
+
+
+@fast_kernel("nn.relu")
+def relu(args, attrs, out_type):
+    x = args[0]
+    if x.dtype.kind != "f" or x.size < _SMALL:
+        return ref.relu(args, attrs, out_type)
+    return _relu_into(np.ascontiguousarray(x), None)
+
+
+def _relu_into(x: np.ndarray, out) -> np.ndarray:
+    """relu of a contiguous float array into ``out`` (x itself for in place; None: a new array);
+    the numba select ``0 if v <= 0 else v`` is np.maximum(v, 0), signed zeros and NaN included."""
+    from ._jit import relu_flat, relu_flat_blocks, relu_flat_inplace, relu_flat_inplace_blocks
+
+    flat = x.reshape(-1)
+    zero = x.dtype.type(0)
+    if out is x:
+        run_blocks(flat.size, relu_flat_inplace, relu_flat_inplace_blocks, flat, zero, min_block=MIN_ELEMENTWISE_BLOCK)
+        return x
+    dst = np.empty_like(flat) if out is None else out.reshape(-1)
+    run_blocks(flat.size, relu_flat, relu_flat_blocks, flat, dst, zero, min_block=MIN_ELEMENTWISE_BLOCK)
+    return dst.reshape(x.shape)
+
+
+@epilogue("nn.relu", tail="relu")
+def relu_epilogue(x, others, attrs, in_place):
+    if x.dtype.kind != "f" or not x.flags.c_contiguous:
+        return None
+    if x.size < _SMALL:
+        return np.maximum(x, x.dtype.type(0), out=x if in_place else None)
+    return _relu_into(x, x if in_place else None)
+
+
+@epilogue("add", tail="add")
+def add_epilogue(x, others, attrs, in_place):
+    """A residual add of an array of the same shape and dtype (IEEE addition commutes exactly, so
+    the chain value may have been either operand)."""
+    (other,) = others
+    if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
+            or x.dtype.kind != "f":
+        return None
+    return np.add(x, other, out=x if in_place else None)
+
+
+@fast_kernel("erf")
+def erf(args, attrs, out_type):
+    """math.erf in a numba loop (the C library's erf, as the reference)."""
+    from ._jit import erf_f64
+
+    x = args[0]
+    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    return erf_f64(flat).reshape(x.shape).astype(out_dtype(out_type))

@@ -1,0 +1,6 @@
+"""The float reference kernel set: one plain-numpy kernel per op, the definition of the emulator's
+float semantics (facet ``emulator.reference``, one file per op family). No numba, no threads, no
+size-dependent paths, no settings: what a fast kernel must reproduce (or say how far it may be
+from). Importing registers them all."""
+
+from . import op_conv, op_elemwise, op_image, op_nn, op_pool, op_qnn, op_reduce, op_transform  # noqa: F401
