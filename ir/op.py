@@ -143,6 +143,10 @@ def declared_facets() -> Dict[str, FacetKey]:
     return dict(_FACET_KEYS)
 
 
+#: The ir's own marker facet: set on ops registered by users (``tidlx.register_op``), not built in.
+CUSTOM_OP = declare_facet("custom", "a user's operator, registered with tidlx.register_op", "tidlx.ir.op")
+
+
 def register_op_attr(op_names: Union[str, Sequence[str]], key: str, value: Any = _MISSING, *,
                      replace: bool = False):
     """Sets facet ``key`` of the named ops, like ``tvm.ir.register_op_attr``.

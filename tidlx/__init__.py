@@ -1,16 +1,19 @@
 """tidlx: will my model export to TIDL, into how many subgraphs, and are the numbers right?
 
 Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``partition``, ``IRModule.astext``,
-``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``.
+``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``, ``register_op`` (a custom op with
+every facet in one call).
 """
 
 from __future__ import annotations
 
 from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
 from .api import emulate, load, parse_relay, partition  # noqa: F401
+from .custom_op import register_op, unregister_op  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "partition", "structural_equal"]
+__all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "partition", "register_op",
+           "structural_equal", "unregister_op"]
 
 
 def __getattr__(name):

@@ -48,6 +48,8 @@ def describe_facet(value: Any) -> Any:
         return value
     if isinstance(value, (tuple, list)) and all(isinstance(v, (str, int, float, bool)) for v in value):
         return list(value)
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple record
+        return {k: describe_facet(v) for k, v in value._asdict().items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: describe_facet(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if callable(value):

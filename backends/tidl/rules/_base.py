@@ -77,6 +77,7 @@ def rule(*ops: str, layer: str, int_args: Sequence[int] = (), int_output: bool =
         check.__name__ = f"rule_{body.__name__}"
         check.__doc__ = body.__doc__
         check.body = body
+        check.__wrapped__ = body  # so tools (tidlx ops) point at the body, not at this wrapper
         for op in ops:
             register_op_attr(op, TIDL_RULE, RuleInfo(op, layer, check, tuple(int_args), int_output, any_dtype))
             register_op_attr(op, TIDL_LAYER, layer)

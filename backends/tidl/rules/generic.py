@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ....ir.expr import Call, Constant
-from ....ir.op import Op
+from ....ir.op import CUSTOM_OP, Op
 from ._base import TIDL_RULE, fmt_shape, tensor_types, where
 
 #: TIDL tensors are N, D1, D2, C, H, W.
@@ -24,8 +24,11 @@ def op_reason(call: Call) -> Optional[str]:
     if name.startswith("qnn."):
         return (f"{where(call)}: pre-quantized (QNN) ops are out of scope: tidlx offloads float32 graphs, which "
                 f"TIDL quantizes itself (import the float model)")
+    if call.op.has_attr(CUSTOM_OP):
+        return (f"{where(call)}: custom op (registered with tidlx.register_op): TIDL has no layer for it, it runs "
+                f"on the host")
     if not call.op.has_attr(TIDL_RULE):
-        return f"{where(call)}: TIDL has no layer for {name}"
+        return f"{where(call)}: {call.op.get_attr('tidl.no_layer') or f'TIDL has no layer for {name}'}"
     return None
 
 

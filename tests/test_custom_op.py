@@ -1,0 +1,147 @@
+"""Adding an op: one ``tidlx.register_op`` call, then import, partition, emulate and print it.
+
+The op is a per-tensor scale and shift, imported from an ONNX node of a custom domain that sits
+between a convolution and a relu.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tidlx
+from tidlx.cli import main
+from tidlx.custom_op import CustomOpError
+from tidlx.ir import TidlxError, structural_equal
+from tidlx.ir.op import has_op
+from tidlx.ir.types import TensorType
+
+OP = "example.scale_shift"
+
+
+@dataclass(frozen=True)
+class ScaleShiftAttrs:
+    scale: float = 1.0
+    shift: float = 0.0
+
+
+def scale_shift_rel(arg_types, attrs):
+    (x,) = arg_types
+    if not isinstance(x, TensorType) or x.dtype != "float32":
+        from tidlx.ir import TidlxTypeError
+
+        raise TidlxTypeError(f"{OP} takes a float32 tensor, got {x}")
+    return x
+
+
+def scale_shift_kernel(args, attrs, out_type):
+    x = args[0]
+    return x * np.float32(attrs.scale) + np.float32(attrs.shift)
+
+
+@pytest.fixture
+def custom_op():
+    op = tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                           arg_names=("data",), macs=lambda call: 2 * call.checked_type.size,
+                           onnx="com.example/ScaleShift")
+    yield op
+    tidlx.unregister_op(OP)
+
+
+def _weights():
+    rng = np.random.default_rng(7)
+    return rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2, rng.standard_normal(4).astype(np.float32)
+
+
+def _model(path):
+    w, b = _weights()
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("ScaleShift", ["c"], ["s"], name="scale_shift", domain="com.example", scale=2.0,
+                         shift=-0.5),
+        helper.make_node("Relu", ["s"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _expected(x):
+    w, b = _weights()
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((1, 4, 8, 8), np.float64)
+    for i in range(3):
+        for j in range(3):
+            conv += np.einsum("nchw,oc->nohw", padded[:, :, i:i + 8, j:j + 8], w[:, :, i, j].astype(np.float64))
+    conv += b.reshape(1, 4, 1, 1)
+    return np.maximum(conv * 2.0 - 0.5, 0.0)
+
+
+def test_import_partition_emulate(custom_op, tmp_path):
+    mod = tidlx.load(_model(tmp_path / "custom.onnx"))
+    assert OP in mod.astext()
+    x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    (out,) = tidlx.emulate(mod, {"x": x})
+    np.testing.assert_allclose(out, _expected(x), rtol=1e-5, atol=1e-5)
+
+    partitioned, report = tidlx.partition(mod)
+    host = [row for row in report.to_dict()["host_ops"] if row["op"] == OP]
+    assert len(host) == 1 and "custom op" in host[0]["reason"]
+    assert report.to_dict()["subgraphs"], "the conv and the relu still go to TIDL"
+    (again,) = tidlx.emulate(partitioned, {"x": x})
+    assert again.tobytes() == out.tobytes()
+
+
+def test_prints_parses_and_counts(custom_op, tmp_path):
+    mod = tidlx.load(_model(tmp_path / "custom.onnx"))
+    text = mod.astext(show_meta_data=True)
+    assert structural_equal(tidlx.parse_relay(text), mod)
+    from tidlx.ir.analysis import function_macs
+
+    assert function_macs(mod["main"]) == 4 * 4 * 9 * 64 + 4 * 64 + 2 * 4 * 64 + 4 * 64
+
+
+def test_listed_by_tidlx_ops(custom_op, capsys):
+    assert main(["ops", OP]) == 0
+    out = capsys.readouterr().out
+    for facet in ("custom", "emulator.reference", "macs", "onnx.op_types", "com.example.ScaleShift"):
+        assert facet in out
+
+
+def test_registration_errors(custom_op):
+    with pytest.raises(CustomOpError, match="already exists"):
+        tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1)
+    with pytest.raises(CustomOpError, match="already exists"):
+        tidlx.register_op("nn.conv2d", scale_shift_rel, scale_shift_kernel, num_inputs=2)
+    with pytest.raises(CustomOpError, match="must be a function"):
+        tidlx.register_op("example.other", scale_shift_rel, "not a kernel", num_inputs=1)
+    with pytest.raises(CustomOpError, match="domain/OpType"):
+        tidlx.register_op("example.other", scale_shift_rel, scale_shift_kernel, num_inputs=1, onnx="NoDomain")
+    assert not has_op("example.other")  # a failed registration leaves nothing behind
+    with pytest.raises(CustomOpError, match="built-in"):
+        tidlx.unregister_op("nn.relu")
+
+
+def test_failed_onnx_mapping_is_rolled_back(custom_op):
+    # the node type is taken by the fixture's op: the second op must not stay half-registered
+    with pytest.raises(TidlxError, match="twice"):
+        tidlx.register_op("example.other", scale_shift_rel, scale_shift_kernel, num_inputs=1,
+                          onnx="com.example/ScaleShift")
+    assert not has_op("example.other")
+
+
+def test_unregistered_op_is_gone(tmp_path):
+    path = _model(tmp_path / "custom.onnx")
+    tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                      onnx="com.example/ScaleShift")
+    tidlx.unregister_op(OP)
+    assert not has_op(OP)
+    with pytest.raises(TidlxError, match="ScaleShift"):
+        tidlx.load(path)

@@ -1,0 +1,124 @@
+"""``tidlx.register_op``: a new operator with every facet, in one call.
+
+An op that neither TIDL nor the IR knows (BEVDet's voxel pooling, a user's own layer) needs, to go
+through tidlx end to end: an IR definition (arity, attributes, type relation), a float reference
+kernel for the emulator, a MAC count for the reports, the TIDL decision (a custom op runs on the
+host, and the partition report says so), and optionally the ONNX node type that imports to it.
+``register_op`` sets all of them; ``unregister_op`` removes them again (tests, notebooks).
+The TVM lowering will join as one more keyword once the TVM backend exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+from .ir.errors import TidlxError
+from .ir.op import CUSTOM_OP, Op, define_op, get_op, has_op, register_op_attr, undefine_op
+
+#: facet keys this module sets (each declared by the package that owns it)
+_REFERENCE = "emulator.reference"
+_MACS = "macs"
+
+
+class CustomOpError(TidlxError):
+    """``register_op`` was given something it cannot register."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomRegistration:
+    """The ``custom`` facet's value: what ``register_op`` set up beyond the op's own facets."""
+
+    onnx_node: Optional[Tuple[str, str]] = None  # (domain, op type) imported as this op
+
+
+def _onnx_node(onnx: Union[None, str, Tuple[str, str]]) -> Optional[Tuple[str, str]]:
+    if onnx is None:
+        return None
+    if isinstance(onnx, str):
+        domain, sep, op_type = onnx.rpartition("/")
+        if not sep:
+            domain, sep, op_type = onnx.rpartition("::")
+        if not sep:
+            raise CustomOpError(f"register_op: onnx={onnx!r} must be 'domain/OpType' (e.g. 'com.example/BevPool')")
+        return domain, op_type
+    if isinstance(onnx, tuple) and len(onnx) == 2 and all(isinstance(p, str) for p in onnx):
+        return onnx
+    raise CustomOpError(f"register_op: onnx must be 'domain/OpType' or a (domain, op_type) pair, got {onnx!r}")
+
+
+def register_op(name: str, type_relation: Callable, reference_kernel: Callable, *, num_inputs: int,
+                attrs: Optional[type] = None, arg_names: Sequence[str] = (), macs: Optional[Callable] = None,
+                pattern: str = "opaque", onnx: Union[None, str, Tuple[str, str]] = None,
+                onnx_attrs: Optional[Callable] = None) -> Op:
+    """Registers a new op and all its facets; returns the ``Op``.
+
+    * ``type_relation(arg_types, attrs) -> Type``: the output type (raise ``tidlx.ir.TidlxTypeError``
+      with a reason for ill-typed calls);
+    * ``reference_kernel(args, attrs, out_type) -> ndarray``: the float semantics (numpy arrays in);
+    * ``num_inputs``, ``attrs`` (a frozen dataclass of the op's attributes with defaults or None),
+      ``arg_names`` and ``pattern`` (TVM's fusion pattern) as for built-in ops;
+    * ``macs(call) -> int``: multiply-accumulates of one call (default: one per output element);
+    * ``onnx="domain/OpType"``: nodes of that custom domain import as this op; ``onnx_attrs(dict)
+      -> dict`` maps the node's attributes to the op's (default: the same names).
+
+    TIDL has no layer for a custom op: the partitioner keeps it on the host with the reason
+    "custom op". Registering a name twice is an error; ``unregister_op`` undoes a registration.
+    """
+    from . import emulator  # noqa: F401  (declares the kernel facets)
+
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise CustomOpError(f"register_op: the name must be a non-empty string without spaces, got {name!r}")
+    if has_op(name):
+        raise CustomOpError(f"register_op: op '{name}' already exists (unregister_op('{name}') first if it is "
+                            f"yours)")
+    for what, fn in (("type_relation", type_relation), ("reference_kernel", reference_kernel)):
+        if not callable(fn):
+            raise CustomOpError(f"register_op('{name}'): {what} must be a function, got {type(fn).__name__}")
+    if macs is not None and not callable(macs):
+        raise CustomOpError(f"register_op('{name}'): macs must be a function (call -> int)")
+    if not isinstance(num_inputs, int) or isinstance(num_inputs, bool) or num_inputs < 0:
+        raise CustomOpError(f"register_op('{name}'): num_inputs must be a count >= 0, got {num_inputs!r}")
+    if attrs is not None and not (isinstance(attrs, type) and dataclasses.is_dataclass(attrs)):
+        raise CustomOpError(f"register_op('{name}'): attrs must be a dataclass type (frozen, with defaults)")
+    node = _onnx_node(onnx)
+    try:
+        op = define_op(name, num_inputs=num_inputs, type_rel=type_relation, attrs=attrs, arg_names=arg_names,
+                       pattern=pattern)
+    except ValueError as exc:
+        raise CustomOpError(f"register_op('{name}'): {exc}") from None
+    try:
+        # the marker records what was registered, so unregister_op can undo exactly that
+        op.set_attr(CUSTOM_OP, CustomRegistration(onnx_node=node))
+        register_op_attr(name, _REFERENCE, reference_kernel)
+        if macs is not None:
+            register_op_attr(name, _MACS, lambda call, where: int(macs(call)))
+        if node is not None:
+            from .frontends.onnx.custom import register_custom_node
+
+            register_custom_node(node[0], node[1], name, onnx_attrs)
+    except BaseException:
+        _forget(name, node)
+        raise
+    return op
+
+
+def unregister_op(name: str) -> None:
+    """Removes an op registered with ``register_op``, its facets and its ONNX mapping."""
+    if not has_op(name):
+        return
+    registration = get_op(name).get_attr(CUSTOM_OP)
+    if registration is None:
+        raise CustomOpError(f"unregister_op: '{name}' is a built-in op, not one registered with register_op")
+    _forget(name, registration.onnx_node)
+
+
+def _forget(name: str, node: Optional[Tuple[str, str]]) -> None:
+    if node is not None:
+        from .frontends.onnx.custom import unregister_custom_node
+
+        unregister_custom_node(*node)
+    undefine_op(name)  # the facets hang on the Op record and go with it
+
+
+__all__ = ["register_op", "unregister_op", "CustomOpError"]
