@@ -214,7 +214,7 @@ class _GuardedBnDenseMerge(Pass):
     def __init__(self, options: TidlOptions, layer_types: Mapping[str, str]):
         from ...ir.passes.fold_bn_dense import FOLD_BN_INTO_DENSE
 
-        self.merged_into: Dict[str, str] = {}
+        self.merged_into: Dict[str, List[str]] = {}
         self._options, self._layer_types = options, layer_types
         self._table = RewriteTable([(r.name, r.pattern, self._guard(r.fn)) for r in FOLD_BN_INTO_DENSE.rules],
                                    name="FoldBatchNormIntoDense")
@@ -229,8 +229,8 @@ class _GuardedBnDenseMerge(Pass):
                         return None
             out = fold(m)
             if out is not None and isinstance(bn, Call) and bn.layer and isinstance(dense, Call) and dense.layer:
-                if bn.layer != dense.layer:
-                    self.merged_into[bn.layer] = dense.layer
+                if bn.layer != dense.layer:  # a BN with several dense users merges into each
+                    self.merged_into.setdefault(bn.layer, []).append(dense.layer)
             return out
         return guarded
 
@@ -296,10 +296,13 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
             continue
         kind = layer_types.get(layer)
         if now is None:
-            into = merged.get(layer)
-            if into is not None:
-                message = (f"{'+'.join(ops)} '{layer}' merged into nn.dense '{into}' by {pass_name} "
-                           f"(TIDL then runs it as part of that InnerProduct layer)")
+            denses = merged.get(layer)
+            into = ", ".join(denses) if denses else None
+            if denses:
+                targets = " and ".join(f"nn.dense '{d}'" for d in denses)
+                those = "that InnerProduct layer" if len(denses) == 1 else "each of those InnerProduct layers"
+                message = (f"{'+'.join(ops)} '{layer}' merged into {targets} by {pass_name} "
+                           f"(TIDL then runs it as part of {those})")
             else:
                 message = f"{'+'.join(ops)} '{layer}': {PASS_EFFECTS[pass_name]} by {pass_name}"
             out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message))

@@ -11,7 +11,15 @@ The preceding dense is preferred (it is met first, bottom-up); the following one
 the BN's input is not a foldable dense (e.g. ``dense -> relu -> BN -> dense``). The BN may be
 ``nn.batch_norm(...).0`` or SimplifyInference's ``add(multiply(y, s), t)``; the dense's bias may
 be ``nn.bias_add`` or an ``add`` of a constant. Weights and BN parameters must be constants and
-the intermediate results may have no other user.
+the intermediate results may have no other user, except one:
+
+* a BN whose every user is a foldable dense (BEVDet's camera-aware DepthNet: ``bn`` feeds both
+  ``context_mlp.fc1`` and ``depth_mlp.fc1``) is folded into each of them, every dense getting its
+  own scaled weights and bias, and disappears. For TIDL this is the right outcome: kept, the BN
+  would be a per-feature scale and bias on a rank-2 (N, 27) tensor, the shape of op TI's own
+  flows warn crashes TIDL (an FC bias add of rank 2), while each folded dense is a plain
+  InnerProduct. If any user is something else, the BN stays (folding into some users only
+  would still need it for the others).
 
 This merge is what broke TI's TIDL import for a user with a BatchNorm between two Gemms; turn
 it off with ``PassContext(disabled_passes=["FoldBatchNormIntoDense"])``.
@@ -21,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..expr import Call
+from ..expr import Call, Constant
 from ..pattern import is_constant, is_op, wildcard
 from ..rewrite import RewriteTable
 from ..transform import module_pass
@@ -72,13 +80,25 @@ def _fold_into_next(m, dense: Call, bias: np.ndarray, bias_op):
     if vectors is None:
         return None
     scale, shift, inner = vectors
-    if not all_single_use(m, [m["bn_out"], dense, bias_op] + inner):
+    if not (_users_are_foldable_denses(m) and all_single_use(m, [dense, bias_op] + inner)):
         return None
     new_weight = scale_along(weight, scale, 1)
     new_bias = bias + weight.astype(np.float64) @ shift
     new_dense = Call(dense.op, (m["bn_input"], _const_like(new_weight)), dense.attrs, layer=dense.layer)
     out_t = dense.checked_type
     return add_bias(new_dense, new_bias, out_t.ndim - 1, out_t.dtype, dense.layer)
+
+
+def _users_are_foldable_denses(m) -> bool:
+    """The BN output's users are all nn.dense calls reading it as data with constant weights
+    (one such user: the plain fold; several: each is folded, see the module docstring)."""
+    users = m.users(m["bn_out"])
+    if not users:
+        return False
+    if len(users) == 1:
+        return True
+    return all(isinstance(u, Call) and u.op_name == "nn.dense" and u.args[0] is m["bn_out"]
+               and isinstance(u.args[1], Constant) for u in users)
 
 
 def _const_like(arr):
