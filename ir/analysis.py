@@ -72,6 +72,16 @@ def _conv_macs(call: Call, where: str) -> int:
     return _elements(call.checked_type) * weight.size // max(_kernel_channels(weight, layout, "O", where), 1)
 
 
+@register_op_attr("nn.deformable_conv2d", MACS)
+def _deformable_conv_macs(call: Call, where: str) -> int:
+    # the convolution's taps, plus the 4 bilinear taps of each sampled input value (C x KH x KW per output pixel)
+    data, weight = call.args[0].checked_type, call.args[2].checked_type
+    n, o, oh, ow = call.checked_type.shape
+    conv = _elements(call.checked_type) * weight.size // max(o, 1)
+    sampling = 4 * n * data.shape[1] * weight.shape[2] * weight.shape[3] * oh * ow
+    return conv + sampling
+
+
 @register_op_attr("nn.conv2d_transpose", MACS)
 def _conv_transpose_macs(call: Call, where: str) -> int:
     # one MAC per weight tap per *input* element

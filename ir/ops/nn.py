@@ -158,6 +158,61 @@ define_op("nn.conv2d_transpose", num_inputs=2, attrs=Conv2DTransposeAttrs, type_
             arg_names=("data", "weight"), pattern="out_elemwise_fusable")
 
 
+# --- nn.deformable_conv2d -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DeformableConv2DAttrs:
+    """Relay's DeformableConv2DAttrs (DCNv1: no modulation mask); the IR types NCHW data, OIHW weights."""
+
+    strides: tuple = (1, 1)
+    padding: tuple = (0, 0)
+    dilation: tuple = (1, 1)
+    deformable_groups: int = 1
+    groups: int = 1
+    channels: Optional[int] = None
+    kernel_size: Optional[tuple] = None
+    data_layout: str = "NCHW"
+    kernel_layout: str = "OIHW"
+    out_layout: str = ""
+    out_dtype: str = ""
+
+    def __post_init__(self):
+        set_int_tuples(self, "strides", "padding", "dilation", "kernel_size")
+
+
+def deformable_conv2d_rel(arg_types, attrs):
+    """data N x C x H x W, offset N x (2 * deformable_groups * KH * KW) x OH x OW (a (dy, dx) pair per
+    kernel tap, per deformable group), weight O x C/groups x KH x KW -> N x O x OH x OW."""
+    data = tensor_arg(arg_types, 0, "data")
+    offset = tensor_arg(arg_types, 1, "offset")
+    weight = tensor_arg(arg_types, 2, "weight")
+    _check_4d(data, weight)
+    if offset.ndim != 4:
+        raise TidlxTypeError(f"offset must be 4-D, got {offset.shape}")
+    for layout, want, what in ((attrs.data_layout, "NCHW", "data_layout"), (attrs.kernel_layout, "OIHW", "kernel_layout"),
+                               (_out_layout(attrs), "NCHW", "out_layout")):
+        if layout != want:
+            raise TidlxTypeError(f"{what} '{layout}' is not supported (deformable convolutions take NCHW data and "
+                                 f"OIHW weights)")
+    out = conv2d_rel((data, weight), attrs)
+    n, o, oh, ow = out.shape
+    c, kh, kw = data.shape[1], weight.shape[2], weight.shape[3]
+    deformable_groups = positive(attrs.deformable_groups, "deformable_groups")
+    if c % deformable_groups:
+        raise TidlxTypeError(f"{c} input channels are not divisible by deformable_groups {deformable_groups}")
+    want = (n, 2 * deformable_groups * kh * kw, oh, ow)
+    if tuple(offset.shape) != want:
+        raise TidlxTypeError(f"offset has shape {tuple(offset.shape)}, expected {want} (N x 2 * deformable_groups "
+                             f"{deformable_groups} * {kh}x{kw} taps x output {oh}x{ow})")
+    if offset.dtype != data.dtype:
+        raise TidlxTypeError(f"offset has dtype {offset.dtype} but data has {data.dtype}")
+    return out
+
+
+define_op("nn.deformable_conv2d", num_inputs=3, attrs=DeformableConv2DAttrs, type_rel=deformable_conv2d_rel,
+            arg_names=("data", "offset", "weight"), pattern="out_elemwise_fusable")
+
+
 # --- nn.dense, nn.matmul, nn.batch_matmul ---------------------------------------------------
 
 @dataclass(frozen=True)
