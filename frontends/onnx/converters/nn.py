@@ -1,4 +1,4 @@
-"""Layers: Conv, ConvTranspose, pools, BatchNormalization, LayerNormalization, Gemm, MatMul, Softmax.
+"""Layers: Conv, DeformConv, ConvTranspose, pools, BatchNormalization, LayerNormalization, Gemm, MatMul, Softmax.
 
 1-D convolutions and pools are imported as 2-D ones over a height of 1 (the IR has 2-D ops
 only); 3-D ones are refused.
@@ -123,6 +123,26 @@ def convert_conv(ctx: NodeContext):
     if ctx.has_input(2):
         out = ctx.call("nn.bias_add", out, ctx.input(2, "B"), axis=1)
     return from_2d(ctx, out) if dims == 1 else out
+
+
+@converter("DeformConv", produces=("nn.bias_add", "nn.deformable_conv2d"))
+def convert_deform_conv(ctx: NodeContext):
+    """DeformConv (opset 19) -> Relay's nn.deformable_conv2d(data, offset, weight), offset_group ->
+    deformable_groups. Relay's op is DCNv1: a modulation mask imports only when it is all ones."""
+    x, w, offset = ctx.input(0, "X"), ctx.input(1, "W"), ctx.input(2, "offset")
+    if ctx.ndim(x) != 4:
+        raise ctx.unsupported(f"deformable convolution of {ctx.ndim(x) - 2}-D data (shape {ctx.shape(x)}) is not "
+                              f"supported; only 2-D")
+    if ctx.has_input(4):
+        mask = ctx.input(4, "mask")
+        if not (isinstance(mask, Constant) and np.all(mask.data == 1)):
+            raise ctx.unsupported("a modulation mask (DCNv2) is not supported: nn.deformable_conv2d is Relay's "
+                                  "DCNv1, which samples without a mask (only an all-ones constant mask imports)")
+    x, w, attrs, _ = conv_setup(ctx, x, w)
+    out = ctx.call("nn.deformable_conv2d", x, offset, w, deformable_groups=int(ctx.attr("offset_group", 1)), **attrs)
+    if ctx.has_input(3):
+        out = ctx.call("nn.bias_add", out, ctx.input(3, "B"), axis=1)
+    return out
 
 
 @converter("ConvTranspose", produces=("nn.bias_add", "nn.conv2d_transpose", "reshape"))
