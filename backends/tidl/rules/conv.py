@@ -1,4 +1,5 @@
-"""Convolutions, transposed convolutions, inner products (dense/matmul) and bias adds.
+"""Convolutions, transposed convolutions, inner products (dense/matmul) and bias adds; the
+deformable convolution, which TIDL lacks (facet ``tidl.no_layer``: its host reason).
 
 Not checkable on the float graph: TI's "MatMul: no signed input with unsigned output" depends
 on the ranges calibration finds; it is left to the import.
@@ -7,7 +8,16 @@ on the ranges calibration finds; it is left to the import.
 from __future__ import annotations
 
 from ....ir.expr import Call
+from ....ir.op import declare_facet, register_op_attr
 from ._base import axis_word, fmt_shape, is_const, norm_axis, pair, rule, shape
+
+#: Why TIDL has no layer for an op that users expect it to have (read by generic.op_reason).
+TIDL_NO_LAYER = declare_facet("tidl.no_layer", "why TIDL has no layer for the op (the body of its host reason)",
+                              "tidlx.backends.tidl")
+
+register_op_attr("nn.deformable_conv2d", TIDL_NO_LAYER,
+                 "TIDL has no deformable convolution (no layer samples its input at per-pixel offsets); it runs on "
+                 "the host: Arm, or the C7x through TVM, whose topi has a deformable conv")
 
 #: (kernel, stride) of the depthwise convolutions TIDL runs.
 DEPTHWISE = ((3, 1), (3, 2), (5, 2), (7, 1), (7, 2))
