@@ -66,12 +66,15 @@ class _Equal:
                 if not self.bind(x, y):
                     return False
                 continue
-            if not self.bind(x, y):
-                return False
             if isinstance(x, GlobalVar):
+                # a reference to a module function by name: two GlobalVar objects of one name are
+                # the same function (the parser shares one per name, builders may not)
                 if x.name_hint != y.name_hint:
                     return False
-            elif isinstance(x, Constant):
+                continue
+            if not self.bind(x, y):
+                return False
+            if isinstance(x, Constant):
                 if not _const_equal(x.data, y.data):
                     return False
             elif isinstance(x, Call):

@@ -162,3 +162,17 @@ def test_tuple_types():
     a, b = Var("a", t(1)), Var("b", t(2, dtype="int8"))
     tup = Tuple([a, b])
     assert tup.checked_type == TupleType((t(1), t(2, dtype="int8")))
+
+
+def test_structural_equal_global_vars_by_name():
+    """Two calls of one global function are equal whether or not they share a GlobalVar object
+    (the Relay parser shares one per name; builders need not). Found by the round-trip property."""
+    t = TensorType((1, 4), "float32")
+    x = Var("x", t)
+    shared = GlobalVar("f")
+    one = Tuple([Call(shared, [x]), Call(shared, [x])])
+    x2 = Var("x", t)
+    two = Tuple([Call(GlobalVar("f"), [x2]), Call(GlobalVar("f"), [x2])])
+    assert structural_equal(one, two) and structural_equal(two, one)
+    x3 = Var("x", t)
+    assert not structural_equal(one, Tuple([Call(GlobalVar("f"), [x3]), Call(GlobalVar("g"), [x3])]))
