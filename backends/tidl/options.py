@@ -252,19 +252,16 @@ def _check_value(spec: OptionSpec, value) -> None:
 
 
 def onnx_layer_types() -> frozenset:
-    """The ONNX op types that import to some IR op (what ``deny_list:layer_type`` may name):
-    the union of the ops' ``onnx.op_types`` facets, which the ONNX frontend registers.
-
-    When no op has that facet (the ONNX frontend was never imported in this process), the op
-    types of ONNX's default domain stand in; the backend does not import the frontend."""
+    """The ONNX op types ``deny_list:layer_type`` may name: those that import to some IR op (the
+    union of the ops' ``onnx.op_types`` facets, which the ONNX frontend registers; custom domains
+    included) and every op type of ONNX's default domain (nodes such as Identity or Dropout import
+    to no op of their own but are still layers a user may name). The backend does not import the
+    frontend."""
     from ...ir.op import ops_with_attr
-
-    registered = ops_with_attr("onnx.op_types")
-    if registered:
-        return frozenset(t for op_types in registered.values() for t in op_types)
     import onnx.defs
 
-    return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx"))
+    registered = {t for op_types in ops_with_attr("onnx.op_types").values() for t in op_types}
+    return frozenset(registered | {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")})
 
 
 @dataclass(frozen=True)
