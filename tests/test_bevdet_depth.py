@@ -200,3 +200,21 @@ def test_emulator_agrees_with_onnxruntime(backbone, batch, tmp_path):
     for name, got in zip(("depth", "volume"), ours):
         assert got.shape == reference[name].shape
         assert relative_error(got, reference[name]) <= 1e-4, name
+
+
+def test_demo_states_the_answers_on_the_camera_aware_model(tmp_path):
+    from rich.console import Console
+
+    from tidlx.demo import run_demo
+
+    console = Console(record=True, width=400, highlight=False)
+    result = run_demo(backbone="resnet18", batch=2, tiny=True, out_dir=str(tmp_path), console=console)
+    assert all(err <= 1e-4 for err in result["errors"].values())
+    out = console.export_text()
+    assert "(1) export: 3 TIDL subgraphs (the seed's TVM run gave 5)" in out
+    assert out.count("      host: ") == 4 and "Slice needs batch 1" in out
+    assert "(2) batch 2: as is, 0 subgraphs" in out and "set TIDL_RELAY_MAX_BATCH_SIZE=2" in out
+    assert "merged into nn.dense '/img_view_transformer/depth_net/depth_mlp/fc1/Gemm' and nn.dense" in out
+    for way in ("-o deny_list=nn.batch_norm", "-o deny_list:layer_name=", "-o disabled_passes=FoldBatchNormIntoDense"):
+        assert way in out
+    assert "(4) with dcn=True: 4 subgraphs; nn.deformable_conv2d" in out and "TIDL has no deformable convolution" in out

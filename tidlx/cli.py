@@ -104,7 +104,8 @@ def cmd_ops(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    result = run_demo(backbone=args.backbone, batch=args.batch, tiny=args.tiny, out_dir=args.out)
+    result = run_demo(backbone=args.backbone, batch=args.batch, tiny=args.tiny, out_dir=args.out,
+                      depth_net=args.depth_net)
     return 0 if all(err <= 1e-4 for err in result["errors"].values()) else 1
 
 
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backbone", default="resnet50", choices=["resnet50", "resnet18"])
     demo.add_argument("--batch", type=int, default=6, help="cameras (batch); BEVDet uses 6")
     demo.add_argument("--tiny", action="store_true", help="the small variant (fast)")
+    demo.add_argument("--depth-net", default="camera_aware", choices=["camera_aware", "lss"],
+                      help="BEVDet's camera-aware DepthNet (default) or the plain LSS 1x1 conv")
     demo.add_argument("--out", default="out", help="folder for the written model files")
     demo.set_defaults(func=cmd_demo)
 

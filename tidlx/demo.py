@@ -1,7 +1,10 @@
 """``tidlx demo``: the main job on the built-in BEVDet image-stage model.
 
-Builds the model as ONNX, imports it, runs it in the float emulator next to onnxruntime,
-prints how well they agree, then partitions it for TIDL as TI's flow would.
+Builds the model as ONNX (by default the camera-aware depth net, the seed's own structure), imports
+it, runs it in the float emulator next to onnxruntime, prints how well they agree, then partitions it
+for TIDL as TI's flow would and states the seed's answers: subgraphs and host ops, what batch N needs,
+what happens to the BatchNorm feeding two GEMMs (and the two ways out), and where the deformable conv
+goes.
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ def relative_error(ours: np.ndarray, reference: np.ndarray) -> float:
     return float(np.max(np.abs(ours.astype(np.float64) - reference.astype(np.float64)))) / scale
 
 
+#: The seed's report: TVM split its BEVDet img_stage into this many TIDL subgraphs.
+SEED_SUBGRAPHS = 5
+SHARED_BN = "/img_view_transformer/depth_net/bn/BatchNormalization"
+
+
 def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out_dir: str = "out",
-             console=None) -> dict:
+             console=None, depth_net: str = "camera_aware") -> dict:
     from rich.console import Console
     from rich.table import Table
 
@@ -31,11 +39,11 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
 
     console = console or Console(highlight=False)
     os.makedirs(out_dir, exist_ok=True)
-    name = f"bevdet_{backbone}_b{batch}{'_tiny' if tiny else ''}.onnx"
+    name = f"bevdet_{backbone}_b{batch}{'_tiny' if tiny else ''}{'_lss' if depth_net == 'lss' else ''}.onnx"
     path = os.path.join(out_dir, name)
 
     t0 = time.perf_counter()
-    model = bevdet_img_stage(backbone=backbone, batch=batch, tiny=tiny, path=path)
+    model = bevdet_img_stage(backbone=backbone, batch=batch, tiny=tiny, path=path, depth_net=depth_net)
     console.print(f"[bold]1. built[/bold] {path} ({os.path.getsize(path) / 1e6:.1f} MB, "
                   f"{len(model.graph.node)} ONNX nodes) in {time.perf_counter() - t0:.2f} s")
 
@@ -44,10 +52,9 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     console.print(f"[bold]2. imported[/bold] into the tidlx IR in {time.perf_counter() - t0:.2f} s")
     console.print(op_count_table(mod, title="Relay ops after import"))
 
-    shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
     rng = np.random.default_rng(0)
-    image = rng.standard_normal(shape, dtype=np.float32)
-    input_name = model.graph.input[0].name
+    feeds = {i.name: rng.standard_normal(tuple(d.dim_value for d in i.type.tensor_type.shape.dim), dtype=np.float32)
+             for i in model.graph.input}
 
     try:
         import onnxruntime as ort
@@ -57,11 +64,11 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     options.intra_op_num_threads = 2
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     t0 = time.perf_counter()
-    reference = session.run(None, {input_name: image})
+    reference = session.run(None, feeds)
     t_ort = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ours = emulate(mod, {input_name: image})
+    ours = emulate(mod, feeds)
     t_emu = time.perf_counter() - t0
 
     table = Table(title="3. float emulator vs onnxruntime (same input)")
@@ -80,11 +87,56 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     from . import partition
 
     console.print("[bold]4. TIDL partition[/bold] (TI's flow; details: tidlx partition MODEL)")
-    _, report = partition(mod)
-    console.print(f"   as is: {report.headline()}")
+    _, as_is = partition(mod)
+    console.print(f"   as is: {as_is.headline()}", markup=False)
+    raised = {"max_batch_size": batch} if batch > 1 else {}
+    report = as_is
     if batch > 1:
-        _, report = partition(mod, {"max_batch_size": batch})
-        console.print(f"   with max_batch_size={batch} (or TIDL_RELAY_MAX_BATCH_SIZE={batch}): {report.headline()}")
-    for host in report.host_ops[:5]:
-        console.print(f"   host: {host.reason}", markup=False)
+        _, report = partition(mod, raised)
+        console.print(f"   with max_batch_size={batch} (or TIDL_RELAY_MAX_BATCH_SIZE={batch}): {report.headline()}",
+                      markup=False)
+    if depth_net != "camera_aware":
+        for host in report.host_ops[:5]:
+            console.print(f"   host: {host.reason}", markup=False)
+        return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort}
+    _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir)
     return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort}
+
+
+def _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir) -> None:
+    """The seed's four questions on the camera-aware model, a few lines each."""
+    from . import load, partition
+    from .models import bevdet_img_stage
+
+    def say(text: str) -> None:
+        console.print(text, markup=False)
+
+    console.print("[bold]5. the seed's questions[/bold]")
+    say(f"(1) export: {len(report.subgraphs)} TIDL subgraphs (the seed's TVM run gave {SEED_SUBGRAPHS}); "
+        f"every op TIDL refuses splits the graph:")
+    for host in report.host_ops:
+        say(f"      host: {host.reason}")
+    say("    the seed's count came from its own export and options: here only these ops leave TIDL; its "
+        "extra subgraphs need more host ops (a deformable conv, see (4); denying every nn.batch_norm, see (3)).")
+    gemm = next((h.reason for h in as_is.host_ops if h.op == "nn.dense"), None)
+    if batch > 1:
+        say(f"(2) batch {batch}: as is, {len(as_is.subgraphs)} subgraphs. The camera MLP works on the "
+            f"({batch}, 27) matrix, so its GEMMs handle {batch} frames too and meet the batch rule:")
+        if gemm:
+            say(f"      {gemm}")
+        say(f"    set TIDL_RELAY_MAX_BATCH_SIZE={batch} (or -o max_batch_size={batch}) and the whole MLP runs on TIDL.")
+    merge = next((t for t in report.transformations if t.layer == SHARED_BN), None)
+    say("(3) the BatchNorm feeding two GEMMs: " + (merge.message if merge else "not merged"))
+    say("    right for TIDL: kept, it would be a per-feature scale+bias on a rank-2 tensor; folded, each GEMM "
+        "is a plain InnerProduct. The ways out keep the BN:")
+    for label, extra in (("-o deny_list=nn.batch_norm (every BN, backbone too)", {"deny_list": "nn.batch_norm"}),
+                         (f"-o deny_list:layer_name={SHARED_BN}", {"deny_list:layer_name": SHARED_BN}),
+                         ("-o disabled_passes=FoldBatchNormIntoDense (a TIDL BatchNorm layer)",
+                          {"disabled_passes": "FoldBatchNormIntoDense"})):
+        _, way = partition(mod, {**raised, **extra})
+        say(f"      {label}: {way.headline()}")
+    path = os.path.join(out_dir, f"bevdet_{backbone}_b{batch}{'_tiny' if tiny else ''}_dcn.onnx")
+    bevdet_img_stage(backbone=backbone, batch=batch, tiny=tiny, path=path, depth_net="camera_aware", dcn=True)
+    _, with_dcn = partition(load(path), raised)
+    deform = next((h.reason for h in with_dcn.host_ops if h.op == "nn.deformable_conv2d"), "on TIDL")
+    say(f"(4) with dcn=True: {len(with_dcn.subgraphs)} subgraphs; {deform}")
