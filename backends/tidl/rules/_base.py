@@ -52,6 +52,9 @@ TIDL_RULE = declare_facet("tidl.rule", "TIDL support rule: RuleInfo(check(call, 
                           "int_output, any_dtype)", "tidlx.backends.tidl")
 TIDL_LAYER = declare_facet("tidl.layer", "the TIDL layer type the op becomes (TI's name, e.g. Conv, Pool, EltWise)",
                            "tidlx.backends.tidl")
+#: Why TIDL has no layer for an op that users expect it to have (read by generic.op_reason).
+TIDL_NO_LAYER = declare_facet("tidl.no_layer", "why TIDL has no layer for the op (the body of its host reason)",
+                              "tidlx.backends.tidl")
 
 
 def rule_info(op) -> Optional[RuleInfo]:

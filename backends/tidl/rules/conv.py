@@ -8,12 +8,8 @@ on the ranges calibration finds; it is left to the import.
 from __future__ import annotations
 
 from ....ir.expr import Call
-from ....ir.op import declare_facet, register_op_attr
-from ._base import axis_word, fmt_shape, is_const, norm_axis, pair, rule, shape
-
-#: Why TIDL has no layer for an op that users expect it to have (read by generic.op_reason).
-TIDL_NO_LAYER = declare_facet("tidl.no_layer", "why TIDL has no layer for the op (the body of its host reason)",
-                              "tidlx.backends.tidl")
+from ....ir.op import register_op_attr
+from ._base import TIDL_NO_LAYER, axis_word, fmt_shape, is_const, norm_axis, pair, rule, shape
 
 register_op_attr("nn.deformable_conv2d", TIDL_NO_LAYER,
                  "TIDL has no deformable convolution (no layer samples its input at per-pixel offsets); it runs on "

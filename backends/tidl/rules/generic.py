@@ -7,7 +7,7 @@ from typing import Optional
 
 from ....ir.expr import Call, Constant
 from ....ir.op import CUSTOM_OP, Op
-from ._base import TIDL_RULE, fmt_shape, tensor_types, where
+from ._base import TIDL_NO_LAYER, TIDL_RULE, fmt_shape, tensor_types, where
 
 #: TIDL tensors are N, D1, D2, C, H, W.
 MAX_RANK = 6
@@ -28,7 +28,7 @@ def op_reason(call: Call) -> Optional[str]:
         return (f"{where(call)}: custom op (registered with tidlx.register_op): TIDL has no layer for it, it runs "
                 f"on the host")
     if not call.op.has_attr(TIDL_RULE):
-        return f"{where(call)}: {call.op.get_attr('tidl.no_layer') or f'TIDL has no layer for {name}'}"
+        return f"{where(call)}: {call.op.get_attr(TIDL_NO_LAYER) or f'TIDL has no layer for {name}'}"
     return None
 
 
