@@ -78,6 +78,18 @@ def same_dtype(*types: TensorType) -> str:
     return types[0].dtype
 
 
+def operand_dtypes(a: TensorType, b: TensorType, what_a: str = "data", what_b: str = "weight") -> str:
+    """The two operands of a convolution or matrix product: one dtype when floating point (a float32
+    input with an int8 weight computes nothing meaningful); when integer, any mix of integer dtypes
+    (uint8 data with int8 weights, as quantized kernels take, accumulating in ``out_dtype``)."""
+    if a.dtype == b.dtype:
+        return a.dtype
+    if a.dtype in INT_DTYPES and b.dtype in INT_DTYPES:
+        return a.dtype
+    raise TidlxTypeError(f"{what_a} has dtype {a.dtype} but {what_b} has {b.dtype} (both must have one dtype; "
+                         f"cast one of them, or quantize the model with QuantizeLinear/DequantizeLinear)")
+
+
 def check_dtype(t: TensorType, allowed: Sequence[str], what: str) -> str:
     if t.dtype not in allowed:
         raise TidlxTypeError(f"{what} must have dtype {' or '.join(allowed)}, got {t.dtype}")

@@ -9,8 +9,8 @@ from typing import Optional, Tuple
 from ..errors import TidlxTypeError
 from ..op import define_op
 from ..types import TensorType, TupleType
-from ._rel import (check_choice, check_dtype_name, expand_padding, int_tuple, normalize_axis, pair, positive,
-                   same_dtype, set_int_tuples, tensor_arg)
+from ._rel import (check_choice, check_dtype_name, expand_padding, int_tuple, normalize_axis, operand_dtypes, pair,
+                   positive, same_dtype, set_int_tuples, tensor_arg)
 
 
 def conv_out_dim(size: int, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int) -> int:
@@ -74,6 +74,7 @@ def conv2d_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     weight = tensor_arg(arg_types, 1, "weight")
     _check_4d(data, weight)
+    operand_dtypes(data, weight)
     n, c, h, w = data_dims(data.shape, attrs.data_layout)
     o, i, kh, kw = kernel_dims(weight.shape, attrs.kernel_layout)
     groups = positive(attrs.groups, "groups")
@@ -125,6 +126,7 @@ def conv2d_transpose_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     weight = tensor_arg(arg_types, 1, "weight")
     _check_4d(data, weight)
+    operand_dtypes(data, weight)
     n, c, h, w = data_dims(data.shape, attrs.data_layout)
     # The weight's "I" axis is the input channels and "O" the output channels per group.
     o_per_group, i, kh, kw = kernel_dims(weight.shape, attrs.kernel_layout)
@@ -226,6 +228,7 @@ def dense_rel(arg_types, attrs):
     weight = tensor_arg(arg_types, 1, "weight")
     if weight.ndim != 2:
         raise TidlxTypeError(f"weight must be 2-D (units, in_features), got {weight.shape}")
+    operand_dtypes(data, weight)
     if data.ndim < 1:
         raise TidlxTypeError("data must have at least one dimension")
     if data.shape[-1] != weight.shape[1]:
@@ -253,6 +256,7 @@ def matmul_rel(arg_types, attrs):
     b = tensor_arg(arg_types, 1, "tensor_b")
     if b.ndim != 2:
         raise TidlxTypeError(f"tensor_b must be 2-D, got {b.shape}")
+    operand_dtypes(a, b, "tensor_a", "tensor_b")
     if a.ndim < 1 or (attrs.transpose_a and a.ndim < 2):
         raise TidlxTypeError(f"tensor_a of shape {a.shape} has too few dimensions")
     if attrs.transpose_a:
@@ -285,6 +289,7 @@ def batch_matmul_rel(arg_types, attrs):
     y = tensor_arg(arg_types, 1, "tensor_b")
     if x.ndim != 3 or y.ndim != 3:
         raise TidlxTypeError(f"both inputs must be 3-D (batch, rows, cols), got {x.shape} and {y.shape}")
+    operand_dtypes(x, y, "tensor_a", "tensor_b")
     bx, by = x.shape[0], y.shape[0]
     if bx != by and bx != 1 and by != 1:
         raise TidlxTypeError(f"batch sizes {bx} and {by} differ and neither is 1")
