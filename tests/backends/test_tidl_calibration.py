@@ -1,0 +1,410 @@
+"""Calibration (backends/tidl/calibration.py) and its frames (backends/tidl/frames.py): the ranges TIDL's
+import collects per tensor of each subgraph, checked against values computed here by hand in numpy."""
+
+import math
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import tidlx
+import tidlx.ir as ir
+from tidlx.backends.tidl import build_networks
+from tidlx.backends.tidl.calibration import (HISTOGRAM_BINS, CalibrationError, TensorRange, calibrate)
+from tidlx.backends.tidl.frames import CalibrationDataError, load_frames, resize_bilinear
+from tidlx.ir import TensorType, Var, const
+from tidlx.ir.errors import TidlxError, TidlxWarning
+from tidlx.ir.expr import Function
+from tidlx.ir.module import IRModule
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*fewer than calibration_frames")
+
+H, W = 64, 80   # 2 x 64 x 80 = 10240 values per frame: the histogram's shrink drops elements from 2 frames on
+
+
+def eye_conv(x, channels, gain, layer):
+    weight = np.zeros((channels, channels, 1, 1), np.float32)
+    weight[np.arange(channels), np.arange(channels)] = gain
+    return ir.call("nn.conv2d", x, const(weight), channels=channels, kernel_size=(1, 1), layer=layer)
+
+
+def two_subgraph_model(batch=1):
+    """tidl_0: conv (identity weights) + relu -> max pool 2x2; host: softmax over channels (TIDL takes width
+    and height only); tidl_1: conv (weights x 3) -> max pool."""
+    x = Var("x", TensorType((batch, 2, H, W), "float32"))
+    c1 = ir.call("nn.relu", eye_conv(x, 2, 1.0, "conv1"), layer="relu1")
+    p1 = ir.call("nn.max_pool2d", c1, pool_size=(2, 2), strides=(2, 2), layer="pool1")
+    s = ir.call("nn.softmax", p1, axis=1, layer="softmax")
+    c2 = eye_conv(s, 2, 3.0, "conv2")
+    p2 = ir.call("nn.max_pool2d", c2, pool_size=(2, 2), strides=(2, 2), layer="pool2")
+    mod = IRModule({"main": Function([x], p2)})
+    mod.infer_types()
+    return mod
+
+
+def partition(mod, **options):
+    partitioned, report = tidlx.partition(mod, options or None)
+    return partitioned
+
+
+def by_layer(result):
+    """Ranges by the first ONNX-style layer name of the producing layer (inputs by tensor name)."""
+    out = {}
+    for tensor_id, rng in result.tensors.items():
+        tensor = result.network.tensors[tensor_id]
+        layer = result.network.layers[tensor.producer]
+        out[layer.source_layers[-1] if layer.source_layers else tensor.name] = rng
+    return out
+
+
+def maxpool2(a):
+    n, c, h, w = a.shape
+    return a.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
+def softmax1(a):
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def host_reference(x):
+    """The model in numpy (float64), each tensor the calibration should see."""
+    conv1 = np.maximum(x.astype(np.float64), 0.0)
+    pool1 = maxpool2(conv1)
+    soft = softmax1(pool1)
+    conv2 = 3.0 * soft
+    return {"x": x, "relu1": conv1, "pool1": pool1, "softmax": soft, "conv2": conv2, "pool2": maxpool2(conv2)}
+
+
+def frames_of(*arrays):
+    return {"x": np.concatenate(arrays).astype(np.float32)}
+
+
+RNG = np.random.default_rng(11)
+FRAMES = [RNG.uniform(-2.0, 3.0, (1, 2, H, W)).astype(np.float32) for _ in range(3)]
+
+
+def test_two_subgraphs_and_the_layers_they_hold():
+    partitioned = partition(two_subgraph_model())
+    nets = build_networks(partitioned)
+    assert [n.name for n in nets] == ["tidl_0", "tidl_1"]
+    assert [layer.describe() for layer in nets[0].compute_layers()] == ["Conv+ReLU", "Pool"]
+    assert [layer.describe() for layer in nets[1].compute_layers()] == ["Conv", "Pool"]
+
+
+def test_level0_ranges_are_the_exact_min_max_over_frames_with_boundaries_from_the_host_part():
+    partitioned = partition(two_subgraph_model())
+    results = calibrate(partitioned, {"accuracy_level": 0}, frames_of(*FRAMES))
+    assert list(results) == ["tidl_0", "tidl_1"]
+    refs = [host_reference(f) for f in FRAMES]
+
+    def expected(key):
+        return (min(float(r[key].min()) for r in refs), max(float(r[key].max()) for r in refs))
+
+    r0, r1 = by_layer(results["tidl_0"]), by_layer(results["tidl_1"])
+    assert set(r0) == {"tidl_0_i0", "relu1", "pool1"} and set(r1) == {"tidl_1_i0", "conv2", "pool2"}
+    for name, key in (("tidl_0_i0", "x"), ("relu1", "relu1"), ("pool1", "pool1")):
+        assert (r0[name].min, r0[name].max) == expected(key), name
+        assert r0[name].method == "minmax" and r0[name].frames == 3
+    # tidl_1's input is the host softmax of tidl_0's output: the run went through the host part
+    assert r1["tidl_1_i0"].min == pytest.approx(expected("softmax")[0], rel=1e-6)
+    assert r1["tidl_1_i0"].max == pytest.approx(expected("softmax")[1], rel=1e-6)
+    assert (r1["conv2"].min, r1["conv2"].max) == pytest.approx(expected("conv2"), rel=1e-6)
+    assert (r1["pool2"].min, r1["pool2"].max) == pytest.approx(expected("pool2"), rel=1e-6)
+    for rng in list(r0.values()) + list(r1.values()):
+        assert (rng.observed_min, rng.observed_max) == (rng.min, rng.max)
+
+
+def test_statistics_read_batch_index_0_of_each_frame_only():
+    partitioned = partition(two_subgraph_model(batch=2), max_batch_size=2)
+    assert [n.name for n in build_networks(partitioned)] == ["tidl_0", "tidl_1"]
+    huge = np.full((1, 2, H, W), 1000.0, np.float32)
+    # frames on the batch axis: frame k is rows 2k, 2k+1; each frame's index 1 holds 1000 or -1000
+    stacked = np.concatenate([FRAMES[0], huge, FRAMES[1], -huge])
+    results = calibrate(partitioned, {"accuracy_level": 0}, {"x": stacked})
+    r0 = by_layer(results["tidl_0"])
+    low = min(float(FRAMES[0].min()), float(FRAMES[1].min()))
+    high = max(float(FRAMES[0].max()), float(FRAMES[1].max()))
+    assert (r0["tidl_0_i0"].min, r0["tidl_0_i0"].max) == (low, high)
+    assert r0["relu1"].max == high and r0["tidl_0_i0"].frames == 2
+
+
+def histogram_range(values, signed):
+    """The histogram method written from TIDL-NUMERICS.md and the module docstring, with a real histogram:
+    1024 bins centred on min + i * (max - min) / 1023, values to the nearest centre, floor(n / 10000) values
+    dropped per side (the min side only for a signed tensor), the range end at the centre of the bin where
+    the cumulative count first exceeds the values dropped."""
+    v = np.asarray(values, np.float64).ravel()
+    lo, hi = v.min(), v.max()
+    width = (hi - lo) / (HISTOGRAM_BINS - 1)
+    bins = np.floor((v - lo) / width + 0.5).astype(np.int64)
+    counts = np.bincount(bins, minlength=HISTOGRAM_BINS)
+    drop = v.size // 10000
+    up = int(np.argmax(np.cumsum(counts[::-1]) > drop))
+    new_hi = lo + (HISTOGRAM_BINS - 1 - up) * width
+    new_lo = lo + int(np.argmax(np.cumsum(counts) > drop)) * width if signed else lo
+    return new_lo, new_hi
+
+
+def outlier_frames():
+    frames = []
+    for k in range(2):
+        f = np.random.default_rng(100 + k).uniform(-1.0, 1.0, (1, 2, H, W)).astype(np.float32)
+        f.reshape(-1)[[5, 900, 4000]] = [40.0 + k, 35.0, 30.0]       # three large outliers per frame
+        f.reshape(-1)[[17, 2000]] = [-25.0, -20.0 - k]               # two small ones
+        frames.append(f)
+    return frames
+
+
+def test_level1_histogram_drops_the_percentile_tails_of_all_frames_together():
+    frames = outlier_frames()
+    partitioned = partition(two_subgraph_model())
+    level0 = by_layer(calibrate(partitioned, {"accuracy_level": 0}, frames_of(*frames))["tidl_0"])
+    level1 = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])
+    pooled = np.concatenate([f.ravel() for f in frames])          # 20480 values: 2 dropped per side
+    lo, hi = histogram_range(pooled, signed=True)
+    x1 = level1["tidl_0_i0"]
+    assert (x1.min, x1.max) == pytest.approx((lo, hi), abs=1e-12)
+    assert x1.method == "histogram" and (x1.observed_min, x1.observed_max) == (-25.0, 41.0)
+    assert (level0["tidl_0_i0"].min, level0["tidl_0_i0"].max) == (-25.0, 41.0)
+    # the two largest (41, 40) and the two smallest (-25, -25) dropped: the next ones, to half a bin (0.032)
+    assert abs(x1.max - 35.0) < 0.033 and abs(x1.min - -21.0) < 0.033
+    # an unsigned tensor (after the ReLU) keeps its min; only the max side shrinks
+    relu_lo, relu_hi = histogram_range(np.maximum(pooled, 0.0), signed=False)
+    assert (level1["relu1"].min, level1["relu1"].max) == pytest.approx((0.0, relu_hi), abs=1e-12)
+    assert relu_lo == 0.0 and level1["relu1"].observed_max == 41.0
+
+
+def test_histogram_of_a_small_tensor_is_its_min_max():
+    # tidl_1's pool output: 2 x 16 x 20 x 2 frames = 1280 values < 10000: nothing dropped
+    partitioned = partition(two_subgraph_model())
+    r = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*outlier_frames()))["tidl_1"])
+    assert (r["pool2"].min, r["pool2"].max) == (r["pool2"].observed_min, r["pool2"].observed_max)
+
+
+def rules_model():
+    """conv + clip(-1, 2) -> conv + relu6 -> global average pool -> flatten -> dense + bias: one subgraph."""
+    x = Var("x", TensorType((1, 2, 8, 8), "float32"))
+    a = ir.call("clip", eye_conv(x, 2, 4.0, "conv_clip"), a_min=-1.0, a_max=2.0, layer="clip")
+    b = ir.call("clip", eye_conv(a, 2, 1.0, "conv_relu6"), a_min=0.0, a_max=6.0, layer="relu6")
+    g = ir.call("nn.global_avg_pool2d", b, layer="gap")
+    f = ir.call("nn.batch_flatten", g, layer="flatten")
+    d = ir.call("nn.dense", f, const(np.array([[1.0, 2.0], [-1.0, 0.5]], np.float32)), units=2, layer="fc")
+    d = ir.call("nn.bias_add", d, const(np.array([0.5, -0.25], np.float32)), layer="fc")
+    mod = IRModule({"main": Function([x], d)})
+    mod.infer_types()
+    return mod
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_range_rules_clip_relu6_global_pool_and_inner_product(level):
+    x = np.random.default_rng(3).uniform(-1.0, 1.0, (2, 2, 8, 8)).astype(np.float32)
+    results = calibrate(partition(rules_model()), {"accuracy_level": level}, {"x": x})
+    (name, result), = results.items()
+    assert [layer.describe() for layer in result.network.compute_layers()] == \
+        ["Conv+Clip", "Conv+ReLU6", "Pool", "Flatten", "InnerProduct"]
+    r = by_layer(result)
+    assert (r["clip"].min, r["clip"].max, r["clip"].method) == (-1.0, 2.0, "clip")
+    assert (r["relu6"].min, r["relu6"].max, r["relu6"].method) == (0.0, 6.0, "relu6")
+    # by hand: clip(4x, -1, 2) then relu6, the mean over the plane, then the dense
+    a = np.clip(4.0 * x.astype(np.float64), -1.0, 2.0)
+    gap = np.clip(a, 0.0, 6.0).mean(axis=(2, 3))
+    fc = gap @ np.array([[1.0, 2.0], [-1.0, 0.5]]).T + np.array([0.5, -0.25])
+    method = "minmax" if level == 0 else "histogram"
+    assert r["gap"].method == f"{method}, max x 1.25" and r["fc"].method == f"{method}, max x 1.25"
+    assert r["gap"].max == pytest.approx(1.25 * gap.max(), rel=1e-6)
+    assert r["gap"].min == pytest.approx(gap.min(), rel=1e-6)          # the max only
+    assert r["fc"].max == pytest.approx(1.25 * fc.max(), rel=1e-6)
+    assert r["fc"].min == pytest.approx(fc.min(), rel=1e-6)
+    assert r["flatten"].max == pytest.approx(gap.max(), rel=1e-6) and r["flatten"].method == method
+
+
+def test_results_are_deterministic_and_plain_data():
+    partitioned = partition(two_subgraph_model())
+    with pytest.warns(TidlxWarning):
+        first = calibrate(partitioned, {"advanced_options:calibration_frames": 2})
+    with pytest.warns(TidlxWarning):
+        second = calibrate(partition(two_subgraph_model()), {"advanced_options:calibration_frames": 2})
+    assert first == second
+    rng = first["tidl_0"].tensors[0]
+    assert isinstance(rng, TensorRange) and all(isinstance(v, float) for v in (rng.min, rng.max))
+    assert first["tidl_0"].frames == 2 and first["tidl_0"].accuracy_level == 1
+
+
+# -- frames -------------------------------------------------------------------------------------------
+
+def test_random_frames_are_seeded_and_said_so():
+    mod = two_subgraph_model()
+    with pytest.warns(TidlxWarning, match=r"no calibration data given: calibrating on 3 deterministic random"):
+        a = load_frames(None, mod, 3)
+    with pytest.warns(TidlxWarning, match="random"):
+        b = load_frames(None, mod, 3)
+    with pytest.warns(TidlxWarning):
+        c = load_frames(None, mod, 3, seed=1)
+    assert len(a) == 3 and a.random and all(f["x"].dtype == np.float32 and f["x"].shape == (1, 2, H, W) for f in a)
+    assert all(np.array_equal(p["x"], q["x"]) for p, q in zip(a, b))
+    assert not np.array_equal(a[0]["x"], c[0]["x"]) and not np.array_equal(a[0]["x"], a[1]["x"])
+
+
+def test_frames_from_npz_on_the_batch_axis(tmp_path):
+    mod = two_subgraph_model(batch=2)
+    data = np.random.default_rng(0).standard_normal((6, 2, H, W)).astype(np.float64)  # 3 frames of batch 2
+    np.savez(tmp_path / "frames.npz", x=data)
+    frames = load_frames(str(tmp_path / "frames.npz"), mod)
+    assert len(frames) == 3 and frames.source == str(tmp_path / "frames.npz")
+    assert frames[1]["x"].dtype == np.float32 and np.array_equal(frames[1]["x"], data[2:4].astype(np.float32))
+    np.savez(tmp_path / "stacked.npz", x=data.reshape(3, 2, 2, H, W))                # (F, N, ...) as well
+    assert np.array_equal(load_frames(tmp_path / "stacked.npz", mod)[2]["x"], frames[2]["x"])
+    assert len(load_frames(str(tmp_path / "frames.npz"), mod, 2)) == 2
+
+
+def test_calibrate_reads_an_npz_path_and_uses_calibration_frames(tmp_path):
+    np.savez(tmp_path / "f.npz", x=np.concatenate(FRAMES))
+    partitioned = partition(two_subgraph_model())
+    results = calibrate(partitioned, {"accuracy_level": 0, "advanced_options:calibration_frames": 2},
+                        str(tmp_path / "f.npz"))
+    r0 = by_layer(results["tidl_0"])
+    assert r0["tidl_0_i0"].frames == 2
+    assert r0["tidl_0_i0"].max == max(float(FRAMES[0].max()), float(FRAMES[1].max()))
+    with pytest.warns(TidlxWarning, match=r"3 calibration frame\(s\) available, fewer than calibration_frames=5"):
+        results = calibrate(partitioned, {"accuracy_level": 0, "advanced_options:calibration_frames": 5},
+                            str(tmp_path / "f.npz"))
+    assert results["tidl_1"].frames == 3
+
+
+def test_frames_from_a_folder_of_npy_images_with_mean_and_scale(tmp_path):
+    x = Var("img", TensorType((2, 3, 4, 6), "float32"))
+    mod = IRModule({"main": Function([x], ir.call("nn.relu", x))})
+    mod.infer_types()
+    for k in range(5):   # 5 images: two frames of batch 2, one image left over
+        image = np.empty((2, 3, 3), np.uint8)
+        image[...] = np.array([10, 20, 30], np.uint8) * (k + 1)
+        np.save(tmp_path / f"cam{k}.npy", image)
+    (tmp_path / "notes.txt").write_text("not an image")
+    with pytest.warns(TidlxWarning, match=r"5 images make 2 frame\(s\) of batch 2; the last 1"):
+        frames = load_frames(str(tmp_path), mod, mean=[10.0, 20.0, 30.0], scale=[0.5, 0.25, 2.0])
+    assert len(frames) == 2 and frames[0]["img"].shape == (2, 3, 4, 6) and frames[0]["img"].dtype == np.float32
+    # cam2.npy is frame 1, batch 0: channel c holds (v*(3) - mean) * scale everywhere
+    assert np.array_equal(frames[1]["img"][0, :, 0, 0], np.array([(30 - 10) * 0.5, (60 - 20) * 0.25, (90 - 30) * 2.0],
+                                                                 np.float32))
+    assert np.all(frames[1]["img"][0] == frames[1]["img"][0, :, :1, :1])
+
+
+def test_resize_is_bilinear_with_half_pixel_centres():
+    image = np.array([[0.0, 1.0]])[:, :, None]          # 1 x 2 x 1
+    out = resize_bilinear(image, 1, 4)
+    assert np.allclose(out[0, :, 0], [0.0, 0.25, 0.75, 1.0])
+    assert resize_bilinear(np.arange(12.0).reshape(3, 4, 1), 3, 4).shape == (3, 4, 1)
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+def test_npz_errors_name_the_file_and_the_input(tmp_path):
+    mod = two_subgraph_model()
+    path = tmp_path / "frames.npz"
+    np.savez(path, image=np.zeros((1, 2, H, W), np.float32))
+    with pytest.raises(CalibrationDataError, match=rf"{path}: no array for input 'x' \(it has 'image'"):
+        load_frames(str(path), mod)
+    np.savez(path, x=np.zeros((3, 2, H, W + 1), np.float32))
+    with pytest.raises(CalibrationDataError, match=rf"{path}: input 'x' has shape \(3, 2, 64, 81\), which is no "
+                                                   rf"stack of frames of the input's shape \(1, 2, 64, 80\)"):
+        load_frames(str(path), mod)
+    np.savez(path, x=np.zeros((1, 2, H, W), np.complex64))
+    with pytest.raises(CalibrationDataError, match=r"input 'x' has dtype complex64, which does not convert"):
+        load_frames(str(path), mod)
+    np.savez(path, x=np.zeros((1, 2, H, W), np.float32), y=np.zeros(3))
+    with pytest.raises(CalibrationDataError, match=r"'y' is no input of the model \(its inputs are 'x'\)"):
+        load_frames(str(path), mod)
+    with pytest.raises(CalibrationDataError, match=r"missing\.npz: no such calibration file"):
+        load_frames(str(tmp_path / "missing.npz"), mod)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip archive at all")
+    with pytest.raises(CalibrationDataError, match=r"junk\.npz: not a readable \.npz"):
+        load_frames(str(tmp_path / "junk.npz"), mod)
+    np.save(tmp_path / "one.npy", np.zeros((1, 2, H, W), np.float32))
+    with pytest.raises(CalibrationDataError, match=r"one\.npy: one array, not an \.npz archive"):
+        load_frames(str(tmp_path / "one.npy"), mod)
+    assert issubclass(CalibrationDataError, TidlxError)
+
+
+def test_folder_errors_name_the_folder_or_the_file(tmp_path):
+    x = Var("img", TensorType((1, 3, 4, 6), "float32"))
+    mod = IRModule({"main": Function([x], ir.call("nn.relu", x))})
+    mod.infer_types()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CalibrationDataError, match=rf"{empty}: no calibration images in the folder"):
+        load_frames(str(empty), mod)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(CalibrationDataError, match=r"a\.npy: not a readable \.npy image"):
+        load_frames(str(bad), mod)
+    gray = tmp_path / "gray"
+    gray.mkdir()
+    np.save(gray / "g.npy", np.zeros((5, 5), np.uint8))
+    with pytest.raises(CalibrationDataError, match=r"g\.npy: image of shape \(5, 5, 1\) for input 'img' of 3"):
+        load_frames(str(gray), mod)
+    with pytest.raises(CalibrationDataError, match=r"mean must be one finite number or 3"):
+        load_frames(str(gray), mod, mean=[1.0, 2.0])
+    pngs = tmp_path / "png"
+    pngs.mkdir()
+    (pngs / "p.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    try:
+        import PIL  # noqa: F401
+        expected = r"p\.png: not a readable image"
+    except ImportError:
+        expected = r"p\.png: reading \.png images needs Pillow, which is not installed"
+    with pytest.raises(CalibrationDataError, match=expected):
+        load_frames(str(pngs), mod)
+    two = IRModule({"main": Function([x, Var("y", TensorType((1, 3), "float32"))], x)})
+    two.infer_types()
+    with pytest.raises(CalibrationDataError, match=r"a folder of images feeds a model with one NCHW image input"):
+        load_frames(str(gray), two)
+
+
+def test_calibration_errors():
+    partitioned = partition(two_subgraph_model())
+    nan = FRAMES[0].copy()
+    nan[0, 1, 3, 4] = np.nan
+    with pytest.raises(CalibrationError, match=r"frame 1, @tidl_0: tensor 'tidl_0_i0' has non-finite values"):
+        calibrate(partitioned, {"accuracy_level": 0}, frames_of(FRAMES[0], nan))
+    with pytest.raises(CalibrationDataError, match=r"no array for input 'x'"):
+        calibrate(partitioned, None, {"img": FRAMES[0]})
+    with pytest.raises(CalibrationError, match="calibrate takes the IRModule"):
+        calibrate("model.onnx")
+    with pytest.warns(TidlxWarning, match="no Compiler=\"tidl\" subgraph"):
+        assert calibrate(two_subgraph_model(), None, frames_of(FRAMES[0])) == {}
+    with pytest.raises(TidlxError, match="calibration_frames"):
+        calibrate(partitioned, {"advanced_options:calibration_frames": 0}, frames_of(FRAMES[0]))
+
+
+# -- the built-in model ---------------------------------------------------------------------------------
+
+def test_tiny_bevdet_image_stage_calibrates_every_tensor():
+    from tidlx.frontends.onnx.importer import from_onnx
+
+    mod = from_onnx(tidlx.models.bevdet_img_stage(backbone="resnet18", batch=1, tiny=True))
+    partitioned = partition(mod)
+    (name, img_type), = [(p.name_hint, p.checked_type) for p in partitioned["main"].params]
+    data = {name: np.random.default_rng(5).uniform(-2, 2, (4,) + tuple(img_type.shape[1:])).astype(np.float32)}
+    start = time.perf_counter()
+    results = calibrate(partitioned, {"advanced_options:calibration_frames": 4}, data)
+    elapsed = time.perf_counter() - start
+    nets = build_networks(partitioned)
+    assert list(results) == [n.name for n in nets] == ["tidl_0", "tidl_1"]
+    for net in nets:
+        r = results[net.name]
+        assert set(r.tensors) == {t.id for t in net.tensors}
+        assert all(rng.frames == 4 and rng.min <= rng.max and math.isfinite(rng.max) for rng in r.tensors.values())
+        assert all(rng.observed_min <= rng.min and rng.max <= rng.observed_max for rng in r.tensors.values())
+    # tidl_1's first input is the host's softmax over depth: in (0, 1)
+    depth = results["tidl_1"].by_name()["tidl_1_i0"]
+    assert 0.0 < depth.observed_min and depth.observed_max < 1.0
+    # the input of the 64x192 image (3 x 64 x 192 x 4 frames = 147456 values) loses 14 values per side
+    image = results["tidl_0"].by_name()["tidl_0_i0"]
+    assert image.method == "histogram" and image.observed_min <= image.min < image.observed_min + 0.01
+    assert image.observed_max - 0.01 < image.max <= image.observed_max
+    again = calibrate(partitioned, {"advanced_options:calibration_frames": 4}, data)
+    assert again == results
+    print(f"tiny BEVDet-R18 calibration over 4 frames: {elapsed:.2f} s")
