@@ -112,7 +112,7 @@ def explain(call: Call, ctx: RuleContext, options: Optional[TidlOptions] = None,
             return HostReason("rule", _in_group(call, m, group, message))
     limit = options.batch_limit() if batch_limit is None else batch_limit
     for m in members:
-        message = batch_reason(m, limit)
+        message = batch_reason(m, limit, ctx)
         if message:
             return HostReason("batch", _in_group(call, m, group, message))
     return None

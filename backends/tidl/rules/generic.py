@@ -61,28 +61,53 @@ def type_reason(call: Call) -> Optional[str]:
     return None
 
 
+def _batch_tensors(call: Call):
+    """(what, type) of the tensors whose axis 0 is the call's batch: its result and its
+    non-constant inputs, rank >= 2."""
+    out = [("the output", t) for t in tensor_types(call.checked_type)]
+    for i, arg in enumerate(call.args):
+        if not isinstance(arg, Constant):
+            out += [(f"input {i}", t) for t in tensor_types(arg.checked_type)]
+    return [(what, t) for what, t in out if t.ndim >= 2]
+
+
 def call_batch(call: Call) -> int:
     """The batch a call works on: axis 0 of its result and of its non-constant inputs (rank >= 2),
     the largest. Inputs count too: a reshape of N x ... to 1 x N x ... still handles N frames."""
-    batch = 1
-    types = list(tensor_types(call.checked_type))
-    for arg in call.args:
-        if not isinstance(arg, Constant):
-            types.extend(tensor_types(arg.checked_type))
-    for t in types:
-        if t.ndim >= 2:
-            batch = max(batch, t.shape[0])
-    return batch
+    return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
 
 
-def batch_reason(call: Call, limit) -> Optional[str]:
+def model_batch(ctx) -> int:
+    """The model's own batch: axis 0 of the function's first parameter of rank >= 2 (as the flow
+    reports it; later parameters may be weights of text printed without metadata); 1 if none."""
+    for p in ctx.function.params:
+        t = p.type_annotation if p.type_annotation is not None else p.checked_type
+        if getattr(t, "ndim", 0) >= 2:
+            return int(t.shape[0])
+    return 1
+
+
+def batch_reason(call: Call, limit, ctx=None) -> Optional[str]:
     """TI's relay import refuses ops whose batch exceeds TIDL_RELAY_MAX_BATCH_SIZE; ``limit`` is a
-    BatchLimit (options.batch_limit())."""
+    BatchLimit (options.batch_limit()).
+
+    TIDL reads axis 0 of every tensor as the batch. When the model's own batch (axis 0 of its
+    inputs, from ``ctx``) is within the limit, a larger axis 0 is another axis moved there (the 197
+    tokens of a ViT after a reshape to 197 x 768): raising the limit is not the answer, keeping a
+    leading 1 is, and the reason says so."""
     from ..options import BATCH_ENV_VAR
 
     batch = call_batch(call)
     if batch <= limit.value:
         return None
+    own = model_batch(ctx) if ctx is not None else None
+    if own is not None and own <= limit.value:
+        what, t = next((w, t) for w, t in _batch_tensors(call) if t.shape[0] == batch)
+        lead = fmt_shape((1,) + tuple(t.shape))
+        return (f"{where(call)}: TIDL reads dimension 0 as the batch, and {what} {fmt_shape(t.shape)} has "
+                f"{batch} there while the model's batch is {own}: an axis of the model (not its batch) ends "
+                f"up in the batch position, so raising the batch limit does not help; keep a leading 1 "
+                f"(e.g. {lead}, as the model's reshapes or MatMuls can) so that dimension 0 stays {own}")
     if limit.source == "option":
         return (f"{where(call)}: batch {batch} > max_batch_size={limit.value}: set the option "
                 f"max_batch_size={batch}")
