@@ -1,0 +1,621 @@
+"""TIDL's runtime integer arithmetic: one function per rule of docs/numerics.md (§1.2, §7, §8).
+
+Integer tensors travel in the numpy dtype of their TIDL element type (uint8, int8, uint16, int16),
+so a function reads each input's width and signedness from its dtype. Every result is computed
+exactly in int64 and then truncated to its accumulator width (§7.2) and saturated to its output type,
+as roundSat does; float appears only where TIDL itself is float (§8.8's other ratios, §8.9, §8.12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ...ir.errors import TidlxError
+
+IntOrArray = Union[int, np.ndarray]
+
+
+class FixedPointError(TidlxError):
+    """Bad input to a fixed-point rule: a wrong dtype, shape, shift or parameter."""
+
+
+# §1.2: the element type ids of TIDL's network record (TIDL-NUMERICS.md, "The network record").
+ELEMENT_TYPE_IDS = {"U8": 0, "S8": 1, "U16": 2, "S16": 3, "U32": 4, "S32": 5, "F32": 6, "U64": 7, "S64": 8}
+_TENSOR_DTYPES = {np.dtype(np.uint8): (8, False), np.dtype(np.int8): (8, True),
+                  np.dtype(np.uint16): (16, False), np.dtype(np.int16): (16, True)}
+
+
+def saturation_bounds(bits: int, signed: bool) -> Tuple[int, int]:
+    """§1.2: the saturation bounds of a ``bits``-wide integer; TIDL-NUMERICS.md, "Weights" (the clamp
+    ``[-2^(bits-1), 2^(bits-1) - 1]``) and "Runtime arithmetic" (ReLU = saturate to the unsigned type)."""
+    if bits not in (8, 16, 32, 64):
+        raise FixedPointError(f"bit width {bits}: TIDL integers are 8, 16, 32 or 64 bits wide")
+    if signed:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def element_type_id(bits: int, signed: bool) -> int:
+    """§1.2: TIDL's element type id of an integer type (TIDL-NUMERICS.md, "The network record":
+    U8 0, S8 1, U16 2, S16 3, U32 4, S32 5, U64 7, S64 8)."""
+    saturation_bounds(bits, signed)
+    return ELEMENT_TYPE_IDS[("S" if signed else "U") + str(bits)]
+
+
+@dataclass(frozen=True)
+class FixedType:
+    """§1.2: a feature map's element type: 8 or 16 bits, signed or unsigned."""
+
+    bits: int
+    signed: bool
+
+    def __post_init__(self):
+        if self.bits not in (8, 16):
+            raise FixedPointError(f"feature maps are 8 or 16 bits wide, not {self.bits}")
+
+    @property
+    def bounds(self) -> Tuple[int, int]:
+        return saturation_bounds(self.bits, self.signed)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(("int" if self.signed else "uint") + str(self.bits))
+
+    @property
+    def type_id(self) -> int:
+        return element_type_id(self.bits, self.signed)
+
+    @classmethod
+    def of(cls, array: np.ndarray, what: str = "input") -> "FixedType":
+        """The type an integer tensor carries in its dtype."""
+        dtype = getattr(array, "dtype", None)
+        if dtype not in _TENSOR_DTYPES:
+            raise FixedPointError(f"{what}: expected a uint8, int8, uint16 or int16 array, got "
+                                  f"{dtype if dtype is not None else type(array).__name__}")
+        return cls(*_TENSOR_DTYPES[dtype])
+
+
+def _tensor(array, what: str, ndim: Optional[int] = None) -> Tuple[np.ndarray, FixedType]:
+    """An integer tensor as int64 plus the type its dtype says."""
+    ftype = FixedType.of(array, what)
+    if ndim is not None and array.ndim != ndim:
+        raise FixedPointError(f"{what}: expected {ndim} dimensions, got shape {array.shape}")
+    return array.astype(np.int64), ftype
+
+
+def _integers(values, what: str) -> np.ndarray:
+    """Integer parameters (bias parts, multipliers, shifts) as int64."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise FixedPointError(f"{what}: expected integers, got {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _bounds(out: FixedType, bounds: Optional[Tuple[int, int]]) -> Tuple[int, int]:
+    """The final saturation bounds: the output type's, or an activation's inside them (§8.10)."""
+    if not isinstance(out, FixedType):
+        raise FixedPointError(f"the output type must be a FixedType, got {type(out).__name__}")
+    if bounds is None:
+        return out.bounds
+    lo, hi = int(bounds[0]), int(bounds[1])
+    tlo, thi = out.bounds
+    if not tlo <= lo <= hi <= thi:
+        raise FixedPointError(f"activation bounds [{lo}, {hi}] are not inside {out.dtype}'s [{tlo}, {thi}]")
+    return lo, hi
+
+
+# ---- §7: roundSat, accumulators, the bias multiply ---------------------------------------------
+
+def round_sat(v: IntOrArray, b: IntOrArray, lo: int, hi: int) -> np.ndarray:
+    """§7.1 roundSat; TIDL-NUMERICS.md, "Runtime arithmetic": ``v += 1 << (b-1)`` when b > 0, ``v >>= b``
+    (arithmetic), clamp to [lo, hi]: round half toward +infinity. Computed in the overflow-safe form
+    ``((v >> (b-1)) + 1) >> 1``. ``b`` may be an array (per-channel shifts) broadcast against ``v``."""
+    v = _integers(v, "roundSat value")
+    b = _integers(b, "roundSat shift")
+    if b.size and (b.min() < 0 or b.max() > 62):
+        raise FixedPointError(f"roundSat shift must be in [0, 62], got {b.min()}..{b.max()}")
+    shifted = ((v >> np.maximum(b - 1, 0)) + 1) >> 1
+    return np.clip(np.where(b > 0, shifted, v), lo, hi)
+
+
+def accumulator_bits(weight_bits: int) -> int:
+    """§7.2: convolution, deconvolution, inner product and batch norm accumulate in int32 for weights of
+    <= 8 bits, int64 for 16-bit weights (TIDL-NUMERICS.md, "Runtime arithmetic")."""
+    if weight_bits == 8:
+        return 32
+    if weight_bits == 16:
+        return 64
+    raise FixedPointError(f"weights are 8 or 16 bits wide, not {weight_bits}")
+
+
+def pool_accumulator_bits(out_bits: int) -> int:
+    """§7.2: average pools accumulate in 32 bits for an 8-bit output, 64 for a 16-bit one
+    (TIDL-NUMERICS.md, "Runtime arithmetic", global average pool)."""
+    return {8: 32, 16: 64}[FixedType(out_bits, False).bits]
+
+
+def product_accumulator_bits(input_bits: Sequence[int]) -> int:
+    """§7.2, tidlx's choice: an element-wise product accumulates in int32 when every input is 8 bit,
+    int64 when one is 16 bit (TIDL-NUMERICS.md gives no width for the product)."""
+    return 64 if max(input_bits) > 8 else 32
+
+
+def wrap_accumulator(acc: np.ndarray, acc_bits: int) -> np.ndarray:
+    """§7.2, tidlx's choice: a 32-bit accumulator wraps modulo 2^32 (two's complement); int64 is numpy's
+    own width. Applied once to the exact int64 sum, which equals wrapping after every add."""
+    acc = np.asarray(acc, dtype=np.int64)
+    if acc_bits == 64:
+        return acc
+    if acc_bits != 32:
+        raise FixedPointError(f"accumulators are 32 or 64 bits wide, not {acc_bits}")
+    return ((acc + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def bias_multiply(bias_a, bias_b, acc_bits: int) -> np.ndarray:
+    """§7.3: the accumulator starts at ``biasA * biasB`` (TIDL-NUMERICS.md, "Bias": the bias kept as an
+    integer times an integer multiplier), in the accumulator width."""
+    return wrap_accumulator(_integers(bias_a, "biasA") * _integers(bias_b, "biasB"), acc_bits)
+
+
+def requantize_16bit_to_8bit(acc, round_bits: IntOrArray, signed: bool, lo: int, hi: int) -> np.ndarray:
+    """§7.4: 16-bit processing with an 8-bit output (TIDL-NUMERICS.md, "Runtime arithmetic"): roundSat by
+    roundBits - 8 to the 16-bit type of the output's signedness, then ``>> 8``; tidlx's choice for
+    roundBits < 8: a left shift by 8 - roundBits, saturated."""
+    acc = _integers(acc, "accumulator")
+    rb = _integers(round_bits, "roundBits")
+    lo16, hi16 = saturation_bounds(16, signed)
+    right = round_sat(acc, np.maximum(rb - 8, 0), lo16, hi16)
+    # |acc| >= 2^17 saturates after any left shift of 1..8; clipping first keeps the shift in int64.
+    left = np.clip(np.clip(acc, -(1 << 17), 1 << 17) << np.maximum(8 - rb, 0), lo16, hi16)
+    return np.clip(np.where(rb >= 8, right, left) >> 8, lo, hi)
+
+
+def _requantize(acc, round_bits, weight_bits: int, out: FixedType, lo: int, hi: int, channel_axis: int):
+    """roundSat or §7.4, with per-channel roundBits laid along ``channel_axis``."""
+    rb = _integers(round_bits, "roundBits")
+    if rb.ndim == 1:
+        shape = [1] * acc.ndim
+        shape[channel_axis] = -1
+        if rb.size != acc.shape[channel_axis]:
+            raise FixedPointError(f"{rb.size} per-channel roundBits for {acc.shape[channel_axis]} channels")
+        rb = rb.reshape(shape)
+    elif rb.ndim != 0:
+        raise FixedPointError("roundBits must be one integer or one per output channel")
+    if weight_bits == 16 and out.bits == 8:
+        q = requantize_16bit_to_8bit(acc, rb, out.signed, lo, hi)
+    else:
+        q = round_sat(acc, rb, lo, hi)
+    return q.astype(out.dtype)
+
+
+def _bias_vector(bias_a, bias_b, channels: int, acc_bits: int) -> np.ndarray:
+    bias = bias_multiply(bias_a, bias_b, acc_bits)
+    if bias.ndim > 1 or (bias.ndim == 1 and bias.size != channels):
+        raise FixedPointError(f"bias: expected one value per output channel ({channels}), got shape {bias.shape}")
+    return np.broadcast_to(bias, (channels,))
+
+
+# ---- §8.1-8.4: the layers with weights -------------------------------------------------------
+
+def _pair(v, what: str) -> Tuple[int, int]:
+    t = (int(v), int(v)) if np.isscalar(v) else tuple(int(e) for e in v)
+    if len(t) != 2:
+        raise FixedPointError(f"{what}: expected two values (H, W), got {v}")
+    return t
+
+
+def _pads4(pads) -> Tuple[int, int, int, int]:
+    t = (int(pads),) * 4 if np.isscalar(pads) else tuple(int(p) for p in pads)
+    if len(t) == 2:
+        t = t + t
+    if len(t) != 4 or min(t) < 0:
+        raise FixedPointError(f"pads: expected (top, left, bottom, right) >= 0, got {pads}")
+    return t
+
+
+def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
+                groups: int = 1, bounds=None) -> np.ndarray:
+    """§8.1 convolution (groups, depthwise, stride, dilation, zero-point padding, per-channel roundBits);
+    TIDL-NUMERICS.md, "Runtime arithmetic": the accumulator starts at the bias and adds in x w (int32 for
+    8-bit weights, int64 for 16-bit), output roundSat(acc, roundBits) saturated to the output type;
+    padding pixels hold the zero point. ``x`` N x C x H x W, ``w`` O x C/groups x KH x KW."""
+    xi, _ = _tensor(x, "convolution input", 4)
+    wi, wtype = _tensor(w, "convolution weights", 4)
+    n, c, h, wd = xi.shape
+    o, cg, kh, kw = wi.shape
+    sh, sw = _pair(strides, "strides")
+    dh, dw = _pair(dilations, "dilations")
+    pt, pl, pb, pr = _pads4(pads)
+    if groups < 1 or c % groups or o % groups or cg != c // groups:
+        raise FixedPointError(f"convolution: {c} input and {o} output channels with weights {wi.shape} "
+                              f"do not make {groups} groups")
+    if min(sh, sw, dh, dw) < 1:
+        raise FixedPointError("convolution: strides and dilations must be >= 1")
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise FixedPointError(f"convolution: a {kh}x{kw} kernel does not fit the padded {h}x{wd} input")
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    xp = np.pad(xi, ((0, 0), (0, 0), (pt, pb), (pl, pr)))   # the zero point is 0 (§8.1)
+    taps = np.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                     for i in range(kh) for j in range(kw)], axis=2)          # N, C, KH*KW, OH, OW
+    cols = taps.reshape(n, groups, cg * kh * kw, oh * ow)
+    wg = wi.reshape(groups, o // groups, cg * kh * kw)
+    acc = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
+    acc = acc + _bias_vector(bias_a, bias_b, o, acc_bits).reshape(1, o, 1, 1)
+    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+
+
+def deconvolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
+                  groups: int = 1, bounds=None) -> np.ndarray:
+    """§8.2 deconvolution (transposed convolution, ONNX ConvTranspose's C x O/groups x KH x KW weights):
+    every input pixel adds x w into the output taps it reaches, from the bias, with the accumulator and
+    requantization of convolution (TIDL-NUMERICS.md, "Runtime arithmetic", convolution)."""
+    xi, _ = _tensor(x, "deconvolution input", 4)
+    wi, wtype = _tensor(w, "deconvolution weights", 4)
+    n, c, h, wd = xi.shape
+    cw, og, kh, kw = wi.shape
+    sh, sw = _pair(strides, "strides")
+    dh, dw = _pair(dilations, "dilations")
+    pt, pl, pb, pr = _pads4(pads)
+    if groups < 1 or cw != c or c % groups:
+        raise FixedPointError(f"deconvolution: weights {wi.shape} do not fit {c} input channels in {groups} groups")
+    if min(sh, sw, dh, dw) < 1:
+        raise FixedPointError("deconvolution: strides and dilations must be >= 1")
+    full_h, full_w = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
+    oh, ow = full_h - pt - pb, full_w - pl - pr
+    if oh < 1 or ow < 1:
+        raise FixedPointError("deconvolution: the pads remove the whole output")
+    o = og * groups
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    xg = xi.reshape(n, groups, c // groups, h, wd)
+    wg = wi.reshape(groups, c // groups, og, kh, kw)
+    full = np.zeros((n, groups, og, full_h, full_w), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            contrib = np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+            full[:, :, :, i * dh:i * dh + sh * (h - 1) + 1:sh, j * dw:j * dw + sw * (wd - 1) + 1:sw] += contrib
+    acc = full.reshape(n, o, full_h, full_w)[:, :, pt:pt + oh, pl:pl + ow]
+    acc = acc + _bias_vector(bias_a, bias_b, o, acc_bits).reshape(1, o, 1, 1)
+    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+
+
+def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§8.3 inner product: ``acc[n, m] = biasA[m] biasB[m] + sum_k x[n, k] w[m, k]`` (TIDL-NUMERICS.md,
+    "Runtime arithmetic": as convolution), ``x`` N x K, ``w`` M x K as Relay's nn.dense."""
+    xi, _ = _tensor(x, "inner product input", 2)
+    wi, wtype = _tensor(w, "inner product weights", 2)
+    if xi.shape[1] != wi.shape[1]:
+        raise FixedPointError(f"inner product: input {xi.shape} and weights {wi.shape} disagree on K")
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    acc = xi @ wi.T + _bias_vector(bias_a, bias_b, wi.shape[0], acc_bits)[None]
+    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+
+
+def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§8.4 batch norm: per channel ``acc = biasA[c] biasB[c] + x w[c]`` in the weights' accumulator,
+    then roundSat (TIDL-NUMERICS.md, "Feature-map scales": accScale = weightScale x inScale, and
+    "Runtime arithmetic": the convolution's accumulate-and-requantize). Channels on axis 1."""
+    xi, _ = _tensor(x, "batch norm input")
+    wi, wtype = _tensor(w, "batch norm weights", 1)
+    if xi.ndim < 2 or xi.shape[1] != wi.size:
+        raise FixedPointError(f"batch norm: {wi.size} weights for input shape {xi.shape}")
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    shape = (1, -1) + (1,) * (xi.ndim - 2)
+    acc = xi * wi.reshape(shape) + _bias_vector(bias_a, bias_b, wi.size, acc_bits).reshape(shape)
+    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+
+
+# ---- §8.5: element-wise --------------------------------------------------------------------
+
+def _scaled_inputs(inputs, multipliers, what: str):
+    if len(inputs) < 2 or len(inputs) != len(multipliers):
+        raise FixedPointError(f"{what}: needs at least two inputs, one multiplier each "
+                              f"(got {len(inputs)} inputs, {len(multipliers)} multipliers)")
+    arrays = [_tensor(a, f"{what} input {j}")[0] for j, a in enumerate(inputs)]
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError as e:
+        raise FixedPointError(f"{what}: input shapes do not broadcast: {[a.shape for a in arrays]}") from e
+    return [wrap_accumulator(a * int(_integers(s, "multiplier")), 32) for a, s in zip(arrays, multipliers)]
+
+
+def eltwise_sum(inputs: Sequence[np.ndarray], multipliers: Sequence[int], round_bits: int, out: FixedType,
+                *, bounds=None) -> np.ndarray:
+    """§8.5 element-wise sum: ``acc = sum_j in_j s_j`` in int32, then roundSat (TIDL-NUMERICS.md,
+    "Runtime arithmetic"; the multipliers s_j come from §6.5)."""
+    lo, hi = _bounds(out, bounds)
+    acc = sum(_scaled_inputs(inputs, multipliers, "element-wise sum"))
+    return round_sat(wrap_accumulator(acc, 32), round_bits, lo, hi).astype(out.dtype)
+
+
+def eltwise_max(inputs: Sequence[np.ndarray], multipliers: Sequence[int], round_bits: int, out: FixedType,
+                *, bounds=None) -> np.ndarray:
+    """§8.5 element-wise max: ``acc = max_j in_j s_j`` in int32, then roundSat (TIDL-NUMERICS.md,
+    "Runtime arithmetic": Max; the requantization as the sum's, tidlx's choice)."""
+    lo, hi = _bounds(out, bounds)
+    scaled = _scaled_inputs(inputs, multipliers, "element-wise max")
+    acc = scaled[0]
+    for s in scaled[1:]:
+        acc = np.maximum(acc, s)
+    return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
+
+
+def eltwise_product(inputs: Sequence[np.ndarray], round_bits: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§8.5 element-wise product: ``acc = prod_j (in_j - zp_j)`` (zero points 0), then roundSat
+    (TIDL-NUMERICS.md, "Runtime arithmetic": Product); width by product_accumulator_bits (§7.2)."""
+    lo, hi = _bounds(out, bounds)
+    if len(inputs) < 2:
+        raise FixedPointError("element-wise product: needs at least two inputs")
+    typed = [_tensor(a, f"element-wise product input {j}") for j, a in enumerate(inputs)]
+    acc_bits = product_accumulator_bits([t.bits for _, t in typed])
+    try:
+        np.broadcast_shapes(*(a.shape for a, _ in typed))
+    except ValueError as e:
+        raise FixedPointError(f"element-wise product: input shapes do not broadcast") from e
+    acc = typed[0][0]
+    for a, _ in typed[1:]:
+        acc = wrap_accumulator(acc * a, acc_bits)
+    return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
+
+
+# ---- §8.6: pooling ---------------------------------------------------------------------------
+
+def _pool_geometry(d: int, k: int, s: int, p0: int, p1: int, ceil_mode: bool) -> int:
+    """§8.6: the number of windows along one axis."""
+    if k < 1 or s < 1:
+        raise FixedPointError("pool: kernel and stride must be >= 1")
+    if p0 >= k or p1 >= k:
+        raise FixedPointError(f"pool: pads ({p0}, {p1}) must be smaller than the kernel {k} "
+                              f"(a window would lie in the padding only)")
+    span = d + p0 + p1 - k
+    if span < 0:
+        raise FixedPointError(f"pool: a kernel of {k} does not fit the padded size {d + p0 + p1}")
+    count = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (count - 1) * s >= d + p0:   # ONNX: the last window must start inside
+        count -= 1
+    return count
+
+
+def max_pool(x, kernel, strides, pads=0, *, ceil_mode: bool = False) -> np.ndarray:
+    """§8.6 max pool: the largest real pixel of each window, no requantization (TIDL-NUMERICS.md, "Runtime
+    arithmetic": Max pool; tidlx's choice: padded pixels take no part)."""
+    xi, xtype = _tensor(x, "max pool input", 4)
+    (kh, kw), (sh, sw) = _pair(kernel, "kernel"), _pair(strides, "strides")
+    pt, pl, pb, pr = _pads4(pads)
+    n, c, h, wd = xi.shape
+    oh = _pool_geometry(h, kh, sh, pt, pb, ceil_mode)
+    ow = _pool_geometry(wd, kw, sw, pl, pr, ceil_mode)
+    extra_h = max(pb, (oh - 1) * sh + kh - h - pt)
+    extra_w = max(pr, (ow - 1) * sw + kw - wd - pl)
+    # The type's lowest value never wins over a real pixel, so the padding takes no part.
+    xp = np.pad(xi, ((0, 0), (0, 0), (pt, extra_h), (pl, extra_w)), constant_values=xtype.bounds[0])
+    result = np.full((n, c, oh, ow), xtype.bounds[0], np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            result = np.maximum(result, xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw])
+    return result.astype(xtype.dtype)
+
+
+def average_pool_multiplier(pool_size, q: int) -> np.ndarray:
+    """§8.6: a spatial average pool multiplies each window's sum by ``2^Q // poolSize``, an INTEGER
+    division (TIDL-NUMERICS.md, "Runtime arithmetic": spatial average pool)."""
+    size = _integers(pool_size, "pool size")
+    if size.size and size.min() < 1:
+        raise FixedPointError("average pool: a window holds no pixel")
+    return (1 << int(q)) // size
+
+
+def _window_sizes(count: int, d: int, k: int, s: int, p0: int) -> np.ndarray:
+    """§8.6: each window's extent, starting at i*s in padded coordinates, clipped at d + p0."""
+    start = np.arange(count) * s
+    return np.minimum(start + k, d + p0) - start
+
+
+def average_pool(x, kernel, strides, pads, q: int, round_bits: int, out: FixedType, *, ceil_mode: bool = False,
+                 bounds=None) -> np.ndarray:
+    """§8.6 average pool: ``acc = sum(window) * (2^Q // poolSize)``, roundSat; the divisor counts top/left
+    padding and windows are clipped at the bottom/right; padded pixels are 0 (TIDL-NUMERICS.md, "Runtime
+    arithmetic": spatial average pool). Q comes from §6.1 (backends/tidl/numerics.py: average_pool_q)."""
+    xi, _ = _tensor(x, "average pool input", 4)
+    (kh, kw), (sh, sw) = _pair(kernel, "kernel"), _pair(strides, "strides")
+    pt, pl, pb, pr = _pads4(pads)
+    n, c, h, wd = xi.shape
+    oh = _pool_geometry(h, kh, sh, pt, pb, ceil_mode)
+    ow = _pool_geometry(wd, kw, sw, pl, pr, ceil_mode)
+    lo, hi = _bounds(out, bounds)
+    acc_bits = pool_accumulator_bits(out.bits)
+    extra_h = max(pb, (oh - 1) * sh + kh - h - pt)
+    extra_w = max(pr, (ow - 1) * sw + kw - wd - pl)
+    xp = np.pad(xi, ((0, 0), (0, 0), (pt, extra_h), (pl, extra_w)))   # zeros past the clip add nothing
+    window_sum = np.zeros((n, c, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            window_sum += xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+    pool_size = np.outer(_window_sizes(oh, h, kh, sh, pt), _window_sizes(ow, wd, kw, sw, pl))
+    acc = wrap_accumulator(window_sum * average_pool_multiplier(pool_size, q), acc_bits)
+    return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
+
+
+def global_average_pool_multiplier(h: int, w: int, q: int) -> int:
+    """§8.6: ``s = (int32)(2^Q / (H x W) + 0.5)`` (TIDL-NUMERICS.md, "Runtime arithmetic": global
+    average pool), computed exactly as ``(2^(Q+1) + HW) // (2 HW)``."""
+    hw = int(h) * int(w)
+    if hw < 1:
+        raise FixedPointError("global average pool: empty input")
+    return ((1 << (int(q) + 1)) + hw) // (2 * hw)
+
+
+def global_average_pool(x, q: int, round_bits: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§8.6 global average pool: ``acc = sum(in) x s``, 32-bit accumulator for 8-bit outputs and 64-bit
+    for 16-bit, then roundSat (TIDL-NUMERICS.md, "Runtime arithmetic"). Output N x C x 1 x 1."""
+    xi, _ = _tensor(x, "global average pool input", 4)
+    lo, hi = _bounds(out, bounds)
+    s = global_average_pool_multiplier(xi.shape[2], xi.shape[3], q)
+    acc = wrap_accumulator(xi.sum(axis=(2, 3), keepdims=True) * s, pool_accumulator_bits(out.bits))
+    return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
+
+
+# ---- §8.7-8.12 -------------------------------------------------------------------------------
+
+def concat(inputs: Sequence[np.ndarray], multipliers: Sequence[int], round_bits: int, out: FixedType, *,
+           axis: int = 1, bounds=None) -> np.ndarray:
+    """§8.7 concat: each input becomes ``roundSat(in_j s_j, roundBits)`` (int32), then the parts are joined
+    (TIDL-NUMERICS.md, "Runtime arithmetic": Concat, as the sum)."""
+    lo, hi = _bounds(out, bounds)
+    if len(inputs) < 1 or len(inputs) != len(multipliers):
+        raise FixedPointError("concat: one multiplier per input")
+    parts = [round_sat(wrap_accumulator(_tensor(a, f"concat input {j}")[0] * int(_integers(s, "multiplier")), 32),
+                       round_bits, lo, hi) for j, (a, s) in enumerate(zip(inputs, multipliers))]
+    try:
+        return np.concatenate(parts, axis=axis).astype(out.dtype)
+    except (ValueError, np.exceptions.AxisError) as e:
+        raise FixedPointError(f"concat along axis {axis}: {e}") from e
+
+
+def _ratio(r, what: str) -> int:
+    if int(r) != r or r < 1:
+        raise FixedPointError(f"resize: {what} ratio {r}: the fixed-point resize takes integer upscales >= 1")
+    return int(r)
+
+
+def _source_positions(out_size: int, in_size: int, r: int):
+    """§8.8: for each output index, (i0, i1, fraction in units of 1/(2r)) of pos = max((i+0.5)/r - 0.5, 0)."""
+    p = np.maximum(2 * np.arange(out_size) + 1 - r, 0)
+    i0 = p // (2 * r)
+    return np.minimum(i0, in_size - 1), np.minimum(i0 + 1, in_size - 1), p % (2 * r)
+
+
+def resize_nearest(x, ratio_h, ratio_w) -> np.ndarray:
+    """§8.8 nearest resize: source index ``(int)(pos + 0.5)`` clamped to the last index, pos = (i + 0.5) /
+    ratio - 0.5 clamped >= 0; type and scale unchanged (TIDL-NUMERICS.md, "Runtime arithmetic": Resize)."""
+    xi, xtype = _tensor(x, "resize input", 4)
+    rh, rw = _ratio(ratio_h, "height"), _ratio(ratio_w, "width")
+    h, w = xi.shape[2:]
+    iy = np.minimum((2 * np.arange(h * rh) + 1) // (2 * rh), h - 1)
+    ix = np.minimum((2 * np.arange(w * rw) + 1) // (2 * rw), w - 1)
+    return xi[:, :, iy[:, None], ix[None, :]].astype(xtype.dtype)
+
+
+def resize_bilinear(x, ratio_h, ratio_w) -> np.ndarray:
+    """§8.8 bilinear resize (TIDL-NUMERICS.md, "Runtime arithmetic": Resize): with equal ratios 2 or 4,
+    integer weights of b = 2 or 3 bits and ``>> 2b`` without a rounding term; other ratios in float64,
+    then a truncating cast. Type and scale unchanged."""
+    xi, xtype = _tensor(x, "resize input", 4)
+    rh, rw = _ratio(ratio_h, "height"), _ratio(ratio_w, "width")
+    h, w = xi.shape[2:]
+    y0, y1, fy = _source_positions(h * rh, h, rh)
+    x0, x1, fx = _source_positions(w * rw, w, rw)
+    a, b = xi[:, :, y0[:, None], x0[None, :]], xi[:, :, y0[:, None], x1[None, :]]
+    c, d = xi[:, :, y1[:, None], x0[None, :]], xi[:, :, y1[:, None], x1[None, :]]
+    ly, lx = fy[:, None], fx[None, :]
+    if rh == rw and rh in (2, 4):
+        one = 2 * rh            # 2^b: the fraction is already in units of 2^-b
+        shift = 2 * (one.bit_length() - 1)
+        v = ((one - ly) * ((one - lx) * a + lx * b) + ly * ((one - lx) * c + lx * d)) >> shift
+        return v.astype(xtype.dtype)
+    lyf, lxf = ly / (2.0 * rh), lx / (2.0 * rw)
+    v = (1.0 - lyf) * ((1.0 - lxf) * a + lxf * b) + lyf * ((1.0 - lxf) * c + lxf * d)
+    return np.trunc(v).astype(xtype.dtype)
+
+
+SOFTMAX_LANES = 16   # §8.9, tidlx's choice: the float32 lanes of a 512-bit C7x vector
+_LOG2E = np.float32(1.4426950408889634)
+_LN2 = np.float32(0.6931471805599453)
+_POLY = (np.float32(1.0), np.float32(1.0), np.float32(0.5), np.float32(1.0 / 6.0), np.float32(1.0 / 24.0))
+
+
+def softmax(q, in_scale: float, *, axis: int = -1) -> np.ndarray:
+    """§8.9 softmax: fixed point in, float32 out (TIDL-NUMERICS.md, "Runtime arithmetic": Softmax):
+    x = (q - max q) / inScale, exp as 2^n p(f) with n = trunc(x log2 e), p a 4th-order polynomial in
+    float32 (Horner), terms with n < -16 zero, the denominator summed per lane (16 lanes) then across."""
+    qi, _ = _tensor(q, "softmax input")
+    if not in_scale > 0:
+        raise FixedPointError(f"softmax: the input scale must be > 0, got {in_scale}")
+    try:
+        qi = np.moveaxis(qi, axis, -1)
+    except np.exceptions.AxisError as e:
+        raise FixedPointError(f"softmax: {e}") from e
+    x = (qi - qi.max(axis=-1, keepdims=True)).astype(np.float32) / np.float32(in_scale)
+    t = x * _LOG2E
+    n = np.trunc(t)
+    f = (t - n) * _LN2
+    p = _POLY[4]
+    for coeff in _POLY[3::-1]:
+        p = coeff + f * p
+    e = np.where(n >= -16, np.ldexp(p, np.maximum(n, -17).astype(np.int32)), np.float32(0)).astype(np.float32)
+    k = e.shape[-1]
+    # Element k goes to lane k mod 16; the zeros padding the last block change no lane sum.
+    padded = np.concatenate([e, np.zeros(e.shape[:-1] + (-k % SOFTMAX_LANES,), np.float32)], axis=-1)
+    blocks = padded.reshape(e.shape[:-1] + (-1, SOFTMAX_LANES))
+    lanes = np.zeros(e.shape[:-1] + (SOFTMAX_LANES,), np.float32)
+    for block in range(blocks.shape[-2]):
+        lanes = lanes + blocks[..., block, :]
+    total = np.zeros(e.shape[:-1], np.float32)
+    for lane in range(SOFTMAX_LANES):
+        total = total + lanes[..., lane]
+    return np.moveaxis((e / total[..., None]).astype(np.float32), -1, axis)
+
+
+def activation_bounds(out: FixedType, activation: str = "none", tensor_scale: Optional[float] = None,
+                      clip_min: Optional[float] = None, clip_max: Optional[float] = None) -> Tuple[int, int]:
+    """§8.10 activations as saturation (TIDL-NUMERICS.md, "Runtime arithmetic": ReLU = saturate to the
+    unsigned type): the [lo, hi] of a layer's final roundSat. ReLU6 and Clip put their bounds at the
+    output scale, rounded half up (tidlx's choice)."""
+    lo, hi = out.bounds
+    if activation == "none":
+        return lo, hi
+    if activation == "relu":
+        return max(0, lo), hi
+    if activation in ("relu6", "clip"):
+        if activation == "relu6":
+            clip_min, clip_max = 0.0, 6.0
+        if tensor_scale is None or clip_min is None or clip_max is None or clip_min > clip_max:
+            raise FixedPointError(f"{activation}: needs the output's tensorScale and clip bounds min <= max")
+        qlo = int(np.floor(float(clip_min) * float(tensor_scale) + 0.5))
+        qhi = int(np.floor(float(clip_max) * float(tensor_scale) + 0.5))
+        return max(lo, min(qlo, hi)), min(hi, max(qhi, lo))
+    raise FixedPointError(f"activation '{activation}': the saturating activations are none, relu, relu6, clip")
+
+
+def pad_with_zero_point(x, pads: Sequence[Tuple[int, int]], zero_point: int = 0) -> np.ndarray:
+    """§8.11 data movement: a pad layer fills new pixels with the zero point (TIDL-NUMERICS.md, "Runtime
+    arithmetic": padding pixels hold the zero point, 0 in symmetric styles); type and scale unchanged."""
+    xi, xtype = _tensor(x, "pad input")
+    pads = [tuple(int(v) for v in p) for p in pads]
+    if len(pads) != xi.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
+        raise FixedPointError(f"pad: expected one (before, after) >= 0 per axis of shape {xi.shape}, got {pads}")
+    lo, hi = xtype.bounds
+    if not lo <= zero_point <= hi:
+        raise FixedPointError(f"pad: zero point {zero_point} is not a {xtype.dtype} value")
+    return np.pad(xi, pads, constant_values=zero_point).astype(xtype.dtype)
+
+
+def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
+    """§8.12 data convert into a subgraph: ``q = clamp(floor(x tensorScale + 0.5))`` in float64
+    (TIDL-NUMERICS.md, "Runtime arithmetic": open, tidlx's choice round half up as roundSat)."""
+    arr = np.asarray(x)
+    if arr.dtype.kind != "f":
+        raise FixedPointError(f"data convert: expected a float array, got {arr.dtype}")
+    if np.isnan(arr).any():
+        raise FixedPointError("data convert: the float input holds NaN")
+    if not tensor_scale > 0:
+        raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
+    lo, hi = out.bounds
+    return np.clip(np.floor(arr.astype(np.float64) * float(tensor_scale) + 0.5), lo, hi).astype(out.dtype)
+
+
+def data_convert_to_float(q, tensor_scale: float, zero_point: int = 0) -> np.ndarray:
+    """§8.12 data convert out of a subgraph: ``float32((q - zp) / tensorScale)`` (TIDL-NUMERICS.md,
+    "Scales and styles": x = (q - zero_point) / scale; "Files and traces": debug level 4's float form)."""
+    qi, _ = _tensor(q, "data convert input")
+    if not tensor_scale > 0:
+        raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
+    return ((qi - int(zero_point)).astype(np.float64) / float(tensor_scale)).astype(np.float32)
