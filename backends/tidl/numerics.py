@@ -1,0 +1,393 @@
+"""TIDL's import-side numerics: one function per rule of docs/numerics.md (§1.4, §2-§6, §8.1.1).
+
+How a layer's scales, integer weights, bias parts (biasA x biasB), roundBits and tensorScale are
+chosen. Scales are float64 (docs/numerics.md §1.3); weights, biases and shifts come out as integers,
+ready for the runtime rules in ``tidlx.emulator.fixed``. Powers of 2 are found from the binary
+exponent (math.frexp), never from a rounded log2.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...emulator.fixed.arith import FixedPointError, saturation_bounds
+
+#: §2: quantization_scale_type -> TI's quantizationStyle (TIDL-NUMERICS.md, "Scales and styles")
+NP2_FIXED = 2
+P2_DYNAMIC = 3
+#: §6.1: softmax and argmax outputs have scale 1.0 and roundBits 0
+SOFTMAX_OUTPUT_SCALE = 1.0
+#: §6.4: a tensorScale of 0 becomes C's FLT_MIN
+FLT_MIN = 2.0 ** -126
+#: §4.1, §5.1: an absMax below this gives scale 0
+ABS_MAX_EPSILON = 1e-15
+
+
+def smallest_power_of_2_at_least(a: float) -> float:
+    """§1.4: ``2^ceil(log2 a)`` for a > 0, exactly from the binary exponent (TIDL-NUMERICS.md, "Weights":
+    P2 styles round absMax up to a power of 2; "Feature-map scales": roundBits' p)."""
+    if not a > 0 or math.isinf(a):
+        raise FixedPointError(f"a power of 2 needs a finite positive value, got {a}")
+    mantissa, exponent = math.frexp(a)
+    return math.ldexp(1.0, exponent - 1 if mantissa == 0.5 else exponent)
+
+
+def largest_power_of_2_at_most(a: float) -> float:
+    """§1.4: ``2^floor(log2 a)`` for a > 0, exactly (used by §2's P2 clip and §4.7)."""
+    if not a > 0 or math.isinf(a):
+        raise FixedPointError(f"a power of 2 needs a finite positive value, got {a}")
+    return math.ldexp(1.0, math.frexp(a)[1] - 1)
+
+
+def quantization_style(quantization_scale_type: int) -> int:
+    """§2: ``quantization_scale_type`` 0 -> NP2Fixed (style 2, the default), 1 -> P2Dynamic (style 3)
+    (TIDL-NUMERICS.md, "Scales and styles"). 3 and 4 are not implemented yet."""
+    styles = {0: NP2_FIXED, 1: P2_DYNAMIC}
+    if quantization_scale_type not in styles:
+        raise FixedPointError(f"quantization_scale_type {quantization_scale_type}: tidlx's fixed point implements "
+                              f"0 (NP2Fixed) and 1 (P2Dynamic); 3 (TFLite prequantized) and 4 (asymmetric "
+                              f"per-channel) are not implemented yet")
+    return styles[quantization_scale_type]
+
+
+def layer_bit_widths(layer_name: str, tensor_bits: int, output_16bit_names: Iterable[str] = (),
+                     params_16bit_names: Iterable[str] = ()) -> Tuple[int, int]:
+    """§3 mixed precision: (weight bits, output bits) of a layer: ``tensor_bits``, raised to 16 for a
+    layer named in ``params_16bit_names_list`` (weights) or ``output_feature_16bit_names_list``
+    (output) (TIDL-NOTES.md, "Compile options")."""
+    if tensor_bits not in (8, 16):
+        raise FixedPointError(f"tensor_bits must be 8 or 16, got {tensor_bits}")
+    weight_bits = 16 if layer_name in set(params_16bit_names) else tensor_bits
+    output_bits = 16 if layer_name in set(output_16bit_names) else tensor_bits
+    return weight_bits, output_bits
+
+
+def feature_map_is_signed(range_min: float) -> bool:
+    """§3, tidlx's choice: a feature map is unsigned when its range starts at >= 0, signed otherwise
+    (TIDL-NUMERICS.md, "Feature-map scales": roundBits reads a signed or an unsigned output)."""
+    return not range_min >= 0
+
+
+# ---- §4: weights -----------------------------------------------------------------------------
+
+def _floats(values, what: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "fiu":
+        raise FixedPointError(f"{what}: expected numbers, got {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise FixedPointError(f"{what}: holds NaN or infinity")
+    return arr
+
+
+def weight_abs_max(w) -> float:
+    """§4.1: ``absMax = max(|min|, |max|)`` of a weight tensor (TIDL-NUMERICS.md, "Weights")."""
+    arr = _floats(w, "weights")
+    if arr.size == 0:
+        raise FixedPointError("weights: empty tensor")
+    return float(max(abs(arr.min()), abs(arr.max())))
+
+
+def limit_weight_range_median(w, abs_max: float, bits: int) -> float:
+    """§4.3 weight range limiting, the median method (TIDL-NUMERICS.md, "Weights"): if absMax >
+    2^(bits-1)/8 - 1 and absMax > 16 median(|w|), absMax = min(absMax, 16 median(|w|))."""
+    limit = 16.0 * float(np.median(np.abs(_floats(w, "weights"))))
+    if abs_max > (1 << (bits - 1)) / 8 - 1 and abs_max > limit:
+        return min(abs_max, limit)
+    return abs_max
+
+
+def weight_scale(abs_max: float, bits: int, power_of_2: bool = False) -> float:
+    """§4.1 weight scale: ``2^(bits-1) / absMax``, absMax first rounded up to a power of 2 in P2 styles,
+    0 when absMax < 1e-15 (TIDL-NUMERICS.md, "Weights")."""
+    if bits not in (8, 16):
+        raise FixedPointError(f"weights are 8 or 16 bits wide, not {bits}")
+    if abs_max < ABS_MAX_EPSILON:
+        return 0.0
+    if power_of_2:
+        abs_max = smallest_power_of_2_at_least(abs_max)
+    return (1 << (bits - 1)) / abs_max
+
+
+def depthwise_weight_scales(w, bits: int, power_of_2: bool = False) -> np.ndarray:
+    """§4.5 per-channel weights: one §4.1 scale per output channel (axis 0), for depthwise convolutions
+    with calibration option bit PerChannelWeight 8 (TIDL-NUMERICS.md, "Weights")."""
+    arr = _floats(w, "weights")
+    return np.array([weight_scale(weight_abs_max(arr[c]), bits, power_of_2) for c in range(arr.shape[0])])
+
+
+def quantize_weights(w, scale, bits: int) -> np.ndarray:
+    """§4.2 weight quantization: ``(int)(w scale + 0.5 sign(w))``, round half away from zero with a
+    truncating cast, clamped to [-2^(bits-1), 2^(bits-1) - 1] (TIDL-NUMERICS.md, "Weights"). ``scale``
+    broadcasts against ``w`` (per-channel scales: shape (O, 1, 1, 1))."""
+    lo, hi = saturation_bounds(bits, True)
+    if bits not in (8, 16):
+        raise FixedPointError(f"weights are 8 or 16 bits wide, not {bits}")
+    arr = _floats(w, "weights")
+    q = np.trunc(arr * _floats(scale, "weight scale") + 0.5 * np.sign(arr))
+    return np.clip(q, lo, hi).astype(np.int8 if bits == 8 else np.int16)
+
+
+def clip_weight_scale_for_bias(weight_scale_: float, in_scale: float, bias_abs_max: float, weight_bits: int,
+                               input_signed: bool, power_of_2: bool = False) -> Tuple[float, bool]:
+    """§4.4: a convolution/deconvolution with a bias clips its weight scale to ``maxBiasScale / inScale``,
+    ``maxBiasScale = 2^(2 wbits - signed(input) - 1) / absMax(bias)`` (TIDL-NUMERICS.md, "Weights";
+    TI warns "Weight Scale Clipped"). Returns (scale, clipped); P2 rounds a clipped scale down to a
+    power of 2 (tidlx's choice)."""
+    if bias_abs_max < ABS_MAX_EPSILON:
+        return weight_scale_, False
+    max_bias_scale = 2.0 ** (2 * weight_bits - int(input_signed) - 1) / bias_abs_max
+    max_weight_scale = max_bias_scale / in_scale
+    if weight_scale_ <= max_weight_scale:
+        return weight_scale_, False
+    return (largest_power_of_2_at_most(max_weight_scale) if power_of_2 else max_weight_scale), True
+
+
+def batch_norm_weight_scale_before_nonlinearity(bits: int) -> float:
+    """§4.6: a batch norm followed by sigmoid, tanh, hard-sigmoid or ELU uses weight scale 2^(bits-1)
+    (TIDL-NUMERICS.md, "Weights")."""
+    return float(1 << (bits - 1))
+
+
+def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float,
+                      in_scale: float) -> Optional[Tuple[float, float, int]]:
+    """§4.7: an output clipped by ReLU6/Clip forces ``outScale = 2^bits / clipMax`` and lowers the weight
+    scale so that accScale / outScale is a power of 2 (TIDL-NUMERICS.md, "Weights"). Returns (outScale,
+    weight scale, roundBits), or None when accScale < outScale (tidlx's choice: nothing is forced)."""
+    if not clip_max > 0:
+        raise FixedPointError(f"clip bound {clip_max}: a forced output scale needs clipMax > 0")
+    out_scale = (1 << out_bits) / clip_max
+    ratio = weight_scale_ * in_scale / out_scale
+    if not ratio >= 1:
+        return None
+    power = largest_power_of_2_at_most(ratio)
+    return out_scale, out_scale * power / in_scale, math.frexp(power)[1] - 1
+
+
+# ---- §5: bias --------------------------------------------------------------------------------
+
+def bias_scale(bias_abs_max: float, weight_bits: int, input_signed: bool, power_of_2: bool = False) -> float:
+    """§5.1 bias scale: ``2^(B - signed - 1) / absMax(bias)`` with B = 2 x weight bits (the bias container;
+    TIDL-NUMERICS.md, "Bias"), 0 for absMax < 1e-15; P2 rounds absMax up first (tidlx's choice)."""
+    if bias_abs_max < ABS_MAX_EPSILON:
+        return 0.0
+    if power_of_2:
+        bias_abs_max = smallest_power_of_2_at_least(bias_abs_max)
+    return 2.0 ** (2 * weight_bits - int(input_signed) - 1) / bias_abs_max
+
+
+def quantize_bias(b, scale: float, weight_bits: int) -> np.ndarray:
+    """§5.2 bias quantization, tidlx's choice: round half away from zero as weights (TIDL-NUMERICS.md,
+    "Weights"), saturated to the 2 x weight-bits container ("Bias": 2 bytes a value for 8-bit weights)."""
+    lo, hi = saturation_bounds(2 * weight_bits, True)
+    arr = _floats(b, "bias")
+    return np.clip(np.trunc(arr * float(scale) + 0.5 * np.sign(arr)), lo, hi).astype(np.int64)
+
+
+def in_scale_factor(weight_scale_, in_scale: float, bias_scale_: float):
+    """§5.3: ``inScaleFactor = weightScale x inScale / biasScale`` takes a bias into the accumulator
+    domain (TIDL-NUMERICS.md, "Bias"). 0 for a zero bias scale (a zero bias)."""
+    if bias_scale_ == 0:
+        return np.zeros_like(_floats(weight_scale_, "weight scale"))
+    return _floats(weight_scale_, "weight scale") * float(in_scale) / float(bias_scale_)
+
+
+def bias_b_max(weight_bits: int, input_bits: int, input_signed: bool) -> int:
+    """§5.4: the largest bias multiplier biasB: 255 for 8-bit weights, halved for a signed input; 65535 for
+    16-bit weights, 255 with a signed 8-bit input (TIDL-NUMERICS.md, "Bias")."""
+    if weight_bits == 8:
+        return 255 // 2 if input_signed else 255
+    if weight_bits == 16:
+        return 255 if (input_signed and input_bits == 8) else 65535
+    raise FixedPointError(f"weights are 8 or 16 bits wide, not {weight_bits}")
+
+
+def split_bias(bias_q, isf, weight_bits: int, input_bits: int, input_signed: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """§5.4: the bias as ``biasA x biasB`` (TIDL-NUMERICS.md, "Bias"): isf > biasBMax: biasA =
+    trunc(b isf) / biasBMax (truncating), biasB = biasBMax; 1 < isf <= biasBMax: biasA = b, biasB =
+    (int) isf; else biasA = (int)(b isf), biasB = 1. biasA saturates to int16 (8-bit weights) or int32
+    (16-bit), tidlx's choice for "int16-ish". ``bias_q`` from quantize_bias, ``isf`` per channel or one."""
+    b = np.asarray(bias_q)
+    if b.dtype.kind not in "iu":
+        raise FixedPointError(f"split_bias: the bias must be quantized integers, got {b.dtype}")
+    b = b.astype(np.int64)
+    factor = np.broadcast_to(_floats(isf, "inScaleFactor"), b.shape)
+    if (factor < 0).any():
+        raise FixedPointError("split_bias: inScaleFactor must be >= 0")
+    b_max = bias_b_max(weight_bits, input_bits, input_signed)
+    a_lo, a_hi = saturation_bounds(2 * weight_bits, True)
+    # trunc(b isf) in float64, held in int64 (beyond +-2^62 every case saturates biasA anyway)
+    scaled = np.clip(np.trunc(b * factor), -2.0 ** 62, 2.0 ** 62).astype(np.int64)
+    big = np.sign(scaled) * (np.abs(scaled) // b_max)   # C's integer division truncates toward zero
+    bias_a = np.where(factor > b_max, big, np.where(factor > 1, b, scaled))
+    bias_b = np.where(factor > b_max, b_max, np.where(factor > 1, np.trunc(factor), 1))
+    return np.clip(bias_a, a_lo, a_hi).astype(np.int64), bias_b.astype(np.int64)
+
+
+# ---- §6: feature-map scales --------------------------------------------------------------------
+
+def acc_scale_weighted(weight_scale_, in_scale: float):
+    """§6.1: convolution, deconvolution, inner product and batch norm: accScale = weightScale x inScale
+    (per channel with per-channel weights) (TIDL-NUMERICS.md, "Feature-map scales")."""
+    return _floats(weight_scale_, "weight scale") * float(in_scale) if np.ndim(weight_scale_) else \
+        float(weight_scale_) * float(in_scale)
+
+
+def average_pool_q(kernel: Tuple[int, int], strides: Tuple[int, int], processing_bits: int,
+                   global_pool: bool = False) -> int:
+    """§6.1: average pool's Q: 8 for a 2x2 or 3x3 kernel at stride 2 with 8-bit processing, else 12;
+    12 for the global pool (TIDL-NUMERICS.md, "Feature-map scales")."""
+    kernel, strides = tuple(kernel), tuple(strides)
+    if not global_pool and processing_bits == 8 and kernel in ((2, 2), (3, 3)) and strides == (2, 2):
+        return 8
+    return 12
+
+
+def acc_scale_average_pool(in_scale: float, q: int) -> float:
+    """§6.1: average pool (spatial and global): accScale = 2^Q x inScale (TIDL-NUMERICS.md,
+    "Feature-map scales")."""
+    return float(1 << q) * float(in_scale)
+
+
+def acc_scale_keeping(in_scale: float) -> Tuple[float, int]:
+    """§6.1: max pool and the layers that cannot change scale (flatten, crop, split, slice, pad, ...; resize
+    keeps its input's scale): (accScale = inScale, roundBits 0) (TIDL-NUMERICS.md, "Feature-map scales")."""
+    return float(in_scale), 0
+
+
+def _eltwise_q(out_bits: int, q8: int, q16: int) -> int:
+    if out_bits not in (8, 16):
+        raise FixedPointError(f"outputs are 8 or 16 bits wide, not {out_bits}")
+    return q8 if out_bits == 8 else q16
+
+
+def acc_scale_eltwise_sum(in_scales: Sequence[float], out_bits: int) -> float:
+    """§6.1: element-wise sum: accScale = min(inScales) x 2^Q, Q = 6 (8 bit), 14 (16 bit)
+    (TIDL-NUMERICS.md, "Feature-map scales")."""
+    return min(float(s) for s in in_scales) * float(1 << _eltwise_q(out_bits, 6, 14))
+
+
+def acc_scale_eltwise_max(in_scales: Sequence[float], out_bits: int) -> float:
+    """§6.1, tidlx's choice: element-wise max takes the sum's accScale (its runtime form max(in_j x s_j)
+    in TIDL-NUMERICS.md, "Runtime arithmetic", needs the sum's multipliers)."""
+    return acc_scale_eltwise_sum(in_scales, out_bits)
+
+
+def acc_scale_eltwise_product(in_scales: Sequence[float]) -> float:
+    """§6.1: element-wise product: accScale = the product of the inScales (TIDL-NUMERICS.md,
+    "Feature-map scales")."""
+    return float(np.prod([float(s) for s in in_scales]))
+
+
+def acc_scale_concat(in_scales: Sequence[float], out_bits: int) -> float:
+    """§6.1: concat: accScale = min(inScales) x 2^Q, Q = 7 (8 bit), 15 (16 bit) (TIDL-NUMERICS.md,
+    "Feature-map scales")."""
+    return min(float(s) for s in in_scales) * float(1 << _eltwise_q(out_bits, 7, 15))
+
+
+def acc_scale_data_convert(in_scale: float = 1.0) -> float:
+    """§6.1: data convert of a float input: accScale = inScale x 2^7, inScale 1.0 for a float tensor
+    (TIDL-NUMERICS.md, "Feature-map scales"; the 1.0 is tidlx's choice)."""
+    return float(in_scale) * 128.0
+
+
+def output_range(range_min: float, range_max: float, *, activation: str = "none", clip_min: float = None,
+                 clip_max: float = None, widen: bool = False, expansion: float = 1.0) -> Tuple[float, float]:
+    """§6.2 the range of an output: calibration min/max x quantRangeExpansionFactor; Clip uses its bounds,
+    ReLU6 [0, 6]; global average pool and inner product (``widen``) x 1.25 (TIDL-NUMERICS.md,
+    "Feature-map scales")."""
+    if activation == "relu6":
+        return 0.0, 6.0
+    if activation == "clip":
+        if clip_min is None or clip_max is None or clip_min > clip_max:
+            raise FixedPointError("clip: the range needs bounds min <= max")
+        return float(clip_min), float(clip_max)
+    if range_min > range_max:
+        raise FixedPointError(f"range [{range_min}, {range_max}]: min above max")
+    factor = expansion * (1.25 if widen else 1.0)
+    return float(range_min) * factor, float(range_max) * factor
+
+
+def round_bits(acc_scale: float, range_min: float, range_max: float, bits: int, signed: bool) -> int:
+    """§6.3 roundBits (TIDL-NUMERICS.md, "Feature-map scales"): m = max(|min accScale|, |max accScale|);
+    bits = 8 bytes - 1 signed (m -= 1 when m is a power of 2), 8 bytes unsigned; d = m / 2^bits; if
+    d >= 1, p = 2^ceil(log2 d) (halved when p >= 2d), roundBits = log2 p; else 0."""
+    if bits not in (8, 16):
+        raise FixedPointError(f"outputs are 8 or 16 bits wide, not {bits}")
+    m = max(abs(float(range_min) * float(acc_scale)), abs(float(range_max) * float(acc_scale)))
+    if not math.isfinite(m):
+        raise FixedPointError(f"roundBits: accScale {acc_scale} x range [{range_min}, {range_max}] is not finite")
+    nb = bits - 1 if signed else bits
+    if signed and m > 0 and math.frexp(m)[0] == 0.5:
+        m -= 1
+    d = m / float(1 << nb)
+    if d < 1:
+        return 0
+    p = smallest_power_of_2_at_least(d)
+    if p >= 2 * d:
+        p /= 2
+    return math.frexp(p)[1] - 1
+
+
+def tensor_scale(acc_scale: float, round_bits_: int) -> float:
+    """§6.4: ``tensorScale = accScale / 2^roundBits``; 0 becomes FLT_MIN (TIDL-NUMERICS.md,
+    "Feature-map scales")."""
+    scale = float(acc_scale) / float(1 << int(round_bits_))
+    return scale if scale != 0 else FLT_MIN
+
+
+def lower_round_bits_for_multipliers(round_bits_: int, out_scale: float, acc_scale: float) -> int:
+    """§6.5: sum/max/concat lower roundBits until ``2^roundBits x outScale < accScale``, not below 0
+    (TIDL-NUMERICS.md, "Feature-map scales")."""
+    rb = int(round_bits_)
+    while rb > 0 and float(1 << rb) * out_scale >= acc_scale:
+        rb -= 1
+    return rb
+
+
+def eltwise_multipliers(out_scale: float, round_bits_: int, in_scales: Sequence[float]) -> Tuple[int, ...]:
+    """§6.5: input j's integer multiplier ``(int32)(accScale / inScale_j)``, truncated, with the runtime
+    accScale = outScale x 2^roundBits (TIDL-NUMERICS.md, "Runtime arithmetic": element-wise sum)."""
+    acc_rt = float(out_scale) * float(1 << int(round_bits_))
+    _, hi = saturation_bounds(32, True)
+    result = []
+    for s in in_scales:
+        if not float(s) > 0:
+            raise FixedPointError(f"input scale {s} must be > 0")
+        m = math.trunc(acc_rt / float(s))
+        if m > hi:
+            raise FixedPointError(f"multiplier {m} of an input at scale {s} does not fit int32")
+        result.append(m)
+    return tuple(result)
+
+
+def bias_saturation_guard(round_bits_: int, tensor_scale_: float, consumer_weight_scale: float,
+                          consumer_bias_scale: float, consumer_weight_bits: int, output_signed: bool) -> int:
+    """§6.6 the bias-saturation guard (TIDL-NUMERICS.md, "Feature-map scales"; off with calibration bit
+    BiasRange 64): E = 256 for 8-bit consumers, 32768 for wider, halved for a signed output; while
+    tensorScale x maxConsumerWeightScale / biasScale > E halve and count n; roundBits += (n+1)/2."""
+    if consumer_bias_scale == 0:
+        return int(round_bits_)
+    limit = (256.0 if consumer_weight_bits == 8 else 32768.0) / (2.0 if output_signed else 1.0)
+    ratio = float(tensor_scale_) * float(consumer_weight_scale) / float(consumer_bias_scale)
+    halvings = 0
+    while ratio > limit:
+        ratio /= 2
+        halvings += 1
+    return int(round_bits_) + (halvings + 1) // 2
+
+
+def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: float) -> np.ndarray:
+    """§8.1.1: per-channel depthwise ``roundBits[c] = (int8) log2(wScale[c] x inScale / outScale)``, truncated
+    (TIDL-NUMERICS.md, "Runtime arithmetic"), exactly; tidlx's choice: a negative value becomes 0."""
+    result = []
+    for w in _floats(weight_scales, "weight scales").ravel():
+        ratio = float(w) * float(in_scale) / float(out_scale)
+        # For ratio >= 1, trunc(log2 ratio) is the binary exponent - 1; below 1 it is <= 0, clamped.
+        result.append(max(0, math.frexp(ratio)[1] - 1) if ratio >= 1 else 0)
+    if max(result, default=0) > 127:
+        raise FixedPointError("per-channel roundBits above the int8 range")
+    return np.array(result, np.int64)
