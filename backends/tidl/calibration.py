@@ -31,11 +31,14 @@ scales"):
   one pass without holding the histogram: only the ``dropped + 1`` most extreme values per side
   are kept, and the bin of the first value not dropped is the bin where the count crosses.
 * Then the layer rules, at every level: a Clip activation's finite bounds replace the range
-  (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs use
-  max x 1.25 (the max only, as the document says; method gets ``, max x 1.25``); every other
-  range is multiplied by ``quantRangeExpansionFactor`` = 1.0.
+  (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs are
+  multiplied by 1.25 at both ends (the facts say "max x 1.25"; both ends is the choice of
+  docs/numerics.md §6.2, which only reads the larger magnitude; method gets ``, x 1.25``); every
+  other range is multiplied by ``quantRangeExpansionFactor`` = 1.0.
 
-``TensorRange.observed_min``/``observed_max`` keep the plain min/max of the frames.
+``TensorRange.min``/``max`` are the range with the rules applied; ``raw_min``/``raw_max`` the
+method's range before them (for a quantizer that applies docs/numerics.md §6.2 itself: apply the
+rules once); ``observed_min``/``observed_max`` the plain min/max of the frames.
 
 Left for later: quantization into integer weights and scales (``backends/tidl/numerics.py``),
 weight-range limiting, bias calibration over ``calibration_iterations``, the fixed-point kernels.
@@ -71,7 +74,7 @@ HISTOGRAM_BINS = 1024
 #: TI's ``quantRangeExpansionFactor``.
 QUANT_RANGE_EXPANSION_FACTOR = 1.0
 
-#: Global average pool and inner product outputs: max x this.
+#: Global average pool and inner product outputs: their range x this.
 WIDE_OUTPUT_FACTOR = 1.25
 
 MINMAX, HISTOGRAM = "minmax", "histogram"
@@ -86,8 +89,8 @@ class CalibrationError(TidlxError):
 class TensorRange:
     """The float range TIDL quantizes a tensor for: ``min``/``max`` after the method and the layer
     rules, ``method`` how they were found (``minmax``, ``histogram``, ``clip``, ``relu6``, with
-    ``, max x 1.25`` where that rule applied), ``frames`` how many frames were seen, and the plain
-    min/max of those frames' batch-0 values."""
+    ``, x 1.25`` where that rule applied), ``frames`` how many frames were seen, the plain min/max
+    of those frames' batch-0 values, and the method's range before the layer rules (``raw_*``)."""
 
     min: float
     max: float
@@ -95,6 +98,8 @@ class TensorRange:
     frames: int
     observed_min: float
     observed_max: float
+    raw_min: float
+    raw_max: float
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,7 @@ class _TensorStats:
         self.high = np.empty(0, np.float64)
 
     def add(self, values: np.ndarray, where: str) -> None:
-        flat = np.asarray(values, dtype=np.float64).reshape(-1)
+        flat = np.asarray(values).reshape(-1)
         if flat.size == 0:
             return
         lo, hi = float(flat.min()), float(flat.max())
@@ -149,9 +154,14 @@ class _TensorStats:
         self.frames += 1
         if self.keep:
             k = self.keep
-            low = np.concatenate([self.low, flat])
+            if flat.size > 2 * k:   # both tails of this frame in one partition, then merged with the kept ones
+                part = np.partition(flat, (k - 1, flat.size - k))
+                low, high = part[:k], part[flat.size - k:]
+            else:
+                low = high = flat
+            low = np.concatenate([self.low, low.astype(np.float64)])
             self.low = low if low.size <= k else np.partition(low, k - 1)[:k]
-            high = np.concatenate([self.high, flat])
+            high = np.concatenate([self.high, high.astype(np.float64)])
             self.high = high if high.size <= k else np.partition(high, high.size - k)[high.size - k:]
 
     def minmax(self) -> Tuple[float, float]:
@@ -176,8 +186,12 @@ class _TensorStats:
         return new_lo, new_hi
 
 
-def _finite(value: float) -> bool:
-    return value is not None and math.isfinite(value)
+#: A clip bound this large is no bound: graph preparation writes max(x, c) as clip(x, c, FLT_MAX).
+_NO_BOUND = float(np.finfo(np.float32).max)
+
+
+def _finite(value: Optional[float]) -> bool:
+    return value is not None and math.isfinite(value) and abs(value) < _NO_BOUND
 
 
 def _layer_range(layer: Optional[TidlLayer], lo: float, hi: float, method: str) -> Tuple[float, float, str]:
@@ -191,14 +205,14 @@ def _layer_range(layer: Optional[TidlLayer], lo: float, hi: float, method: str) 
             c_lo, c_hi = bounds.get("min"), bounds.get("max")
             if _finite(c_lo) and _finite(c_hi):
                 return c_lo, c_hi, "clip"
-            # max(x, c) / min(x, c): the finite bound, the other side calibrated
+            # max(x, c) / min(x, c): the one bound, the other side calibrated
             lo = c_lo if _finite(c_lo) else lo * QUANT_RANGE_EXPANSION_FACTOR
             hi = c_hi if _finite(c_hi) else hi * QUANT_RANGE_EXPANSION_FACTOR
             return lo, hi, f"{method}, clip"
         wide = isinstance(layer.params, InnerProductParams) or \
             (isinstance(layer.params, PoolParams) and layer.params.global_pool)
         if wide:
-            return lo * QUANT_RANGE_EXPANSION_FACTOR, hi * WIDE_OUTPUT_FACTOR, f"{method}, max x {WIDE_OUTPUT_FACTOR}"
+            return lo * WIDE_OUTPUT_FACTOR, hi * WIDE_OUTPUT_FACTOR, f"{method}, x {WIDE_OUTPUT_FACTOR}"
     return lo * QUANT_RANGE_EXPANSION_FACTOR, hi * QUANT_RANGE_EXPANSION_FACTOR, method
 
 
@@ -377,9 +391,10 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     for net in networks:
         tensors: Dict[int, TensorRange] = {}
         for tid, stats in recorder.stats[net.name].items():
-            lo, hi = stats.histogram() if method == HISTOGRAM else stats.minmax()
-            lo, hi, how = _layer_range(recorder.layer_of_tensor.get((net.name, tid)), lo, hi, method)
-            tensors[tid] = TensorRange(float(lo), float(hi), how, stats.frames, stats.min, stats.max)
+            raw_lo, raw_hi = stats.histogram() if method == HISTOGRAM else stats.minmax()
+            lo, hi, how = _layer_range(recorder.layer_of_tensor.get((net.name, tid)), raw_lo, raw_hi, method)
+            tensors[tid] = TensorRange(float(lo), float(hi), how, stats.frames, stats.min, stats.max,
+                                       float(raw_lo), float(raw_hi))
         results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, method, len(data), net)
     return results
 

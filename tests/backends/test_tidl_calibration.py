@@ -176,6 +176,26 @@ def test_level1_histogram_drops_the_percentile_tails_of_all_frames_together():
     assert relu_lo == 0.0 and level1["relu1"].observed_max == 41.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_histogram_range_matches_a_real_1024_bin_histogram(seed):
+    frames = [np.random.default_rng([seed, k]).standard_normal((1, 2, H, W)).astype(np.float32) for k in range(3)]
+    partitioned = partition(two_subgraph_model())
+    r = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])
+    pooled = np.concatenate([f.ravel() for f in frames])          # 30720 values: 3 dropped per side
+    assert (r["tidl_0_i0"].min, r["tidl_0_i0"].max) == pytest.approx(histogram_range(pooled, True), abs=1e-12)
+    assert r["relu1"].max == pytest.approx(histogram_range(np.maximum(pooled, 0), False)[1], abs=1e-12)
+
+
+def test_histogram_keeps_the_min_of_an_unsigned_tensor():
+    frames = [np.random.default_rng(7 + k).uniform(1.0, 2.0, (1, 2, H, W)).astype(np.float32) for k in range(2)]
+    for f in frames:
+        f.reshape(-1)[[3, 30, 300]] = [0.25, 0.5, 0.75]     # small values that a signed tensor would lose
+    partitioned = partition(two_subgraph_model())
+    x1 = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])["tidl_0_i0"]
+    lo, hi = histogram_range(np.concatenate([f.ravel() for f in frames]), signed=False)
+    assert x1.min == x1.observed_min == 0.25 and x1.max == pytest.approx(hi, abs=1e-12) and x1.max < 2.0
+
+
 def test_histogram_of_a_small_tensor_is_its_min_max():
     # tidl_1's pool output: 2 x 16 x 20 x 2 frames = 1280 values < 10000: nothing dropped
     partitioned = partition(two_subgraph_model())
@@ -212,12 +232,27 @@ def test_range_rules_clip_relu6_global_pool_and_inner_product(level):
     gap = np.clip(a, 0.0, 6.0).mean(axis=(2, 3))
     fc = gap @ np.array([[1.0, 2.0], [-1.0, 0.5]]).T + np.array([0.5, -0.25])
     method = "minmax" if level == 0 else "histogram"
-    assert r["gap"].method == f"{method}, max x 1.25" and r["fc"].method == f"{method}, max x 1.25"
-    assert r["gap"].max == pytest.approx(1.25 * gap.max(), rel=1e-6)
-    assert r["gap"].min == pytest.approx(gap.min(), rel=1e-6)          # the max only
-    assert r["fc"].max == pytest.approx(1.25 * fc.max(), rel=1e-6)
-    assert r["fc"].min == pytest.approx(fc.min(), rel=1e-6)
+    assert r["gap"].method == f"{method}, x 1.25" and r["fc"].method == f"{method}, x 1.25"
+    # both ends x 1.25 (docs/numerics.md 6.2); raw_* keep the range before the rule
+    assert (r["gap"].min, r["gap"].max) == pytest.approx((1.25 * gap.min(), 1.25 * gap.max()), rel=1e-6)
+    assert (r["fc"].min, r["fc"].max) == pytest.approx((1.25 * fc.min(), 1.25 * fc.max()), rel=1e-6)
+    assert (r["fc"].raw_min, r["fc"].raw_max) == pytest.approx((fc.min(), fc.max()), rel=1e-6)
+    assert (r["clip"].raw_min, r["clip"].raw_max) == (r["clip"].observed_min, r["clip"].observed_max)
     assert r["flatten"].max == pytest.approx(gap.max(), rel=1e-6) and r["flatten"].method == method
+
+
+def test_a_clip_with_one_bound_calibrates_the_other_side():
+    # preparation makes maximum(x, 0.5) a clip(0.5, FLT_MAX): the max side is calibrated, not FLT_MAX
+    x = Var("x", TensorType((1, 2, 8, 8), "float32"))
+    m = ir.call("maximum", eye_conv(x, 2, 1.0, "conv"), const(np.float32(0.5)), layer="max")
+    mod = IRModule({"main": Function([x], m)})
+    mod.infer_types()
+    values = np.linspace(-3.0, 3.0, 128, dtype=np.float32).reshape(1, 2, 8, 8)
+    (result,) = calibrate(partition(mod), {"accuracy_level": 0}, {"x": values}).values()
+    layer, = result.network.compute_layers()
+    assert layer.describe() == "Conv+Clip"
+    rng = result.tensors[layer.outputs[0]]
+    assert (rng.min, rng.max, rng.method) == (0.5, 3.0, "minmax, clip")
 
 
 def test_results_are_deterministic_and_plain_data():
@@ -397,6 +432,7 @@ def test_tiny_bevdet_image_stage_calibrates_every_tensor():
         r = results[net.name]
         assert set(r.tensors) == {t.id for t in net.tensors}
         assert all(rng.frames == 4 and rng.min <= rng.max and math.isfinite(rng.max) for rng in r.tensors.values())
+        # no clip, global pool or dense in this model: every range lies within what was observed
         assert all(rng.observed_min <= rng.min and rng.max <= rng.observed_max for rng in r.tensors.values())
     # tidl_1's first input is the host's softmax over depth: in (0, 1)
     depth = results["tidl_1"].by_name()["tidl_1_i0"]
