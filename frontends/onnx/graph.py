@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -10,14 +11,19 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...ir.errors import closest
+from ...ir.errors import TidlxWarning, closest
 from .errors import DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError
 
-#: The oldest and newest default-domain opsets the importer accepts. Opsets 7-10 are read
-#: where a converter knows the old attribute forms; 11 and newer are the supported range.
+#: The default-domain opsets the importer reads: SUPPORTED_MIN_OPSET to MAX_OPSET. A model of an
+#: older opset is converted to SUPPORTED_MIN_OPSET with onnx.version_converter on import (with a
+#: TidlxWarning). MIN_OPSET is the oldest that an explicit ``opset=`` override may name (the
+#: converters still know the attribute forms of opsets 7-10).
 MIN_OPSET = 7
 SUPPORTED_MIN_OPSET = 11
 MAX_OPSET = onnx.defs.onnx_opset_version()
+#: What messages say about the range.
+OPSET_RANGE = (f"tidlx reads opset {SUPPORTED_MIN_OPSET} to {MAX_OPSET} and converts older models to "
+               f"opset {SUPPORTED_MIN_OPSET} with onnx.version_converter")
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -136,12 +142,52 @@ def default_opset(model: onnx.ModelProto, override: Optional[int], source: str) 
     else:
         raise OnnxImportError(f"{source}: the model imports no default-domain opset; pass opset=")
     if opset < MIN_OPSET:
-        raise OnnxImportError(f"{source}: opset {opset} is too old (tidlx reads opset {SUPPORTED_MIN_OPSET} "
-                              f"to {MAX_OPSET}); re-export the model with a newer opset")
+        raise OnnxImportError(f"{source}: opset={opset} is too old to read a model as ({OPSET_RANGE}; "
+                              f"an override must name opset {MIN_OPSET} or newer)")
     if opset > MAX_OPSET:
         raise OnnxImportError(f"{source}: opset {opset} is newer than the newest this onnx knows "
                               f"({MAX_OPSET})")
     return opset
+
+
+def upgrade_opset(model: onnx.ModelProto, override: Optional[int], source: str) -> onnx.ModelProto:
+    """The model converted to SUPPORTED_MIN_OPSET when its default-domain opset is older (with a
+    TidlxWarning saying so); unchanged otherwise, and when ``override`` names the opset to read."""
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
+    if override is not None or not versions or max(versions) >= SUPPORTED_MIN_OPSET:
+        return model
+    old = max(versions)
+    from onnx import version_converter
+
+    # The converter sees only graph inputs as defined; initializers need not be inputs since IR v4.
+    declared = {vi.name for vi in model.graph.input}
+    extra = [init for init in model.graph.initializer if init.name not in declared]
+    if extra:
+        model = _copy(model)
+        model.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+                                 for i in extra)
+    try:
+        converted = version_converter.convert_version(model, SUPPORTED_MIN_OPSET)
+    except Exception as exc:  # the converter raises RuntimeError, ValidationError, ... on what it cannot adapt
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first.rsplit(" failed: ", 1)[-1]  # drop the converter's source file and assertion text
+        raise OnnxImportError(f"{source}: opset {old} is older than tidlx reads ({OPSET_RANGE}), and the "
+                              f"conversion failed: {first}; re-export the model with opset "
+                              f"{SUPPORTED_MIN_OPSET} or newer") from None
+    if extra:
+        names = {i.name for i in extra}
+        kept = [vi for vi in converted.graph.input if vi.name not in names]
+        del converted.graph.input[:]
+        converted.graph.input.extend(kept)
+    warnings.warn(f"{source}: the model's opset {old} was converted to opset {SUPPORTED_MIN_OPSET} with "
+                  f"onnx.version_converter on import ({OPSET_RANGE})", TidlxWarning, stacklevel=4)
+    return converted
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
 
 
 def node_names(graph: onnx.GraphProto) -> List[str]:

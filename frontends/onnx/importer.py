@@ -21,7 +21,7 @@ from .context import NodeContext, constant
 from .converters import CONST_OUTPUT_OPS, STATIC_OPERANDS, converter_for
 from .errors import OnnxImportError, UnsupportedOpsError
 from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
-                    node_names, qualified_op_type, topological_order)
+                    node_names, qualified_op_type, topological_order, upgrade_opset)
 
 #: Ops never evaluated at import time even when all their inputs are constant: quantization
 #: structure must survive, and random ops are not constants.
@@ -40,6 +40,7 @@ def from_onnx(model, batch: Optional[int] = None, shapes: Optional[Mapping[str, 
     overrides the model's default-domain opset.
     """
     model, source = load_model(model)
+    model = upgrade_opset(model, opset, source)
     return _Importer(model, source, batch, shapes, opset).run()
 
 
