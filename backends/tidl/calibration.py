@@ -1,7 +1,8 @@
 """Calibration: the float range of every tensor of every TIDL subgraph, as TIDL's import collects it.
 
     partitioned, report = tidlx.partition(mod)
-    results = calibrate(partitioned, {"accuracy_level": 1, "calibration_frames": 20}, "frames.npz")
+    results = calibrate(partitioned, {"accuracy_level": 1,
+                                          "advanced_options:calibration_frames": 20}, "frames.npz")
     r = results["tidl_0"]                       # a CalibrationResult
     for tensor_id, rng in r.tensors.items():    # ids of report.networks[0].tensors
         print(r.network.tensors[tensor_id].name, rng.min, rng.max, rng.method, rng.frames)
@@ -30,7 +31,8 @@ scales"):
   side, where the cumulative count exceeds the elements dropped. It is computed exactly in
   one pass without holding the histogram: only the ``dropped + 1`` most extreme values per side
   are kept, and the bin of the first value not dropped is the bin where the count crosses.
-* Then the layer rules, at every level: a Clip activation's finite bounds replace the range
+* Then the layer rules, at every level, by ``numerics.output_range`` (docs/numerics.md §6.2,
+  the rules' one definition): a Clip activation's bounds replace the range
   (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs are
   multiplied by 1.25 at both ends (the facts say "max x 1.25"; both ends is the choice of
   docs/numerics.md §6.2, which only reads the larger magnitude; method gets ``, x 1.25``); every
@@ -40,7 +42,10 @@ scales"):
 method's range before them (for a quantizer that applies docs/numerics.md §6.2 itself: apply the
 rules once); ``observed_min``/``observed_max`` the plain min/max of the frames.
 
-Left for later: quantization into integer weights and scales (``backends/tidl/numerics.py``),
+A clip bound of +-FLT_MAX or +-inf (graph preparation writes ``max(x, c)`` as ``clip(c, FLT_MAX)``)
+is no bound: that side keeps its calibrated value (``<method>, clip``).
+
+Left for later: quantization into integer weights and scales (by ``backends/tidl/numerics.py``),
 weight-range limiting, bias calibration over ``calibration_iterations``, the fixed-point kernels.
 """
 
@@ -49,9 +54,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
-
 import warnings
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -63,6 +67,7 @@ from ...ir.traversal import post_order
 from .frames import CalibrationFrames, FrameSource, load_frames
 from .layer_params import InnerProductParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
+from .numerics import output_range
 from .options import TidlOptions
 
 #: TI's ``percentileActRangeShrink``: percent of the elements dropped on each side.
@@ -74,7 +79,7 @@ HISTOGRAM_BINS = 1024
 #: TI's ``quantRangeExpansionFactor``.
 QUANT_RANGE_EXPANSION_FACTOR = 1.0
 
-#: Global average pool and inner product outputs: their range x this.
+#: Global average pool and inner product outputs: their range x this (numerics.output_range's widen).
 WIDE_OUTPUT_FACTOR = 1.25
 
 MINMAX, HISTOGRAM = "minmax", "histogram"
@@ -195,25 +200,25 @@ def _finite(value: Optional[float]) -> bool:
 
 
 def _layer_range(layer: Optional[TidlLayer], lo: float, hi: float, method: str) -> Tuple[float, float, str]:
-    """TIDL's range rules for the output of ``layer`` (None: a subgraph input)."""
+    """TIDL's range rules for the output of ``layer`` (None: a subgraph input), by
+    ``numerics.output_range`` (docs/numerics.md §6.2), the one definition of the rules."""
     if layer is not None:
         act = layer.activation
         if act.type == "ReLU6":
-            return 0.0, 6.0, "relu6"
+            return (*output_range(lo, hi, activation="relu6"), "relu6")
         if act.type == "Clip":
             bounds = dict(act.params)
             c_lo, c_hi = bounds.get("min"), bounds.get("max")
             if _finite(c_lo) and _finite(c_hi):
-                return c_lo, c_hi, "clip"
+                return (*output_range(lo, hi, activation="clip", clip_min=c_lo, clip_max=c_hi), "clip")
             # max(x, c) / min(x, c): the one bound, the other side calibrated
-            lo = c_lo if _finite(c_lo) else lo * QUANT_RANGE_EXPANSION_FACTOR
-            hi = c_hi if _finite(c_hi) else hi * QUANT_RANGE_EXPANSION_FACTOR
-            return lo, hi, f"{method}, clip"
-        wide = isinstance(layer.params, InnerProductParams) or \
-            (isinstance(layer.params, PoolParams) and layer.params.global_pool)
-        if wide:
-            return lo * WIDE_OUTPUT_FACTOR, hi * WIDE_OUTPUT_FACTOR, f"{method}, x {WIDE_OUTPUT_FACTOR}"
-    return lo * QUANT_RANGE_EXPANSION_FACTOR, hi * QUANT_RANGE_EXPANSION_FACTOR, method
+            lo, hi = output_range(lo, hi, expansion=QUANT_RANGE_EXPANSION_FACTOR)
+            return (c_lo if _finite(c_lo) else lo), (c_hi if _finite(c_hi) else hi), f"{method}, clip"
+        if isinstance(layer.params, InnerProductParams) or \
+                (isinstance(layer.params, PoolParams) and layer.params.global_pool):
+            return (*output_range(lo, hi, widen=True, expansion=QUANT_RANGE_EXPANSION_FACTOR),
+                    f"{method}, x {WIDE_OUTPUT_FACTOR}")
+    return (*output_range(lo, hi, expansion=QUANT_RANGE_EXPANSION_FACTOR), method)
 
 
 def _batch0(value: np.ndarray) -> np.ndarray:
