@@ -1,8 +1,7 @@
 """Calibration: the float range of every tensor of every TIDL subgraph, as TIDL's import collects it.
 
     partitioned, report = tidlx.partition(mod)
-    results = calibrate(partitioned, {"accuracy_level": 1,
-                                          "advanced_options:calibration_frames": 20}, "frames.npz")
+    results = calibrate(partitioned, {"accuracy_level": 1, "advanced_options:calibration_frames": 20}, "frames.npz")
     r = results["tidl_0"]                       # a CalibrationResult
     for tensor_id, rng in r.tensors.items():    # ids of report.networks[0].tensors
         print(r.network.tensors[tensor_id].name, rng.min, rng.max, rng.method, rng.frames)

@@ -186,6 +186,27 @@ def test_histogram_range_matches_a_real_1024_bin_histogram(seed):
     assert r["relu1"].max == pytest.approx(histogram_range(np.maximum(pooled, 0), False)[1], abs=1e-12)
 
 
+def test_accuracy_level_9_follows_activation_clipping():
+    frames = frames_of(*outlier_frames())
+    partitioned = partition(two_subgraph_model())
+    plain = calibrate(partitioned, {"accuracy_level": 9, "advanced_options:activation_clipping": 0}, frames)
+    clipped = calibrate(partitioned, {"accuracy_level": 9, "advanced_options:activation_clipping": 1}, frames)
+    assert plain["tidl_0"].method == "minmax" and clipped["tidl_0"].method == "histogram"
+    assert by_layer(plain["tidl_0"])["tidl_0_i0"].max == 41.0 > by_layer(clipped["tidl_0"])["tidl_0_i0"].max
+
+
+def test_fast_kernels_give_the_reference_ranges_within_their_tolerance():
+    partitioned = partition(two_subgraph_model())
+    ref = calibrate(partitioned, {"accuracy_level": 1}, frames_of(*FRAMES))
+    fast = calibrate(partitioned, {"accuracy_level": 1}, frames_of(*FRAMES), kernels="fast")
+    for name in ref:
+        for tid, r in ref[name].tensors.items():
+            f = fast[name].tensors[tid]
+            assert (f.min, f.max) == pytest.approx((r.min, r.max), abs=3e-5 * max(abs(r.min), abs(r.max))), tid
+    with pytest.raises(CalibrationError, match="kernels must be 'reference' or 'fast'"):
+        calibrate(partitioned, None, frames_of(*FRAMES), kernels="fixed")
+
+
 def test_histogram_keeps_the_min_of_an_unsigned_tensor():
     frames = [np.random.default_rng(7 + k).uniform(1.0, 2.0, (1, 2, H, W)).astype(np.float32) for k in range(2)]
     for f in frames:
