@@ -111,13 +111,13 @@ def _bounds(out: FixedType, bounds: Optional[Tuple[int, int]]) -> Tuple[int, int
 
 def round_sat(v: IntOrArray, b: IntOrArray, lo: int, hi: int) -> np.ndarray:
     """§7.1 roundSat; TIDL-NUMERICS.md, "Runtime arithmetic": ``v += 1 << (b-1)`` when b > 0, ``v >>= b``
-    (arithmetic), clamp to [lo, hi]: round half toward +infinity. Computed in the overflow-safe form
-    ``((v >> (b-1)) + 1) >> 1``. ``b`` may be an array (per-channel shifts) broadcast against ``v``."""
+    (arithmetic), clamp to [lo, hi]: round half toward +infinity. Computed as ``(v >> b) + ((v >> (b-1))
+    & 1)``, which never overflows, not even at int64's ends. ``b`` may be an array (per-channel shifts)."""
     v = _integers(v, "roundSat value")
     b = _integers(b, "roundSat shift")
     if b.size and (b.min() < 0 or b.max() > 62):
         raise FixedPointError(f"roundSat shift must be in [0, 62], got {b.min()}..{b.max()}")
-    shifted = ((v >> np.maximum(b - 1, 0)) + 1) >> 1
+    shifted = (v >> b) + ((v >> np.maximum(b - 1, 0)) & 1)
     return np.clip(np.where(b > 0, shifted, v), lo, hi)
 
 

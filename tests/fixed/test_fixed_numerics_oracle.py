@@ -1,0 +1,179 @@
+"""The import-side rules (backends/tidl/numerics.py) against the oracle, bit for bit, and TI's
+published worked numbers (TIDL-NUMERICS.md, "Scales and styles": TI's resnet18 example)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import oracle
+from fixed_cases import count
+from tidlx.backends.tidl import numerics as nx
+from tidlx.emulator.fixed import FixedPointError
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# scales: any magnitude, and exact powers of 2 (where the power-of-2 edges of §6.3 sit)
+scales = st.one_of(st.floats(1e-3, 1e5), st.integers(-10, 16).map(lambda e: 2.0 ** e))
+ranges = st.one_of(st.floats(0, 1e3), st.integers(-8, 10).map(lambda e: 2.0 ** e), st.just(0.0))
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(scales, ranges, ranges, st.sampled_from([8, 16]), st.booleans())
+def test_round_bits_and_tensor_scale_match_oracle(acc_scale, a, b, bits, signed):
+    count("round_bits")
+    lo, hi = (-a, b) if signed else (0.0, b)
+    rb = nx.round_bits(acc_scale, lo, hi, bits, signed)
+    assert rb == oracle.round_bits(acc_scale, lo, hi, bits, signed)
+    assert nx.tensor_scale(acc_scale, rb) == oracle.tensor_scale(acc_scale, rb)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.data())
+def test_weight_scale_and_quantization_match_oracle(data):
+    count("weight_quantization")
+    bits, p2 = data.draw(st.sampled_from([8, 16])), data.draw(st.booleans())
+    shape = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3)), 1, data.draw(st.integers(1, 3)))
+    size = int(np.prod(shape))
+    values = data.draw(st.lists(st.one_of(st.floats(-4, 4, width=32), st.sampled_from([0.0, 1e-16, -0.5])),
+                                min_size=size, max_size=size))
+    w = np.array(values, np.float32).reshape(shape)
+    abs_max = nx.weight_abs_max(w)
+    assert abs_max == max(abs(float(v)) for v in w.ravel())
+    limited = nx.limit_weight_range_median(w, abs_max, bits)
+    assert limited == oracle.limit_weight_range_median(w, abs_max, bits)
+    scale = nx.weight_scale(limited, bits, p2)
+    assert scale == oracle.weight_scale(limited, bits, p2)
+    np.testing.assert_array_equal(nx.quantize_weights(w, scale, bits), oracle.quantize_weights(w, scale, bits))
+    per_channel = nx.depthwise_weight_scales(w, bits, p2)     # §4.5: one scale per output channel
+    want = [oracle.weight_scale(max(abs(float(v)) for v in w[c].ravel()), bits, p2) for c in range(shape[0])]
+    assert per_channel.tolist() == want
+    np.testing.assert_array_equal(nx.quantize_weights(w, per_channel.reshape(-1, 1, 1, 1), bits),
+                                  oracle.quantize_weights(w, per_channel.reshape(-1, 1, 1, 1), bits))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.data())
+def test_bias_rules_match_oracle(data):
+    count("bias")
+    weight_bits, input_bits = data.draw(st.sampled_from([8, 16])), data.draw(st.sampled_from([8, 16]))
+    input_signed, p2 = data.draw(st.booleans()), data.draw(st.booleans())
+    channels = data.draw(st.integers(1, 6))
+    b = np.array(data.draw(st.lists(st.floats(-100, 100, width=32), min_size=channels, max_size=channels)), np.float32)
+    abs_max = float(np.abs(b.astype(np.float64)).max())
+    bscale = nx.bias_scale(abs_max, weight_bits, input_signed, p2)
+    assert bscale == oracle.bias_scale(abs_max, weight_bits, input_signed, p2)
+    bq = nx.quantize_bias(b, bscale, weight_bits)
+    np.testing.assert_array_equal(bq, oracle.quantize_bias(b, bscale, weight_bits))
+    # inScaleFactor over the split's three cases: below 1, up to biasBMax, above it
+    isf = np.array(data.draw(st.lists(st.one_of(st.floats(0, 1), st.floats(1, 300), st.floats(255, 1e5),
+                                                st.sampled_from([1.0, 127.0, 255.0, 65535.0])),
+                                      min_size=channels, max_size=channels)))
+    got_a, got_b = nx.split_bias(bq, isf, weight_bits, input_bits, input_signed)
+    want_a, want_b = oracle.split_bias(bq, isf, weight_bits, input_bits, input_signed)
+    assert got_a.tolist() == want_a and got_b.tolist() == want_b
+    ws, in_scale = data.draw(scales), data.draw(scales)
+    assert nx.clip_weight_scale_for_bias(ws, in_scale, abs_max, weight_bits, input_signed, p2) == \
+        oracle.clip_weight_scale_for_bias(ws, in_scale, abs_max, weight_bits, input_signed, p2)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(scales, min_size=2, max_size=3), ranges, st.sampled_from([8, 16]), st.booleans(),
+       st.sampled_from(["sum", "concat"]))
+def test_sum_concat_round_bits_and_multipliers_match_oracle(in_scales, top, out_bits, signed, kind):
+    count("eltwise_multipliers")
+    acc = (nx.acc_scale_eltwise_sum if kind == "sum" else nx.acc_scale_concat)(in_scales, out_bits)
+    q = {("sum", 8): 6, ("sum", 16): 14, ("concat", 8): 7, ("concat", 16): 15}[kind, out_bits]
+    assert acc == min(in_scales) * 2 ** q
+    rb0 = nx.round_bits(acc, -top if signed else 0.0, top, out_bits, signed)
+    out_scale = nx.tensor_scale(acc, rb0)
+    rb = nx.lower_round_bits_for_multipliers(rb0, out_scale, acc)
+    assert rb == oracle.lower_round_bits(rb0, out_scale, acc)
+    assert rb == max(rb0 - 1, 0)              # §6.5: exactly one step with exact powers of 2
+    multipliers = nx.eltwise_multipliers(out_scale, rb, in_scales)
+    assert multipliers == oracle.eltwise_multipliers(out_scale, rb, in_scales)
+    assert all(m <= 2 ** q for m in multipliers)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.integers(0, 20), scales, scales, st.one_of(scales, st.just(0.0)), st.sampled_from([8, 16]), st.booleans())
+def test_bias_saturation_guard_matches_oracle(rb, ts, cws, cbs, cbits, signed):
+    count("bias_saturation_guard")
+    assert nx.bias_saturation_guard(rb, ts, cws, cbs, cbits, signed) == \
+        oracle.bias_saturation_guard(rb, ts, cws, cbs, cbits, signed)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(scales, min_size=1, max_size=6), scales, scales, st.floats(0.1, 20), st.sampled_from([8, 16]))
+def test_per_channel_round_bits_and_clip_scale_match_oracle(w_scales, in_scale, out_scale, clip_max, out_bits):
+    count("per_channel_and_clip")
+    assert nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale).tolist() == \
+        oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
+    got = nx.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale)
+    assert got == oracle.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale)
+    if got is not None:       # accScale / outScale is the power of 2 2^roundBits
+        o, ws, rb = got
+        assert math.isclose(ws * in_scale / o, 2.0 ** rb, rel_tol=1e-12)
+
+
+# ---- TI's published worked numbers and fixed facts -------------------------------------------
+
+def test_ti_resnet18_conv1():
+    """conv1: weightScale 18562.62 x input scale 1.0 (raw uint8 image), output max 4.137 after its
+    ReLU (unsigned 8 bit): roundBits 9, tensorScale 18562.62 / 512 = 36.255."""
+    acc = nx.acc_scale_weighted(18562.62, 1.0)
+    rb = nx.round_bits(acc, 0.0, 4.137, 8, signed=False)
+    assert rb == 9
+    assert nx.tensor_scale(acc, rb) == pytest.approx(36.255, abs=5e-4)
+    assert nx.round_bits(acc, -4.137, 4.137, 8, signed=True) == 10    # a signed output needs one more bit
+
+
+def test_ti_resnet18_final_dense():
+    """The final dense: weightScale 178.96 x input 33.17, roundBits 11 -> tensorScale 2.8985 (int8);
+    the calibrated max (x 1.25 for inner products) that gives roundBits 11 lies in (22.08, 44.16]."""
+    acc = nx.acc_scale_weighted(178.96, 33.17)
+    lo, hi = nx.output_range(-25.0, 25.0, widen=True)
+    assert (lo, hi) == (-31.25, 31.25)
+    rb = nx.round_bits(acc, lo, hi, 8, signed=True)
+    assert rb == 11
+    assert nx.tensor_scale(acc, rb) == pytest.approx(2.8985, abs=5e-5)
+
+
+def test_ti_resnet18_global_average_pool():
+    """Global average pool: Q = 12, roundBits 10, tensorScale 33.17 (uint8); its input scale is then
+    33.17 x 2^10 / 2^12 = 8.2925."""
+    q = nx.average_pool_q((7, 7), (1, 1), 8, global_pool=True)
+    assert q == 12
+    in_scale = 33.17 * 2 ** 10 / 2 ** q
+    acc = nx.acc_scale_average_pool(in_scale, q)
+    rb = nx.round_bits(acc, 0.0, 5.0 * 1.25, 8, signed=False)
+    assert rb == 10
+    assert nx.tensor_scale(acc, rb) == pytest.approx(33.17, rel=1e-12)
+
+
+def test_fixed_facts():
+    assert nx.quantization_style(0) == nx.NP2_FIXED == 2 and nx.quantization_style(1) == nx.P2_DYNAMIC == 3
+    with pytest.raises(FixedPointError, match="asymmetric"):
+        nx.quantization_style(4)
+    assert nx.layer_bit_widths("conv1", 8, ["conv1"], []) == (8, 16)
+    assert nx.layer_bit_widths("conv1", 8, [], ["conv1"]) == (16, 8)
+    assert nx.layer_bit_widths("conv2", 16) == (16, 16)
+    assert nx.feature_map_is_signed(-0.1) and not nx.feature_map_is_signed(0.0)
+    assert nx.weight_scale(0.5, 8) == 256.0 and nx.weight_scale(0.3, 8, power_of_2=True) == 256.0
+    assert nx.weight_scale(1e-16, 8) == 0.0
+    assert nx.quantize_weights(np.array([0.5, -0.5, 1.0, -1.0, 0.25]), 255.0, 8).tolist() == [127, -128, 127, -128, 64]
+    assert nx.average_pool_q((2, 2), (2, 2), 8) == 8 and nx.average_pool_q((3, 3), (1, 1), 8) == 12
+    assert nx.average_pool_q((3, 3), (2, 2), 16) == 12
+    assert nx.acc_scale_data_convert() == 128.0 and nx.acc_scale_keeping(3.0) == (3.0, 0)
+    assert nx.acc_scale_eltwise_product([2.0, 3.0]) == 6.0 and nx.acc_scale_eltwise_max([2.0, 3.0], 8) == 128.0
+    assert nx.tensor_scale(0.0, 3) == 2.0 ** -126
+    assert nx.batch_norm_weight_scale_before_nonlinearity(8) == 128.0
+    assert nx.bias_b_max(8, 8, True) == 127 and nx.bias_b_max(16, 8, True) == 255 and nx.bias_b_max(16, 16, True) == 65535
+    # §6.3's power-of-2 edge: a signed m of exactly 2^7 x 2 loses one and needs one bit, not two
+    assert nx.round_bits(1.0, -256.0, 0.0, 8, signed=True) == 1
+    assert nx.round_bits(1.0, -257.0, 0.0, 8, signed=True) == 2
+    with pytest.raises(FixedPointError, match="int32"):
+        nx.eltwise_multipliers(1.0, 40, [1.0])
