@@ -1,0 +1,604 @@
+"""Quantization: a TidlNetwork + its calibrated ranges + TI's options -> a ``QuantizedSubgraph``.
+
+    results = calibrate(partitioned, options, frames)
+    qmodel = quantize_model(partitioned, options, results)      # a QuantizedModel
+    sub = qmodel.subgraphs["tidl_0"]                            # plain data (tidlx.emulator.fixed.network)
+    sub.layers[3].weights, .bias_a, .bias_b, .round_bits, .bounds; sub.tensors[7].scale
+    outputs = qmodel.run({"img": frame})                        # TIDL subgraphs in fixed point
+
+Every scale, shift and integer comes from a rule of ``numerics.py`` (docs/numerics.md §2-§6), applied
+layer by layer in the network's order, each layer's input scales being its producers' tensorScales:
+
+* Subgraph inputs (data convert, §6.1, §8.12): a float input gets accScale 2^7 (8 bit) or 2^15
+  (16 bit), roundBits from its calibrated range; an integer input keeps its type at scale 1.0.
+* Conv / InnerProduct / BatchNorm: the composite's float weights with every batch norm, bias and
+  per-channel scale/shift of the composite folded into one weight and bias per output channel (float64);
+  absMax (§4.1), median range limiting (§4.3, when the calibration options have WeightRange: accuracy
+  level 1, or 9 with weight_clipping), P2 rounding (§2), the bias clip (§4.4, Conv), the forced scale
+  of ReLU6/Clip (§4.7), §4.2 weights, §5 bias and its biasA x biasB split, §6.3/§6.4, and the
+  bias-saturation guard of §6.6 on each producer whose consumers have a bias.
+* Pool (max keeps its input's type and scale; average and global average §6.1), EltWise (sum, max:
+  §6.5's multipliers; product), Concat (§6.5), Resize and data movement (type and scale kept),
+  SoftMax (float32 out).
+* A standalone ReLU/ReLU6/Clip layer (tidlx's choice: docs/numerics.md has no accScale for it): it
+  keeps its input's scale, its output is unsigned when its range starts at >= 0, and it saturates
+  to its activation's bounds (§8.10).
+
+Anything else (another layer type, activation, or parameter combination) is a ``QuantizationError``
+naming the layer: fixed point never falls back to float inside a TIDL subgraph.
+
+Left for later: bias calibration over ``calibration_iterations`` (accuracy_level 1's third bit),
+per-channel depthwise weights (``channel_wise_quantization``), the asymmetric styles, the histogram
+weight-range method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...emulator.config import EmulatorConfig
+from ...emulator.fixed.arith import FixedType, activation_bounds
+from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
+from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
+from ...ir.errors import TidlxError
+from ...ir.expr import Call, Constant
+from ...ir.module import IRModule
+from ...ir.ops.transform import slice_ranges
+from ...ir.traversal import post_order
+from ...ir.types import TupleType
+from . import numerics as nx
+from .calibration import CalibrationResult, TensorRange
+from .layer_params import ConvParams, PoolParams
+from .layers import TidlLayer, TidlNetwork, build_networks
+from .options import TidlOptions
+
+#: Calibration option bits (TIDL-NUMERICS.md, "Calibration").
+WEIGHT_RANGE_BIT = 2
+#: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
+ACCURACY_LEVEL_1_OPTIONS = 7
+
+#: Activations the fixed point runs as saturation (docs/numerics.md §8.10).
+SATURATING = ("none", "ReLU", "ReLU6", "Clip")
+#: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
+KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize")
+_NO_BOUND = float(np.finfo(np.float32).max)
+
+
+class QuantizationError(TidlxError):
+    """A TIDL subgraph cannot be quantized: a layer type, activation or parameter combination that
+    tidlx's fixed point does not support yet, or missing calibration data."""
+
+
+def calibration_option_bits(options: TidlOptions) -> int:
+    """The calibration option bits TI's import uses: 7 at accuracy_level 1, 0 at 0; at 9 the advanced
+    options (activation_clipping -> ActRange 1, weight_clipping -> WeightRange 2, bias_calibration ->
+    BiasCalib 4, channel_wise_quantization -> PerChannelWeight 8)."""
+    if options.accuracy_level == 1:
+        return ACCURACY_LEVEL_1_OPTIONS
+    if options.accuracy_level == 9:
+        return (int(bool(options.activation_clipping)) | 2 * int(bool(options.weight_clipping))
+                | 4 * int(bool(options.bias_calibration)) | 8 * int(bool(options.channel_wise_quantization)))
+    return 0
+
+
+def data_convert_acc_scale(out_bits: int) -> float:
+    """The accScale of a float input's data convert: docs/numerics.md §6.1's ``inScale x 2^7`` (inScale
+    1.0) for an 8-bit output. tidlx's choice for a 16-bit output: ``2^15``, Q + 8 as the sum's (6 -> 14)
+    and concat's (7 -> 15) Q; with 2^7 a 16-bit input would keep 8-bit resolution (the facts give the
+    8-bit value only)."""
+    return nx.acc_scale_data_convert(1.0) * (2.0 ** 8 if out_bits == 16 else 1.0)
+
+
+# -- reading a layer's float parameters ---------------------------------------------------------------
+
+def _channel_vector(const: np.ndarray, out_shape: Tuple[int, ...], channels: int) -> np.ndarray:
+    """A constant that varies along axis 1 only, as one float64 value per channel."""
+    full = np.broadcast_to(np.asarray(const, np.float64), (1, channels) + tuple(1 for _ in out_shape[2:]))
+    return full.reshape(channels).copy()
+
+
+def _constant_arg(call: Call) -> np.ndarray:
+    consts = [a for a in call.args if isinstance(a, Constant)]
+    if len(consts) != 1:
+        raise QuantizationError(f"{call.op_name}: expected one constant operand")
+    return consts[0].data
+
+
+@dataclass
+class _Affine:
+    """The weighted layer's float parameters: ``weights`` (O x ... for conv/dense, None for a batch
+    norm) and per output channel ``scale`` (folded into the weights) and ``bias``."""
+
+    weights: Optional[np.ndarray]
+    scale: np.ndarray
+    bias: np.ndarray
+    has_bias: bool
+
+
+def _fold(layer: TidlLayer, where: str) -> _Affine:
+    """The composite's calls as one weight tensor and one bias: batch norms, biases and per-channel
+    scale/shift after the anchor are folded per output channel (float64)."""
+    calls = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)]
+    weights = None
+    affine: Optional[_Affine] = None
+    for call in calls:
+        name = call.op_name
+        out_shape = tuple(int(d) for d in call.checked_type.shape) if not isinstance(call.checked_type, TupleType) \
+            else tuple(int(d) for d in call.checked_type.fields[0].shape)
+        channels = out_shape[1] if len(out_shape) >= 2 else None
+        if name == "nn.conv2d":
+            a = call.attrs
+            if a.data_layout != "NCHW" or a.kernel_layout != "OIHW":
+                raise QuantizationError(f"{where}: {a.data_layout}/{a.kernel_layout} convolutions: fixed point "
+                                        f"takes NCHW/OIHW only yet")
+            weights = _constant_arg(call).astype(np.float64)
+        elif name == "nn.dense":
+            weights = _constant_arg(call).astype(np.float64)
+        if affine is None:
+            if channels is None:
+                raise QuantizationError(f"{where}: {name} has no channel axis (axis 1)")
+            affine = _Affine(weights, np.ones(channels), np.zeros(channels), False)
+            if name in ("nn.conv2d", "nn.dense"):
+                continue
+        if name in ("nn.relu", "clip"):
+            continue
+        if name == "nn.bias_add" or name == "add":
+            if name == "nn.bias_add" and int(call.attrs.axis) % len(out_shape) != 1:
+                raise QuantizationError(f"{where}: a bias along axis {call.attrs.axis}: fixed point takes axis 1")
+            const = _constant_arg(call)
+            # bias_add's bias is one value per channel; add's constant broadcasts as numpy does
+            affine.bias = affine.bias + (const.astype(np.float64).reshape(channels) if name == "nn.bias_add"
+                                         else _channel_vector(const, out_shape, channels))
+            affine.has_bias = True
+        elif name == "multiply":
+            k = _channel_vector(_constant_arg(call), out_shape, channels)
+            affine.scale, affine.bias = affine.scale * k, affine.bias * k
+        elif name == "nn.batch_norm":
+            a = call.attrs
+            if int(a.axis) % len(out_shape) != 1:
+                raise QuantizationError(f"{where}: a batch norm along axis {a.axis}: fixed point takes axis 1")
+            gamma, beta, mean, var = (c.data.astype(np.float64) for c in call.args[1:5])
+            k = (gamma if a.scale else 1.0) / np.sqrt(var + float(a.epsilon))
+            affine.scale = affine.scale * k
+            affine.bias = (affine.bias - mean) * k + (beta if a.center else 0.0)
+            affine.has_bias = True
+        else:
+            raise QuantizationError(f"{where}: fixed point does not support {name} inside a "
+                                    f"{layer.type} layer yet")
+    if affine is None:
+        raise QuantizationError(f"{where}: no calls")
+    return affine
+
+
+# -- the quantizer ------------------------------------------------------------------------------------
+
+@dataclass
+class _WeightedPlan:
+    """What a weighted layer's consumers-side rules need before its input scale is known."""
+
+    affine: _Affine
+    weight_bits: int
+    abs_max: float
+    weight_scale: float      # §4.1 (after range limiting and P2), before the bias clip
+    bias_abs_max: float
+    input_signed: bool
+    bias_scale: float
+
+
+class _Quantizer:
+    def __init__(self, net: TidlNetwork, calib: CalibrationResult, options: TidlOptions):
+        self.net = net
+        self.calib = calib
+        self.opts = options
+        self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC
+        bits = calibration_option_bits(options)
+        if bits & 8:
+            raise QuantizationError(f"@{net.name}: channel_wise_quantization=1 (per-channel depthwise weights): "
+                                    f"fixed point does not support it yet")
+        self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
+        self.tensors: Dict[int, QuantizedTensor] = {}
+        self.consumers: Dict[int, List[TidlLayer]] = {}
+        for layer in net.layers:
+            for t in layer.inputs:
+                self.consumers.setdefault(t, []).append(layer)
+        self.plans: Dict[int, _WeightedPlan] = {}
+
+    # -- helpers
+    def where(self, layer: TidlLayer) -> str:
+        return f"@{self.net.name}: layer '{layer.name}' ({layer.describe()})"
+
+    def unsupported(self, layer: TidlLayer, what: str) -> QuantizationError:
+        return QuantizationError(f"{self.where(layer)}: TIDL fixed point does not support {what} yet")
+
+    def range_of(self, tid: int) -> TensorRange:
+        rng = self.calib.tensors.get(tid)
+        if rng is None:
+            raise QuantizationError(f"@{self.net.name}: no calibrated range for tensor "
+                                    f"'{self.net.tensors[tid].name}'")
+        return rng
+
+    def widths(self, layer: TidlLayer) -> Tuple[int, int]:
+        return nx.layer_bit_widths(layer.name, self.opts.tensor_bits, self.opts.output_feature_16bit_names,
+                                   self.opts.params_16bit_names)
+
+    def signed_of(self, tid: int) -> bool:
+        return nx.feature_map_is_signed(self.range_of(tid).min)
+
+    # -- the weighted layers' scales that do not depend on their input scale (for §6.6)
+    def plan(self, layer: TidlLayer) -> _WeightedPlan:
+        found = self.plans.get(layer.index)
+        if found is not None:
+            return found
+        where = self.where(layer)
+        affine = _fold(layer, where)
+        wbits, _ = self.widths(layer)
+        w = affine.scale if affine.weights is None else \
+            affine.weights * affine.scale.reshape((-1,) + (1,) * (affine.weights.ndim - 1))
+        abs_max = nx.weight_abs_max(w)
+        if self.limit_weights:
+            abs_max = nx.limit_weight_range_median(w, abs_max, wbits)
+        if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
+            abs_max = nx.smallest_power_of_2_at_least(abs_max)
+        ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
+        bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
+        in_signed = self.signed_of(layer.inputs[0])
+        bs = nx.bias_scale(bias_abs_max, wbits, in_signed, self.power_of_2)
+        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs)
+        self.plans[layer.index] = found
+        return found
+
+    def guarded(self, tid: int, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
+        """§6.6 on the producer of tensor ``tid``: roundBits raised so that its consumers' biases fit."""
+        biased = [c for c in self.consumers.get(tid, ()) if c.type in ("Conv", "InnerProduct", "BatchNorm")]
+        plans = [self.plan(c) for c in biased]
+        plans = [p for p in plans if p.bias_scale > 0]
+        if not plans:
+            return round_bits, []
+        ts = nx.tensor_scale(acc_scale, round_bits)
+        raised = nx.bias_saturation_guard(round_bits, ts, max(p.weight_scale for p in plans),
+                                          min(p.bias_scale for p in plans), min(p.weight_bits for p in plans),
+                                          signed)
+        notes = [f"roundBits {round_bits} -> {raised} for the bias of its consumers (bias-saturation guard)"] \
+            if raised != round_bits else []
+        return raised, notes
+
+    def output_tensor(self, layer: TidlLayer, k: int, bits: int, signed: bool, scale: float) -> QuantizedTensor:
+        t = self.net.tensors[layer.outputs[k]]
+        q = QuantizedTensor(t.id, t.name, t.shape, bits, signed, float(scale))
+        self.tensors[t.id] = q
+        return q
+
+    def bounds(self, layer: TidlLayer, out: QuantizedTensor) -> Tuple[Tuple[int, int], str]:
+        act = layer.activation
+        if act.type not in SATURATING:
+            raise self.unsupported(layer, f"the {act.type} activation")
+        ftype = out.fixed_type
+        if act.type == "none":
+            return ftype.bounds, "none"
+        if act.type == "ReLU":
+            return activation_bounds(ftype, "relu"), "relu"
+        if act.type == "ReLU6":
+            return activation_bounds(ftype, "relu6", out.scale), "relu6"
+        params = dict(act.params)
+        lo_t, hi_t = ftype.bounds
+        c_lo, c_hi = params.get("min"), params.get("max")
+        # a missing bound (max(x, c) is clip(c, FLT_MAX)) is the type's own
+        c_lo = c_lo if c_lo is not None and math.isfinite(c_lo) and abs(c_lo) < _NO_BOUND else lo_t / out.scale
+        c_hi = c_hi if c_hi is not None and math.isfinite(c_hi) and abs(c_hi) < _NO_BOUND else hi_t / out.scale
+        return activation_bounds(ftype, "clip", out.scale, c_lo, c_hi), "clip"
+
+    def forced_clip(self, layer: TidlLayer) -> Optional[float]:
+        """The clipMax of §4.7 when the layer's activation forces its output scale, else None."""
+        act = layer.activation
+        if act.type == "ReLU6":
+            return 6.0
+        if act.type == "Clip":
+            p = dict(act.params)
+            lo, hi = p.get("min"), p.get("max")
+            if lo is not None and lo >= 0 and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND:
+                return float(hi)
+        return None
+
+    def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, List[str]]:
+        """§6.3 (+ §6.6) for a layer's one output: (roundBits, signed, notes)."""
+        rng = self.range_of(layer.outputs[0])
+        signed = nx.feature_map_is_signed(rng.min)
+        rb = nx.round_bits(acc_scale, rng.min, rng.max, out_bits, signed)
+        rb, notes = self.guarded(layer.outputs[0], rb, acc_scale, signed)
+        return rb, signed, notes
+
+    # -- layer by layer
+    def data_in(self, layer: TidlLayer) -> QuantizedLayer:
+        t = self.net.tensors[layer.outputs[0]]
+        dtype = np.dtype(t.dtype)
+        if dtype.kind in "iu":
+            ftype = FixedType.of(np.empty(0, dtype), f"@{self.net.name}: input '{t.name}'")
+            q = self.output_tensor(layer, 0, ftype.bits, ftype.signed, 1.0)   # §8.12: enters at scale 1.0
+            return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs,
+                                  {"direction": "in"}, acc_scale=1.0)
+        if dtype != np.float32:
+            raise QuantizationError(f"@{self.net.name}: input '{t.name}' is {dtype}: fixed point takes float32 or "
+                                    f"8/16-bit integer inputs")
+        bits = self.opts.tensor_bits
+        acc = data_convert_acc_scale(bits)
+        rb, signed, notes = self.requantized(layer, acc, bits)
+        self.output_tensor(layer, 0, bits, signed, nx.tensor_scale(acc, rb))
+        return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs,
+                              {"direction": "in"}, round_bits=rb, acc_scale=acc, notes=tuple(notes))
+
+    def data_out(self, layer: TidlLayer) -> QuantizedLayer:
+        return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (), {"direction": "out"})
+
+    def weighted(self, layer: TidlLayer) -> QuantizedLayer:
+        where = self.where(layer)
+        p = self.plan(layer)
+        x = self.tensors[layer.inputs[0]]
+        if x.is_float:
+            raise self.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
+        _, out_bits = self.widths(layer)
+        in_scale = x.scale
+        notes: List[str] = []
+        ws = p.weight_scale
+        if layer.type == "Conv" and p.affine.has_bias:   # §4.4: conv/deconv only
+            ws, clipped = nx.clip_weight_scale_for_bias(ws, in_scale, p.bias_abs_max, p.weight_bits, x.signed,
+                                                        self.power_of_2)
+            if clipped:
+                notes.append(f"weight scale clipped {p.weight_scale:.6g} -> {ws:.6g} for the bias (Weight Scale "
+                             f"Clipped)")
+        if ws == 0:
+            raise QuantizationError(f"{where}: all weights are zero (weight scale 0)")
+        forced = None
+        clip_max = self.forced_clip(layer)
+        if clip_max is not None:
+            forced = nx.clip_output_scale(clip_max, out_bits, ws, in_scale)
+        if forced is not None:
+            out_scale, ws, rb = forced
+            signed = False
+            acc = nx.acc_scale_weighted(ws, in_scale)
+            notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
+        else:
+            acc = nx.acc_scale_weighted(ws, in_scale)
+            rb, signed, more = self.requantized(layer, acc, out_bits)
+            notes += more
+            out_scale = nx.tensor_scale(acc, rb)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        aff = p.affine
+        if aff.weights is None:
+            w_float = aff.scale
+        else:
+            w_float = aff.weights * aff.scale.reshape((-1,) + (1,) * (aff.weights.ndim - 1))
+        wq = nx.quantize_weights(w_float, ws, p.weight_bits)
+        # the input's real signedness (a max pool passes its input's type on, whatever its range says)
+        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
+        if aff.has_bias and bias_scale > 0:
+            bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
+            isf = nx.in_scale_factor(ws, in_scale, bias_scale)
+            bias_a, bias_b = nx.split_bias(bq, isf, p.weight_bits, x.bits, x.signed)
+        else:
+            bias_a, bias_b = np.zeros(len(aff.bias), np.int64), np.ones(len(aff.bias), np.int64)
+        attrs: Dict[str, Any] = {}
+        if layer.type == "Conv":
+            prm: ConvParams = layer.params
+            attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+                     "groups": prm.groups}
+        elif layer.type == "BatchNorm":
+            attrs = {"axis": 1}
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, int(rb), (), acc, bounds,
+                              tuple(notes))
+
+    def pool(self, layer: TidlLayer) -> QuantizedLayer:
+        prm: PoolParams = layer.params
+        x = self.tensors[layer.inputs[0]]
+        attrs = {"pool_type": prm.pool_type, "kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads,
+                 "ceil_mode": prm.ceil_mode, "global_pool": prm.global_pool}
+        if prm.pool_type == "Max":
+            if layer.activation.type != "none":
+                raise self.unsupported(layer, "an activation on a max pool")
+            out = self.output_tensor(layer, 0, x.bits, x.signed, x.scale)
+            return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs,
+                                  acc_scale=x.scale, bounds=out.fixed_type.bounds)
+        if prm.pool_type != "Avg":
+            raise self.unsupported(layer, f"{prm.pool_type} pooling")
+        _, out_bits = self.widths(layer)
+        q = nx.average_pool_q(prm.kernel, prm.strides, x.bits, prm.global_pool)
+        acc = nx.acc_scale_average_pool(x.scale, q)
+        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, nx.tensor_scale(acc, rb))
+        bounds, act = self.bounds(layer, out)
+        attrs["q"] = q
+        return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs, act,
+                              round_bits=rb, acc_scale=acc, bounds=bounds, notes=tuple(notes))
+
+    def merging(self, layer: TidlLayer) -> QuantizedLayer:
+        """EltWise and Concat."""
+        xs = [self.tensors[t] for t in layer.inputs]
+        _, out_bits = self.widths(layer)
+        scales = [x.scale for x in xs]
+        attrs: Dict[str, Any] = {}
+        if layer.type == "EltWise":
+            prm = layer.params
+            if prm.constant_input:
+                raise self.unsupported(layer, "an element-wise layer with a constant input")
+            if prm.operation not in ("add", "multiply"):
+                raise self.unsupported(layer, f"element-wise {prm.operation}")
+            if len(xs) < 2:
+                raise self.unsupported(layer, "an element-wise layer with one tensor input")
+            kind = prm.eltwise_type
+            attrs["eltwise_type"] = kind
+            if kind == "Prod":
+                acc = nx.acc_scale_eltwise_product(scales)
+            elif kind == "Sum":
+                acc = nx.acc_scale_eltwise_sum(scales, out_bits)
+            else:
+                acc = nx.acc_scale_eltwise_max(scales, out_bits)
+        else:
+            attrs["axis"] = layer.params.axis
+            acc = nx.acc_scale_concat(scales, out_bits)
+            kind = "Concat"
+        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        out_scale = nx.tensor_scale(acc, rb)
+        multipliers: Tuple[int, ...] = ()
+        if kind != "Prod":   # §6.5: room for the multipliers
+            rb = nx.lower_round_bits_for_multipliers(rb, out_scale, acc)
+            multipliers = nx.eltwise_multipliers(out_scale, rb, scales)
+            acc = out_scale * float(1 << rb)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                              act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
+                              notes=tuple(notes))
+
+    def saturating(self, layer: TidlLayer) -> QuantizedLayer:
+        """A standalone ReLU / ReLU6 / Clip layer: input scale kept, saturated (tidlx's choice)."""
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        signed = nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
+        out = self.output_tensor(layer, 0, out_bits, signed, x.scale)
+        bounds, act = self.bounds(layer, out)
+        return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
+                              acc_scale=x.scale, bounds=bounds)
+
+    def keeping(self, layer: TidlLayer) -> QuantizedLayer:
+        x = self.tensors[layer.inputs[0]]
+        if layer.activation.type != "none":
+            raise self.unsupported(layer, f"an activation on a {layer.type} layer")
+        attrs: Dict[str, Any] = {}
+        if layer.type == "Resize":
+            prm = layer.params
+            ratios = tuple(float(r) for r in prm.ratios)
+            if any(r != int(r) or r < 1 for r in ratios):
+                raise self.unsupported(layer, f"resize ratios {ratios} (integer upscales only)")
+            if prm.coordinate_transformation_mode == "align_corners":
+                raise self.unsupported(layer, "resize with align_corners")
+            if prm.mode == "Bilinear" and prm.coordinate_transformation_mode not in ("half_pixel",
+                                                                                      "pytorch_half_pixel"):
+                raise self.unsupported(layer, f"bilinear resize with {prm.coordinate_transformation_mode} "
+                                              f"coordinates (half_pixel only)")
+            attrs = {"mode": prm.mode, "ratios": (int(ratios[0]), int(ratios[1]))}
+        elif layer.type == "Transpose":
+            attrs = {"perm": tuple(layer.params.perm)}
+        elif layer.type == "Slice":
+            attrs = {"slices": self.slices(layer)}
+        for k in range(len(layer.outputs)):
+            self.output_tensor(layer, k, x.bits, x.signed, x.scale)
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                              acc_scale=x.scale)
+
+    def slices(self, layer: TidlLayer) -> Tuple[Tuple[Tuple[int, int, int], ...], ...]:
+        call = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)][0]
+        shape = tuple(int(d) for d in call.args[0].checked_type.shape)
+        if call.op_name == "strided_slice":
+            return (tuple((int(b), int(e), int(s)) for b, e, s in slice_ranges(shape, call.attrs)),)
+        if call.op_name == "split":
+            out = []
+            for ranges in layer.params.ranges:
+                per_axis = [(0, d, 1) for d in shape]
+                for axis, b, e in ranges:
+                    per_axis[axis] = (b, e, 1)
+                out.append(tuple(per_axis))
+            return tuple(out)
+        raise self.unsupported(layer, f"a Slice layer made of {call.op_name}")
+
+    def softmax(self, layer: TidlLayer) -> QuantizedLayer:
+        x = self.tensors[layer.inputs[0]]
+        t = self.net.tensors[layer.outputs[0]]
+        self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
+        return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": layer.params.axis}, acc_scale=x.scale)
+
+    def layer(self, layer: TidlLayer) -> QuantizedLayer:
+        if layer.is_data:
+            return self.data_in(layer) if not layer.inputs else self.data_out(layer)
+        for t in layer.inputs:
+            if self.tensors[t].is_float and layer.type != "SoftMax":
+                raise self.unsupported(layer, f"a float input ('{self.tensors[t].name}', a softmax output) "
+                                              f"inside the subgraph")
+        if layer.type in ("Conv", "InnerProduct", "BatchNorm"):
+            if layer.type == "InnerProduct" and layer.ops[0] != "nn.dense":
+                raise self.unsupported(layer, f"an inner product made of {layer.ops[0]}")
+            if layer.type == "InnerProduct" and len(self.net.tensors[layer.inputs[0]].shape) != 2:
+                raise self.unsupported(layer, "an inner product of a tensor that is not 2-D")
+            if layer.type == "BatchNorm" and layer.params.axis != 1:
+                raise self.unsupported(layer, f"a batch norm along axis {layer.params.axis}")
+            return self.weighted(layer)
+        if layer.type == "Pool":
+            return self.pool(layer)
+        if layer.type in ("EltWise", "Concat"):
+            return self.merging(layer)
+        if layer.type == "ReLU":
+            return self.saturating(layer)
+        if layer.type == "SoftMax":
+            return self.softmax(layer)
+        if layer.type in KEEPING:
+            return self.keeping(layer)
+        raise self.unsupported(layer, f"{layer.type} layers")
+
+    def run(self, returns_tuple: bool) -> QuantizedSubgraph:
+        layers = tuple(self.layer(layer) for layer in self.net.layers)
+        tensors = tuple(self.tensors[t.id] for t in self.net.tensors)
+        return QuantizedSubgraph(self.net.name, layers, tensors, self.net.inputs, self.net.outputs, returns_tuple,
+                                 self.opts.tensor_bits,
+                                 nx.quantization_style(self.opts.quantization_scale_type))
+
+
+def quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
+                      returns_tuple: bool = False) -> QuantizedSubgraph:
+    """The fixed-point form of one TIDL subgraph, from its calibrated ranges."""
+    if calibration.network.name != net.name:
+        raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
+    return _Quantizer(net, calibration, options).run(returns_tuple)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedModel:
+    """A partitioned module with every TIDL subgraph quantized: ``subgraphs`` by function name (plain
+    data), ``options``, ``calibration`` (the ranges it was made from). ``run`` emulates it: TIDL
+    subgraphs in fixed point, the host part in float."""
+
+    module: IRModule
+    subgraphs: Mapping[str, QuantizedSubgraph]
+    options: TidlOptions
+    calibration: Mapping[str, CalibrationResult] = field(repr=False)
+    _kernels: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def kernel_set(self, host: str = "fast"):
+        ks = self._kernels.get(host)
+        if ks is None:
+            ks = self._kernels[host] = fixed_point_kernel_set(self.subgraphs, host)
+        return ks
+
+    def run(self, inputs: Mapping[str, np.ndarray], *, host_kernels: str = "fast", observers: Sequence = (),
+            fixed_observers: Sequence = (), config: Optional[EmulatorConfig] = None) -> List[np.ndarray]:
+        """Runs @main on ``inputs``; ``fixed_observers`` see every layer of every subgraph
+        (``tidlx.emulator.fixed.layers.FixedObservation``), ``observers`` the interpreter's values."""
+        return run_fixed(self.module, inputs, self.kernel_set(host_kernels), observers=observers,
+                         fixed_observers=fixed_observers, config=config)
+
+    def __repr__(self) -> str:
+        layers = sum(len(s.compute_layers()) for s in self.subgraphs.values())
+        return (f"QuantizedModel({len(self.subgraphs)} subgraph(s), {layers} layers, "
+                f"tensor_bits={self.options.tensor_bits}, quantization_scale_type="
+                f"{self.options.quantization_scale_type})")
+
+
+def quantize_model(partitioned: IRModule, options: TidlOptions,
+                   calibration: Mapping[str, CalibrationResult]) -> QuantizedModel:
+    """Quantizes every TIDL subgraph of ``partitioned`` from ``calibration`` (``calibrate``'s result)."""
+    subgraphs: Dict[str, QuantizedSubgraph] = {}
+    for net in build_networks(partitioned):
+        result = calibration.get(net.name)
+        if result is None:
+            raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
+        returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
+        subgraphs[net.name] = quantize_subgraph(net, result, options, returns_tuple)
+    return QuantizedModel(partitioned, subgraphs, options, dict(calibration))
+
+
+__all__ = ["QuantizationError", "QuantizedModel", "QuantizedSubgraph", "QuantizedLayer", "QuantizedTensor",
+           "quantize_subgraph", "quantize_model", "calibration_option_bits", "data_convert_acc_scale"]

@@ -1,0 +1,218 @@
+"""The fixed-point layer kernels: one per TIDL layer type, over the plain data of network.py.
+
+    outputs = run_subgraph(sub, [float_or_int_input, ...], observers=[seen.append])
+
+Each kernel reads its layer's fields and calls the runtime rule of ``arith.py`` (docs/numerics.md
+§7, §8); nothing here chooses a scale or a shift. The subgraph's inputs are converted to fixed
+point and its outputs back to float32 (§8.12, the Data layers). A layer type without a kernel is a
+FixedPointError naming the layer: never a float fallback.
+
+Observers get a ``FixedObservation`` per layer (Data layers included): the layer record, its input
+arrays and its output arrays, integers in their TIDL dtypes (float32 for softmax and the output
+data converts).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, NamedTuple, Sequence, Tuple
+
+import numpy as np
+
+from . import arith
+from .arith import FixedPointError
+from .network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
+
+
+class FixedObservation(NamedTuple):
+    subgraph: str
+    layer: QuantizedLayer
+    inputs: Tuple[np.ndarray, ...]
+    outputs: Tuple[np.ndarray, ...]
+
+
+Kernel = Callable[[QuantizedLayer, List[np.ndarray], Tuple[QuantizedTensor, ...]], List[np.ndarray]]
+KERNELS: Dict[str, Kernel] = {}
+
+
+def fixed_kernel(*layer_types: str):
+    """Registers a function as the fixed-point kernel of these TIDL layer types."""
+    def register(fn: Kernel) -> Kernel:
+        for t in layer_types:
+            KERNELS[t] = fn
+        return fn
+    return register
+
+
+def _out(layer: QuantizedLayer, tensors, k: int = 0) -> QuantizedTensor:
+    return tensors[layer.outputs[k]]
+
+
+@fixed_kernel("Conv")
+def conv_kernel(layer, xs, tensors):
+    a = layer.attrs
+    return [arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
+                              _out(layer, tensors).fixed_type, strides=a["strides"], pads=a["pads"],
+                              dilations=a["dilations"], groups=a["groups"], bounds=layer.bounds)]
+
+
+@fixed_kernel("InnerProduct")
+def inner_product_kernel(layer, xs, tensors):
+    return [arith.inner_product(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
+                                _out(layer, tensors).fixed_type, bounds=layer.bounds)]
+
+
+@fixed_kernel("BatchNorm")
+def batch_norm_kernel(layer, xs, tensors):
+    return [arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
+                             _out(layer, tensors).fixed_type, bounds=layer.bounds)]
+
+
+@fixed_kernel("Pool")
+def pool_kernel(layer, xs, tensors):
+    a = layer.attrs
+    out = _out(layer, tensors).fixed_type
+    if a["pool_type"] == "Max":
+        return [arith.max_pool(xs[0], a["kernel"], a["strides"], a["pads"], ceil_mode=a["ceil_mode"])]
+    if a["global_pool"]:
+        return [arith.global_average_pool(xs[0], a["q"], layer.round_bits, out, bounds=layer.bounds)]
+    return [arith.average_pool(xs[0], a["kernel"], a["strides"], a["pads"], a["q"], layer.round_bits, out,
+                               ceil_mode=a["ceil_mode"], bounds=layer.bounds)]
+
+
+@fixed_kernel("EltWise")
+def eltwise_kernel(layer, xs, tensors):
+    kind = layer.attrs["eltwise_type"]
+    out = _out(layer, tensors).fixed_type
+    if kind == "Sum":
+        return [arith.eltwise_sum(xs, layer.multipliers, layer.round_bits, out, bounds=layer.bounds)]
+    if kind == "Max":
+        return [arith.eltwise_max(xs, layer.multipliers, layer.round_bits, out, bounds=layer.bounds)]
+    if kind == "Prod":
+        return [arith.eltwise_product(xs, layer.round_bits, out, bounds=layer.bounds)]
+    raise FixedPointError(f"layer {layer.describe()}: element-wise type {kind!r} has no fixed-point kernel")
+
+
+@fixed_kernel("Concat")
+def concat_kernel(layer, xs, tensors):
+    return [arith.concat(xs, layer.multipliers, layer.round_bits, _out(layer, tensors).fixed_type,
+                         axis=layer.attrs["axis"], bounds=layer.bounds)]
+
+
+@fixed_kernel("ReLU")
+def saturate_kernel(layer, xs, tensors):
+    """A standalone ReLU/ReLU6/Clip layer: the input saturated to the layer's bounds, scale kept (§8.10)."""
+    out = _out(layer, tensors).fixed_type
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    lo, hi = layer.bounds
+    return [arith.round_sat(xs[0], 0, lo, hi).astype(out.dtype)]
+
+
+@fixed_kernel("Resize")
+def resize_kernel(layer, xs, tensors):
+    rh, rw = layer.attrs["ratios"]
+    if layer.attrs["mode"] == "Nearest":
+        return [arith.resize_nearest(xs[0], rh, rw)]
+    return [arith.resize_bilinear(xs[0], rh, rw)]
+
+
+@fixed_kernel("SoftMax")
+def softmax_kernel(layer, xs, tensors):
+    return [arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"])]
+
+
+# -- data movement (§8.11): values copied, type and scale unchanged ------------------------------
+
+@fixed_kernel("Reshape", "Flatten", "Squeeze")
+def reshape_kernel(layer, xs, tensors):
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    return [xs[0].reshape(_out(layer, tensors).shape)]
+
+
+@fixed_kernel("Transpose")
+def transpose_kernel(layer, xs, tensors):
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    return [np.ascontiguousarray(np.transpose(xs[0], layer.attrs["perm"]))]
+
+
+@fixed_kernel("Slice")
+def slice_kernel(layer, xs, tensors):
+    """Per output, (begin, end, stride) for every axis."""
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    return [np.ascontiguousarray(xs[0][tuple(slice(b, e, s) for b, e, s in ranges)])
+            for ranges in layer.attrs["slices"]]
+
+
+# -- the subgraph ---------------------------------------------------------------------------------
+
+def _convert_in(tensor: QuantizedTensor, value: np.ndarray, where: str) -> np.ndarray:
+    """§8.12: a float input to fixed point at its tensorScale; an integer input enters as it is."""
+    value = np.asarray(value)
+    if value.dtype.kind == "f":
+        return arith.data_convert_to_fixed(value, tensor.scale, tensor.fixed_type)
+    if value.dtype != tensor.dtype:
+        raise FixedPointError(f"{where}: input '{tensor.name}' is {value.dtype}, the subgraph takes {tensor.dtype}")
+    return value
+
+
+def _convert_out(tensor: QuantizedTensor, value: np.ndarray) -> np.ndarray:
+    """§8.12: fixed point out to the host as float32; softmax's float output passes as it is."""
+    if tensor.is_float:
+        return value
+    return arith.data_convert_to_float(value, tensor.scale)
+
+
+def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
+                 observers: Sequence[Callable[[FixedObservation], None]] = ()) -> List[np.ndarray]:
+    """Runs one quantized subgraph: float (or integer) inputs in ``sub.inputs`` order, float32 outputs in
+    ``sub.outputs`` order. Each value is freed after its last reader."""
+    if len(inputs) != len(sub.inputs):
+        raise FixedPointError(f"@{sub.name} takes {len(sub.inputs)} inputs, got {len(inputs)}")
+    last_use: Dict[int, int] = {}
+    for i, layer in enumerate(sub.layers):
+        for t in layer.inputs:
+            last_use[t] = i
+    values: Dict[int, np.ndarray] = {}
+    given = dict(zip(sub.inputs, inputs))
+    results: Dict[int, np.ndarray] = {}
+    for i, layer in enumerate(sub.layers):
+        if layer.type == "Data" and not layer.inputs:          # a subgraph input: data convert in
+            tensor = sub.tensors[layer.outputs[0]]
+            raw = given[tensor.id]
+            outs = [_convert_in(tensor, raw, f"@{sub.name}")]
+            ins: Tuple[np.ndarray, ...] = (raw,)
+        elif layer.type == "Data":                               # a subgraph output: data convert out
+            tensor = sub.tensors[layer.inputs[0]]
+            ins = (values[tensor.id],)
+            outs = [_convert_out(tensor, ins[0])]
+            results[tensor.id] = outs[0]
+        else:
+            kernel = KERNELS.get(layer.type)
+            if kernel is None:
+                raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: TIDL fixed point does not support "
+                                      f"{layer.type} layers yet")
+            ins = tuple(values[t] for t in layer.inputs)
+            for t, v in zip(layer.inputs, ins):
+                if sub.tensors[t].is_float:
+                    raise FixedPointError(f"@{sub.name}: layer {layer.describe()} reads the float tensor "
+                                          f"'{sub.tensors[t].name}'; fixed point takes integer inputs only")
+            try:
+                outs = kernel(layer, list(ins), sub.tensors)
+            except FixedPointError as exc:
+                raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: {exc}") from exc
+            for t, v in zip(layer.outputs, outs):
+                expected = sub.tensors[t]
+                if v.dtype != expected.dtype or tuple(v.shape) != expected.shape:
+                    raise FixedPointError(f"@{sub.name}: layer {layer.describe()} made {v.dtype}{list(v.shape)}, "
+                                          f"its output '{expected.name}' is {expected.dtype}{list(expected.shape)}")
+        if layer.type != "Data" or not layer.inputs:
+            for t, v in zip(layer.outputs, outs):
+                values[t] = v
+        for observer in observers:
+            observer(FixedObservation(sub.name, layer, ins, tuple(outs)))
+        for t in layer.inputs:
+            if last_use.get(t) == i and t not in sub.outputs:
+                values.pop(t, None)
+    return [results[t] for t in sub.outputs]
+
+
+__all__ = ["FixedObservation", "KERNELS", "fixed_kernel", "run_subgraph"]

@@ -1,0 +1,119 @@
+"""The quantized TIDL subgraph as plain data: what the fixed-point kernels run and the artifact writer
+will serialize.
+
+    sub.layers[i].type, .weights (int8/int16), .bias_a, .bias_b, .round_bits, .bounds, .attrs
+    sub.tensors[t].bits, .signed, .scale (tensorScale), .element_type (TIDL's id)
+
+Only numbers, strings, tuples and numpy arrays: no IR node, nothing of the TIDL backend. The TIDL
+backend builds it (``tidlx.backends.tidl.quantize``); ``layers.run_subgraph`` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .arith import ELEMENT_TYPE_IDS, FixedType
+
+
+@dataclass(frozen=True)
+class QuantizedTensor:
+    """A tensor of the subgraph: fixed point (``bits`` 8/16, ``signed``, ``scale`` = tensorScale, a real
+    value is ``q / scale``) or float32 (``bits`` 0: softmax's output)."""
+
+    id: int
+    name: str
+    shape: Tuple[int, ...]
+    bits: int
+    signed: bool
+    scale: float
+
+    @property
+    def is_float(self) -> bool:
+        return self.bits == 0
+
+    @property
+    def fixed_type(self) -> FixedType:
+        return FixedType(self.bits, self.signed)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32) if self.is_float else self.fixed_type.dtype
+
+    @property
+    def element_type(self) -> int:
+        """TIDL's element type id (docs/numerics.md §1.2)."""
+        return ELEMENT_TYPE_IDS["F32"] if self.is_float else self.fixed_type.type_id
+
+    @classmethod
+    def float32(cls, id: int, name: str, shape) -> "QuantizedTensor":
+        return cls(id, name, tuple(shape), 0, True, 1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedLayer:
+    """One layer with everything its integer kernel needs.
+
+    ``type``/``type_id``: TI's layer type (Conv 1, ...; ``Data`` for the subgraph's inputs and
+    outputs, whose kernels are the data converts). ``attrs``: geometry as plain values (strides,
+    pads, dilations, groups, kernel, pool_type, eltwise_type, axis, ratios, mode, perm, slices, q).
+    ``weights``: quantized weights (int8/int16) with ``weight_bits`` and their ``weight_scale``;
+    ``bias_a`` x ``bias_b`` the bias in the accumulator domain (docs/numerics.md §5.4) with
+    ``bias_scale``; ``round_bits`` (an int, or one per output channel); ``multipliers`` the integer
+    input multipliers of sum/max/concat (§6.5); ``acc_scale`` the accumulator's scale; ``bounds``
+    the final saturation [lo, hi] (the output type's narrowed by ``activation``, §8.10);
+    ``notes`` what quantization had to do (a clipped weight scale, a raised roundBits)."""
+
+    index: int
+    name: str
+    type: str
+    type_id: int
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    activation: str = "none"
+    weights: Optional[np.ndarray] = None
+    weight_bits: int = 0
+    weight_scale: Union[None, float, np.ndarray] = None
+    bias_a: Optional[np.ndarray] = None
+    bias_b: Optional[np.ndarray] = None
+    bias_scale: float = 0.0
+    round_bits: Union[int, np.ndarray] = 0
+    multipliers: Tuple[int, ...] = ()
+    acc_scale: float = 0.0
+    bounds: Optional[Tuple[int, int]] = None
+    notes: Tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"'{self.name}' ({self.type}{'+' + self.activation if self.activation != 'none' else ''})"
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedSubgraph:
+    """One TIDL subgraph in fixed point: layers in execution order (Data layers first and last),
+    tensors by id, the input and output tensor ids in the subgraph function's parameter / result
+    order, and whether the function returns a tuple. ``tensor_bits`` and ``quantization_style``
+    (2 NP2Fixed, 3 P2Dynamic) as chosen at import."""
+
+    name: str
+    layers: Tuple[QuantizedLayer, ...]
+    tensors: Tuple[QuantizedTensor, ...]
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    returns_tuple: bool
+    tensor_bits: int
+    quantization_style: int
+
+    def layer(self, name: str) -> QuantizedLayer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"@{self.name} has no layer '{name}'")
+
+    def compute_layers(self) -> Tuple[QuantizedLayer, ...]:
+        return tuple(layer for layer in self.layers if layer.type != "Data")
+
+
+__all__ = ["QuantizedTensor", "QuantizedLayer", "QuantizedSubgraph"]

@@ -1,0 +1,69 @@
+"""The public fixed-point entry points: ``tidlx.quantize`` and ``tidlx.emulate`` on a quantized model.
+
+    qmodel = tidlx.quantize(mod, {"tensor_bits": 8}, calib="frames.npz")
+    outs = tidlx.emulate(qmodel, {"img": frame})           # TIDL subgraphs in fixed point, host in float
+    outs = tidlx.emulate(mod, inputs, mode="fixed", options={...}, calib=...)   # the one-call form
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from .ir import IRModule, TidlxError
+from . import api as _api
+
+
+def _is_partitioned(mod: IRModule) -> bool:
+    return any(fn.attrs.get("Compiler") == "tidl" for _, fn in mod.items())
+
+
+def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: str = "reference"):
+    """Partitions ``mod`` for TIDL (unless it holds ``Compiler="tidl"`` subgraphs already), calibrates
+    once and quantizes every subgraph; returns a ``QuantizedModel``.
+
+    ``options``: TI's compile options as for ``tidlx.partition`` (``tensor_bits``, ``accuracy_level``,
+    ``advanced_options:quantization_scale_type``, ``advanced_options:calibration_frames``, ...).
+    ``calib``: calibration frames: a path (``.npz`` of arrays by input name, frames on the batch axis,
+    or a folder of images), a mapping of arrays, or None for seeded random frames (with a warning).
+    """
+    from .backends.tidl.calibration import calibrate, _options
+    from .backends.tidl.quantize import quantize_model
+
+    if not isinstance(mod, IRModule):
+        raise TidlxError(f"tidlx.quantize takes an IRModule (tidlx.load gives one), got {type(mod).__name__}")
+    opts = _options(options)
+    partitioned = mod if _is_partitioned(mod) else _api.partition(mod, opts)[0]
+    results = calibrate(partitioned, opts, calib, kernels=calibration_kernels)
+    return quantize_model(partitioned, opts, results)
+
+
+def emulate(model, inputs: Mapping[str, "object"], *, kernels="fast", mode: str = "float", options=None,
+            calib=None, **kwargs) -> list:
+    """Runs a model in the emulator; inputs by parameter name; returns the outputs as a list of arrays.
+
+    * an ``IRModule`` with ``mode="float"`` (the default): the float32 emulator (``kernels``: ``"fast"``
+      or ``"reference"``, see ``tidlx.emulator.run``);
+    * a ``QuantizedModel`` (from ``tidlx.quantize``): TIDL subgraphs in fixed point, the host part in
+      float with ``kernels``, data convert at the boundaries;
+    * an ``IRModule`` with ``mode="fixed"``: ``tidlx.quantize(model, options, calib)`` then as above.
+    """
+    from .backends.tidl.quantize import QuantizedModel
+
+    if mode not in ("float", "fixed"):
+        raise TidlxError(f"tidlx.emulate: mode must be 'float' or 'fixed', got {mode!r}")
+    if isinstance(model, QuantizedModel):
+        if kwargs or options is not None or calib is not None:
+            raise TidlxError("tidlx.emulate: a QuantizedModel is already quantized; options= and calib= apply to "
+                             "an IRModule with mode='fixed'")
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"tidlx.emulate: inputs must be a mapping of input name to array, got "
+                            f"{type(inputs).__name__}")
+        return model.run(dict(inputs), host_kernels=kernels)
+    if mode == "fixed":
+        return emulate(quantize(model, options, calib), inputs, kernels=kernels)
+    if options is not None or calib is not None:
+        raise TidlxError("tidlx.emulate: options= and calib= apply to mode='fixed'")
+    return _api.emulate(model, inputs, kernels=kernels, **kwargs)
+
+
+__all__ = ["quantize", "emulate"]
