@@ -234,6 +234,8 @@ class _Quantizer:
         if found is not None:
             return found
         where = self.where(layer)
+        if layer.activation.type not in SATURATING:
+            raise self.unsupported(layer, f"the {layer.activation.type} activation")
         affine = _fold(layer, where)
         wbits, _ = self.widths(layer)
         w = affine.scale if affine.weights is None else \
@@ -515,6 +517,8 @@ class _Quantizer:
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
         if layer.is_data:
             return self.data_in(layer) if not layer.inputs else self.data_out(layer)
+        if layer.activation.type not in SATURATING:
+            raise self.unsupported(layer, f"the {layer.activation.type} activation")
         for t in layer.inputs:
             if self.tensors[t].is_float and layer.type != "SoftMax":
                 raise self.unsupported(layer, f"a float input ('{self.tensors[t].name}', a softmax output) "
