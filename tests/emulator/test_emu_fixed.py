@@ -82,7 +82,10 @@ def test_fixed_point_is_deterministic(small):
     _, inputs, _, models = small
     for q in models.values():
         first = tidlx.emulate(q, inputs)
-        again = q.run(inputs, config=EmulatorConfig(threads=1), fixed_observers=[lambda o: None])
+        layers_seen = []
+        again = q.run(inputs, config=EmulatorConfig(threads=1), observers=[lambda o: None],
+                      fixed_observers=[layers_seen.append])   # an observed run is a fixed-point run too
+        assert len(layers_seen) == len(q.subgraphs["tidl_0"].layers)
         two = q.run(inputs, host_kernels="reference", config=EmulatorConfig(threads=2))
         for a, b, c in zip(first, again, two):
             assert a.dtype == np.float32 and np.array_equal(a, b) and np.array_equal(a, c)
