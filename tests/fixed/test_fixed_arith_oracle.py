@@ -339,13 +339,15 @@ def test_activation_bounds_and_data_convert_match_oracle(data):
     count("activation_and_data_convert")
     bits, signed = data.draw(types)
     out = fx.FixedType(bits, signed)
-    scale = data.draw(st.one_of(st.floats(1e-3, 1e4), st.sampled_from([1.0, 2.0, 128.0, 36.255])))
+    scale = data.draw(st.one_of(st.floats(1e-3, 1e4), st.integers(-4, 8).map(lambda e: 2.0 ** e),
+                                st.sampled_from([36.255])))
     activation = data.draw(st.sampled_from(["none", "relu", "relu6", "clip"]))
     lo_c, hi_c = sorted((data.draw(st.floats(-50, 50)), data.draw(st.floats(-50, 50))))
     assert fx.activation_bounds(out, activation, scale, lo_c, hi_c) == \
         oracle.activation_bounds(bits, signed, activation, scale, lo_c, hi_c)
-    x = np.array(data.draw(st.lists(st.one_of(st.floats(-1e6, 1e6, width=32), st.sampled_from([0.5, -0.5, 1.5])),
-                                    min_size=1, max_size=16)), np.float32)
+    ties = st.integers(-300, 300).map(lambda k: (k + 0.5) / scale)     # x * scale = k + 1/2 (exact for 2^e)
+    x = np.array(data.draw(st.lists(st.one_of(st.floats(-1e6, 1e6, width=32), ties), min_size=1, max_size=16)),
+                 np.float32)
     q = fx.data_convert_to_fixed(x, scale, out)
     assert_same(q, oracle.data_convert_to_fixed(x, scale, bits, signed), out)
     back = fx.data_convert_to_float(q, scale)

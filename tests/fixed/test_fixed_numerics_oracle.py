@@ -48,6 +48,12 @@ def test_weight_scale_and_quantization_match_oracle(data):
     scale = nx.weight_scale(limited, bits, p2)
     assert scale == oracle.weight_scale(limited, bits, p2)
     np.testing.assert_array_equal(nx.quantize_weights(w, scale, bits), oracle.quantize_weights(w, scale, bits))
+    # ties: w x scale = k + 1/2 exactly, at a power-of-2 scale
+    tie_scale = 2.0 ** data.draw(st.integers(0, 12))
+    ks = data.draw(st.lists(st.integers(-2 ** (bits - 1) - 2, 2 ** (bits - 1) + 1), min_size=1, max_size=8))
+    tied = np.array([(k + 0.5) / tie_scale for k in ks])
+    np.testing.assert_array_equal(nx.quantize_weights(tied, tie_scale, bits),
+                                  oracle.quantize_weights(tied, tie_scale, bits))
     per_channel = nx.depthwise_weight_scales(w, bits, p2)     # §4.5: one scale per output channel
     want = [oracle.weight_scale(max(abs(float(v)) for v in w[c].ravel()), bits, p2) for c in range(shape[0])]
     assert per_channel.tolist() == want
@@ -172,8 +178,8 @@ def test_fixed_facts():
     assert nx.tensor_scale(0.0, 3) == 2.0 ** -126
     assert nx.batch_norm_weight_scale_before_nonlinearity(8) == 128.0
     assert nx.bias_b_max(8, 8, True) == 127 and nx.bias_b_max(16, 8, True) == 255 and nx.bias_b_max(16, 16, True) == 65535
-    # §6.3's power-of-2 edge: a signed m of exactly 2^7 x 2 loses one and needs one bit, not two
+    # §6.3's power-of-2 edge: m = 2^8 (d = 2, signed) and m - 1 both give roundBits 1; one more needs 2
     assert nx.round_bits(1.0, -256.0, 0.0, 8, signed=True) == 1
-    assert nx.round_bits(1.0, -257.0, 0.0, 8, signed=True) == 2
+    assert nx.round_bits(1.0, -256.5, 0.0, 8, signed=True) == 2
     with pytest.raises(FixedPointError, match="int32"):
         nx.eltwise_multipliers(1.0, 40, [1.0])
