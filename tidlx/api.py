@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping, Optional, Sequence, Union
 
 from .ir import IRModule, TidlxError
@@ -22,15 +23,45 @@ def parse_relay(text: str, params: Optional[Union[Mapping, Sequence]] = None, *,
     return parse(text, params=params, source_name=source_name)
 
 
-def load(path: str, **kwargs) -> IRModule:
-    """Loads a model: ONNX (``.onnx``; ``batch=``/``shapes=`` override input shapes) or
-    Relay text (``.txt``, ``.relay``; ``params=`` as for ``parse_relay``)."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".onnx":
-        from .frontends.onnx import load_onnx
+#: ONNX files; anything else ``load`` reads is Relay text.
+ONNX_SUFFIXES = (".onnx",)
+RELAY_SUFFIXES = (".txt", ".relay")
 
-        return load_onnx(path, **kwargs)
-    if ext in (".txt", ".relay"):
+
+def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+         opset: Optional[int] = None, params=None) -> IRModule:
+    """Loads a model file.
+
+    * ONNX (``.onnx``): ``batch=`` sets dimension 0 of every input, ``shapes=`` whole input
+      shapes by name (``{"img": (6, 3, 256, 704)}``), ``opset=`` the opset to read the model as.
+    * Relay text (``.txt``, ``.relay``), as TVM prints it: ``params=`` supplies the constants the
+      text refers to but does not hold (printed without metadata): a mapping (str keys bind
+      @main's parameters of that name, int keys fill ``meta[relay.Constant][i]``), a list, or
+      the path of an ``.npz`` or TVM params file (``tvm.runtime.save_param_dict``), whose keys
+      ``meta[relay.Constant][i]`` fill the meta table and the others bind by name. Its shapes
+      are written in the text, so ``batch``/``shapes``/``opset`` are refused.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"tidlx.load: path must be a file path (str or os.PathLike), got {type(path).__name__}")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"tidlx.load: path must be a file path as str, got {type(path).__name__}")
+    ext = os.path.splitext(path)[1].lower()
+    if ext in ONNX_SUFFIXES:
+        if params is not None:
+            raise TidlxError(f"{path}: params= binds the weights of Relay text; an ONNX model holds its own "
+                             f"(its initializers)")
+        from .frontends.onnx import from_onnx
+
+        return from_onnx(path, batch=batch, shapes=shapes, opset=opset)
+    if ext in RELAY_SUFFIXES:
+        given = [name for name, value in (("batch", batch), ("shapes", shapes), ("opset", opset))
+                 if value is not None]
+        if given:
+            raise TidlxError(f"{path}: {'/'.join(given)}= appl{'ies' if len(given) == 1 else 'y'} to ONNX "
+                             f"models; Relay text has its shapes written in the text")
+        if isinstance(params, (str, os.PathLike)):
+            params = relay_params(params)
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -38,8 +69,24 @@ def load(path: str, **kwargs) -> IRModule:
             raise TidlxError(f"cannot read {path}: {exc.strerror}") from None
         except UnicodeDecodeError as exc:
             raise TidlxError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        return parse_relay(text, source_name=path, **kwargs)
+        return parse_relay(text, params=params, source_name=path)
     raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
+
+
+#: A params key that fills the meta table instead of binding a parameter by name.
+_META_KEY = re.compile(r"meta\[relay\.Constant\]\[(\d+)\]")
+
+
+def relay_params(path, what: str = "params") -> dict:
+    """The constants of an ``.npz`` or TVM params file as ``parse_relay`` takes them: keys
+    ``meta[relay.Constant][i]`` as int ``i`` (the meta table), the others as parameter names."""
+    from .files import read_params
+
+    out: dict = {}
+    for name, array in read_params(path, what).items():
+        meta = _META_KEY.fullmatch(name)
+        out[int(meta.group(1)) if meta else name] = array
+    return out
 
 
 def emulate(mod: IRModule, inputs: Mapping[str, "object"], *, kernels="fast") -> list:
@@ -50,20 +97,23 @@ def emulate(mod: IRModule, inputs: Mapping[str, "object"], *, kernels="fast") ->
     """
     from .emulator import run
 
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"tidlx.emulate: inputs must be a mapping of input name to array "
+                        f"({{'img': array}}), got {type(inputs).__name__}")
     return run(mod, dict(inputs), kernels=kernels)
 
 
-def partition(mod: IRModule, options=None, strategy: str = "greedy"):
+def partition(mod: IRModule, options=None, strategy: Optional[str] = "greedy"):
     """Partitions a model for TIDL as TI's TVM flow does; returns ``(IRModule, PartitionReport)``.
 
     ``options``: TI's compile options as a dict (``{"deny_list": "nn.batch_norm",
     "max_num_subgraphs": 8}``), a ``TidlOptions`` or ``key=value`` strings; tidlx's own
     ``disabled_passes`` skips graph preparation passes by name (as does a ``PassContext``
-    with ``disabled_passes`` in effect). ``strategy``: ``greedy`` (TVM's), ``max-offload`` or
-    ``min-transfer``. The module holds ``@main`` and the ``Compiler="tidl"`` subgraphs; the
+    with ``disabled_passes`` in effect). ``strategy``: ``greedy`` (TVM's; also for None),
+    ``max-offload`` or ``min-transfer``. The module holds ``@main`` and the ``Compiler="tidl"`` subgraphs; the
     report says what runs where and why (``print(report)``, ``report.to_json()``,
     ``report.svg()``).
     """
     from .backends.tidl.flow import partition_for_tidl
 
-    return partition_for_tidl(mod, options, strategy)
+    return partition_for_tidl(mod, options, "greedy" if strategy is None else strategy)

@@ -94,6 +94,8 @@ class _Importer:
         mod = IRModule({"main": Function(params, body)})
         # Layer name -> ONNX op type, for deny_list:layer_type and reports.
         mod.layer_types = {self.names[i]: _qualified_op(self.graph.node[i]) for i in self.order}
+        # The graph's output names, in @main's output order (tidlx run saves the outputs under them).
+        mod.attrs["output_names"] = [o.name for o in self.graph.output]
         mod.infer_types()
         return mod
 

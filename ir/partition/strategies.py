@@ -73,6 +73,9 @@ def register_strategy(name: str, description: str = ""):
 
 
 def get_strategy(name: str) -> Strategy:
+    if not isinstance(name, str):
+        raise TypeError(f"a partition strategy is named by a str ({', '.join(sorted(_STRATEGIES))}), got "
+                        f"{type(name).__name__}")
     fn = _STRATEGIES.get(name)
     if fn is None:
         hint = closest(name, _STRATEGIES)
