@@ -43,20 +43,23 @@ def test_run_writes_outputs_equal_to_the_api(tmp_path, capsys):
     np.savez(tmp_path / "in.npz", img=image)
     assert main(["run", str(path), "--input", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0
     expected = tidlx.emulate(tidlx.load(str(path)), {"img": image})
-    with np.load(tmp_path / "out.npz") as saved:
-        assert sorted(saved.files) == ["output_0", "output_1"]
-        for i, want in enumerate(expected):
-            assert np.array_equal(saved[f"output_{i}"], want)
-    assert "output 0: shape (1, 59, 4, 12)" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as saved:  # under the model's output names
+        assert sorted(saved.files) == ["depth", "volume"]
+        for name, want in zip(("depth", "volume"), expected):
+            assert np.array_equal(saved[name], want)
+    out = capsys.readouterr().out
+    assert "output 0 'depth': shape (1, 59, 4, 12)" in out and f"wrote {tmp_path / 'out.npz'}" in out
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["show", "missing.txt"], "cannot read missing.txt"),
+    (["show", "missing.txt"], "missing.txt: no such file"),
+    (["show", "missing.pb"], "missing.pb: no such file"),
     (["show", "model.pb"], "unknown model format '.pb'"),
     (["run", "missing.onnx", "--input", "x.npz"], "missing.onnx"),
 ])
 def test_bad_input_is_a_clean_error(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.pb").write_bytes(b"\x08\x07")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("tidlx: error: ") and message in err and "Traceback" not in err

@@ -1,15 +1,25 @@
-"""The ``tidlx`` command line: show, run, partition, ops, demo."""
+"""The ``tidlx`` command line: show, run, partition, ops, demo (also ``python -m tidlx``).
+
+Every command that loads a model takes the same loading options (``add_model_arguments``):
+``--params FILE`` (the constants of Relay text printed without metadata: an ``.npz`` or a TVM
+params file), ``--batch N``, ``--shapes NAME:DIMS`` and ``--opset N`` (ONNX). Errors print
+``tidlx: error: ...`` and exit with status 2; warnings print ``tidlx: warning: ...``, one line
+each. Names from the model or the command line are printed as they are (never read as rich
+markup), their control characters escaped.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections import Counter
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .ir import TidlxError
 from .ir.errors import TidlxWarning
+from .ir.text import printable
 
 
 def _op_counts(mod) -> Counter:
@@ -24,47 +34,182 @@ def _op_counts(mod) -> Counter:
 
 def op_count_table(mod, title: str):
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title)
+    table = Table(title=Text(printable(title)))
     table.add_column("op")
     table.add_column("count", justify="right")
     counts = _op_counts(mod)
     for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        table.add_row(name, str(n))
-    table.add_row("[bold]total[/bold]", f"[bold]{sum(counts.values())}[/bold]")
+        table.add_row(Text(printable(name)), str(n))
+    table.add_row(Text("total", style="bold"), Text(str(sum(counts.values())), style="bold"))
     return table
 
 
-def cmd_show(args) -> int:
+def make_console(**kwargs):
+    """A rich console for standard output: a terminal's width, else no width limit (output that
+    goes to a file or a pipe is never wrapped mid-sentence)."""
     from rich.console import Console
 
-    from .api import load
+    from .backends.tidl.report import NO_WRAP_WIDTH
 
-    mod = load(args.model)
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, **kwargs)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=NO_WRAP_WIDTH, **kwargs)
+    return console
+
+
+# -- loading a model: the options every command that loads one takes ---------------------------------
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """MODEL and the options that say how to load it."""
+    parser.add_argument("model", metavar="MODEL", help="ONNX (.onnx) or Relay text (.txt, .relay)")
+    group = parser.add_argument_group("loading the model")
+    group.add_argument("--params", metavar="FILE",
+                       help="Relay text: the constants the text refers to but does not hold (printed without "
+                            "metadata), from an .npz or a TVM params file (relay.save_param_dict); a key binds "
+                            "@main's parameter of that name, a key meta[relay.Constant][i] fills that constant")
+    group.add_argument("--batch", metavar="N", help="ONNX: set dimension 0 of every input to N")
+    group.add_argument("--shapes", metavar="NAME:DIMS", action="append", default=[],
+                       help="ONNX: the whole shape of an input, e.g. img:6x3x256x704 (several: "
+                            "img:1x3x224x224,mask:1x1x224x224, or the option again)")
+    group.add_argument("--opset", metavar="N", help="ONNX: read the model as this default-domain opset")
+
+
+def positive_int(text: Optional[str], option: str) -> Optional[int]:
+    """``--batch 6`` -> 6; anything but an integer >= 1 is an error naming the option."""
+    if text is None:
+        return None
+    try:
+        value = int(str(text).strip(), 10)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise TidlxError(f"{option} {text!r} is not allowed: it must be an integer >= 1")
+    return value
+
+
+def parse_shapes(specs: Sequence[str], option: str = "--shapes") -> Optional[Dict[str, Tuple[int, ...]]]:
+    """``["img:6x3x256x704,mask:6x1x64x176"]`` -> ``{"img": (6, 3, 256, 704), ...}``.
+
+    An input is ``NAME:DIMS``, the name before the last colon (``input:0:1x3x224x224`` names
+    ``input:0``), the dimensions separated by ``x`` or by commas (``img:1,3,224,224``; ``[...]``
+    around them is allowed); inputs are separated by commas or given in several options."""
+    if not specs:
+        return None
+    items: List[List[str]] = []
+    for spec in specs:
+        for token in str(spec).split(","):
+            token = token.strip()
+            if ":" in token or not items:
+                items.append([token])
+            else:
+                items[-1].append(token)  # a dimension of a comma-separated shape
+    shapes: Dict[str, Tuple[int, ...]] = {}
+    for parts in items:
+        name, sep, first = parts[0].rpartition(":")
+        dims_text = ",".join([first] + parts[1:]).strip().strip("[]()")
+        example = f"{option} img:1x3x224x224"
+        if not sep or not name:
+            raise TidlxError(f"{option} {parts[0]!r}: write NAME:DIMS, e.g. {example}")
+        dims = []
+        for d in dims_text.replace("x", ",").replace("X", ",").split(",") if dims_text else []:
+            try:
+                value = int(d.strip(), 10)
+            except ValueError:
+                value = -1
+            if value < 0:
+                raise TidlxError(f"{option} {name}:{dims_text}: dimension {d.strip()!r} is not an integer >= 0 "
+                                 f"(e.g. {example})")
+            dims.append(value)
+        if name in shapes:
+            raise TidlxError(f"{option} gives input '{name}' twice")
+        shapes[name] = tuple(dims)
+    return shapes
+
+
+def load_model(args):
+    """Loads ``args.model`` with the loading options; every problem is a TidlxError that names
+    the file or the option."""
+    from .api import ONNX_SUFFIXES, RELAY_SUFFIXES, load, relay_params
+    from .frontends.onnx import DynamicShapeError
+
+    path = args.model
+    if not os.path.exists(path):
+        raise TidlxError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise TidlxError(f"{path}: is a folder, not a model file")
+    batch = positive_int(args.batch, "--batch")
+    shapes = parse_shapes(args.shapes)
+    opset = positive_int(args.opset, "--opset")
+    ext = os.path.splitext(path)[1].lower()
+    onnx = ext in ONNX_SUFFIXES
+    if ext in RELAY_SUFFIXES:
+        for option, value in (("--batch", batch), ("--shapes", shapes), ("--opset", opset)):
+            if value is not None:
+                raise TidlxError(f"{option} applies to ONNX models (it overrides their input shapes or opset); "
+                                 f"{path} is Relay text, whose shapes are written in the text")
+    params = None
+    if args.params is not None:
+        if onnx:
+            raise TidlxError(f"--params binds the constants of Relay text printed without metadata; {path} is "
+                             f"an ONNX model, which holds its own weights")
+        params = relay_params(args.params, "--params")
+    try:
+        return load(path, batch=batch, shapes=shapes, opset=opset, params=params)
+    except DynamicShapeError as exc:
+        raise TidlxError(f"{exc} (on the command line: --batch N, or --shapes NAME:DIMS such as "
+                         f"--shapes img:1x3x224x224)") from None
+
+
+# -- the commands -------------------------------------------------------------------------------------
+
+def cmd_show(args) -> int:
+    from rich.text import Text
+
+    mod = load_model(args)
+    console = make_console(soft_wrap=True)
     if not args.counts_only:
-        console.print(mod.astext(show_meta_data=args.meta), markup=False)
+        console.print(Text(printable(mod.astext(show_meta_data=args.meta), keep="\n\t")))
     console.print(op_count_table(mod, title=f"ops in {args.model}"))
     return 0
 
 
-def cmd_run(args) -> int:
+def output_names(mod, count: int) -> List[str]:
+    """The names of @main's outputs: the ONNX graph's output names when the importer kept them
+    (one each, all different), else ``output_0``, ``output_1``, ..."""
+    names = list(mod.attrs.get("output_names") or [])
+    if len(names) == count and len(set(names)) == count and all(isinstance(n, str) and n for n in names):
+        return names
+    return [f"output_{i}" for i in range(count)]
+
+
+def describe_values(array) -> str:
+    """``min -1.2, max 3.4`` for a value (``empty`` when it has no element)."""
     import numpy as np
 
-    from .api import emulate, load
+    if array.size == 0:
+        return "empty (no elements)"
+    if array.dtype == np.bool_:
+        return f"{int(np.count_nonzero(array))} of {array.size} true"
+    return f"min {array.min():.6g}, max {array.max():.6g}"
 
-    mod = load(args.model)
-    try:
-        with np.load(args.input) as npz:
-            inputs = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise TidlxError(f"--input {args.input}: cannot read the .npz file ({exc})") from None
-    outputs = emulate(mod, inputs)
-    for i, out in enumerate(outputs):
-        print(f"output {i}: shape {tuple(out.shape)} {out.dtype}, min {out.min():.6g}, max {out.max():.6g}")
+
+def cmd_run(args) -> int:
+    from .api import emulate
+    from .files import npz_target, read_npz, write_npz
+
     if args.output:
-        np.savez(args.output, **{f"output_{i}": out for i, out in enumerate(outputs)})
-        print(f"wrote {args.output} (arrays output_0 .. output_{len(outputs) - 1})")
+        npz_target(args.output, "--output")  # a bad place is an error before the run, not after
+    mod = load_model(args)
+    inputs = read_npz(args.input, "--input")
+    outputs = emulate(mod, inputs)
+    names = output_names(mod, len(outputs))
+    for i, (name, out) in enumerate(zip(names, outputs)):
+        print(printable(f"output {i} '{name}': shape {tuple(out.shape)} {out.dtype}, {describe_values(out)}"))
+    if args.output:
+        written = write_npz(args.output, dict(zip(names, outputs)), "--output")
+        print(printable(f"wrote {written} (arrays {', '.join(names)})"))
     return 0
 
 
@@ -85,9 +230,7 @@ def cmd_ops(args) -> int:
     if args.json:
         print(json.dumps(data, indent=1, sort_keys=True))
         return 0
-    from rich.console import Console
-
-    console = Console(highlight=False)
+    console = make_console()
     if args.op:
         for rec in data["ops"]:
             console.print(f"{rec['name']}: {rec['inputs']} inputs, pattern {rec['pattern']}, "
@@ -104,40 +247,90 @@ def cmd_ops(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    result = run_demo(backbone=args.backbone, batch=args.batch, tiny=args.tiny, out_dir=args.out,
-                      depth_net=args.depth_net)
+    out = args.out
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise TidlxError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
+    # the model files are written by bevdet_img_stage, whose errors name the file
+    result = run_demo(backbone=args.backbone, batch=args.batch, tiny=args.tiny, out_dir=out,
+                      depth_net=args.depth_net, console=make_console())
     return 0 if all(err <= 1e-4 for err in result["errors"].values()) else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tidlx", description="TIDL/TVM deployment answers on a laptop.")
-    sub = parser.add_subparsers(dest="command", required=True)
+# -- the parser ---------------------------------------------------------------------------------------
 
-    show = sub.add_parser("show", help="print a model as Relay text and a table of op counts")
-    show.add_argument("model", help="Relay text (.txt, .relay) or ONNX (.onnx)")
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def subcommand(sub, name: str, help: str, description: str, examples: Sequence[str]) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` has a description and examples (shared by every command)."""
+    return sub.add_parser(name, help=help, description=description, epilog=_examples(*examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tidlx", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="TIDL/TVM deployment answers on a laptop: will a model export to TIDL, into how many "
+                    "subgraphs, what stays on the host and why, and what its float numbers are.",
+        epilog=_examples("tidlx partition model.onnx", "tidlx partition resnet18.txt --params resnet18.params",
+                         "tidlx run model.onnx --input inputs.npz --output outputs.npz",
+                         "tidlx show model.onnx --counts-only", "tidlx demo --tiny",
+                         "tidlx COMMAND --help      (each command's options)"))
+    parser.add_argument("--version", action="version", version=f"tidlx {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = subcommand(sub, "show", "print a model as Relay text and a table of op counts",
+                      "Print a model as tidlx imported it, as Relay text (TVM's format), then a table of how "
+                      "many calls of each op it has.",
+                      ["tidlx show model.onnx", "tidlx show model.onnx --batch 6 --counts-only",
+                       "tidlx show resnet18.txt --params resnet18.params --meta"])
+    add_model_arguments(show)
     show.add_argument("--meta", action="store_true", help="include the #[metadata] section (constants)")
     show.add_argument("--counts-only", action="store_true", help="only the op-count table")
     show.set_defaults(func=cmd_show)
 
-    run = sub.add_parser("run", help="run a model in the float32 reference emulator")
-    run.add_argument("model", help="ONNX (.onnx) or Relay text (.txt, .relay)")
-    run.add_argument("--input", required=True, help=".npz with one array per model input, by input name")
-    run.add_argument("--output", help="write the outputs to this .npz")
+    run = subcommand(sub, "run", "run a model in the float32 emulator",
+                     "Run a model in tidlx's float32 emulator on inputs from an .npz file (one array per "
+                     "model input, by input name), print each output's shape and range, and optionally save "
+                     "the outputs to an .npz under the model's output names.",
+                     ["tidlx run model.onnx --input inputs.npz",
+                      "tidlx run model.onnx --input inputs.npz --output outputs.npz",
+                      "tidlx run model.onnx --batch 6 --input inputs_b6.npz",
+                      "python -c \"import numpy as np; np.savez('in.npz', img=np.zeros((1, 3, 224, 224), "
+                      "np.float32))\""])
+    add_model_arguments(run)
+    run.add_argument("--input", required=True, metavar="FILE",
+                     help=".npz with one array per model input, by input name")
+    run.add_argument("--output", metavar="FILE",
+                     help="write the outputs to this .npz, under the model's output names (.npz is added "
+                          "when FILE has another ending)")
     run.set_defaults(func=cmd_run)
 
-    ops = sub.add_parser("ops", help="which ops tidlx knows and what each has: kernels, TIDL rule and layer, "
-                                     "ONNX op types (the coverage table)")
+    ops = subcommand(sub, "ops", "which ops tidlx knows and what each has: kernels, TIDL rule and layer, "
+                                 "ONNX op types (the coverage table)",
+                     "List every op tidlx knows with its facets: reference and fast kernels, the TIDL rule "
+                     "and layer, the ONNX op types that import to it.",
+                     ["tidlx ops", "tidlx ops nn.conv2d nn.dense", "tidlx ops --json"])
     ops.add_argument("op", nargs="*", help="only these ops (Relay names), with where each facet is defined")
     ops.add_argument("--json", action="store_true", help="the table as JSON")
     ops.set_defaults(func=cmd_ops)
 
-    demo = sub.add_parser("demo", help="build, import and emulate the built-in BEVDet image stage")
+    demo = subcommand(sub, "demo", "build, import, emulate and partition the built-in BEVDet image stage",
+                      "Build the built-in BEVDet image stage as ONNX, import it, run it in the float emulator "
+                      "next to onnxruntime, and answer the TIDL questions on it (subgraphs, host ops, batch, "
+                      "the BatchNorm feeding two GEMMs, the deformable conv).",
+                      ["tidlx demo", "tidlx demo --tiny --backbone resnet18 --batch 2 --out /tmp/demo"])
     demo.add_argument("--backbone", default="resnet50", choices=["resnet50", "resnet18"])
     demo.add_argument("--batch", type=int, default=6, help="cameras (batch); BEVDet uses 6")
     demo.add_argument("--tiny", action="store_true", help="the small variant (fast)")
     demo.add_argument("--depth-net", default="camera_aware", choices=["camera_aware", "lss"],
                       help="BEVDet's camera-aware DepthNet (default) or the plain LSS 1x1 conv")
-    demo.add_argument("--out", default="out", help="folder for the written model files")
+    demo.add_argument("--out", default="out", help="folder for the written model files (default: out)")
     demo.set_defaults(func=cmd_demo)
 
     from .partition_cli import add_partition_parser
@@ -146,10 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# -- main ---------------------------------------------------------------------------------------------
+
+def warn_line(message) -> str:
+    """A warning as the CLI prints it: one ``tidlx: warning:`` line, control characters escaped."""
+    return f"tidlx: warning: {printable(message, keep=chr(10))}"
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     # Warnings the user should act on, as one line each, not Python's source-location format.
     if issubclass(category, TidlxWarning):
-        print(f"tidlx: warning: {message}", file=sys.stderr)
+        print(warn_line(message), file=sys.stderr)
     else:
         _python_showwarning(message, category, filename, lineno, file, line)
 
@@ -165,10 +365,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             warnings.showwarning = _show_warning
             return args.func(args)
     except TidlxError as exc:
-        print(f"tidlx: error: {exc}", file=sys.stderr)
+        print(f"tidlx: error: {printable(exc, keep=chr(10))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (tidlx ... | head): stop without a traceback
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
 
 
 if __name__ == "__main__":

@@ -2,9 +2,17 @@
 ``StrategyComparison``.
 
     mod, report = tidlx.partition(model, {"deny_list": "nn.batch_norm"})
-    print(report)                 # rich tables: subgraphs, boundary tensors, host ops, preparation
-    report.to_json()              # {"subgraphs": [...], "host_ops": [...], "strategy": ..., "totals": ...}
+    report.verdict()              # "exports: yes — 2 TIDL subgraphs, 100% of MACs on TIDL, 3 ops on the host"
+    print(report)                 # the verdict, then tables: subgraphs, boundary tensors, host ops, preparation
+    report.render_text(verbose=True)   # the same, one host-op row per op instead of one per reason
+    report.to_json()              # {"verdict": ..., "subgraphs": [...], "host_ops": [...], "host_groups": [...], ...}
     report.svg()                  # the graph coloured by target (TIDL subgraph N / host)
+
+The table groups the host ops by reason (``report.host_groups()``): one row per kind and
+reason, the reason without the op and layer it starts with, the ops and layers it holds back
+under it; so 186 ops refused for batch 6 are one row. Every name from the model (layers,
+tensors, the model's file name) is shown as it is, never read as rich markup, with control
+characters escaped (``ir/text.py``); the SVG escapes them for XML.
 
 Per subgraph: its ops, layer names, MACs, the tensors entering and leaving it with their
 bytes, and its TIDL layers as the layer model (``layers.py``) has them: ``report.networks``
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -55,6 +64,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ...ir.analysis import describe_bytes, describe_macs, macs as call_macs
 from ...ir.expr import Call, Constant, Tuple as TupleExpr, TupleGetItem
 from ...ir.op import Op
+from ...ir.text import printable
 from ...ir.traversal import children, post_order
 from ...ir.types import TensorType
 from .layers import TidlNetwork, build_networks
@@ -142,6 +152,123 @@ def held_back_kind(reason: str) -> str:
     if reason.startswith("min-transfer:"):
         return "cost_model"
     raise ValueError(f"unclassified partitioner reason: {reason!r}")
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """Host ops that one reason keeps on the host (``PartitionReport.host_groups``)."""
+
+    kind: str
+    reason: str                    # without the op and layer it names first
+    ops: Tuple[HostOp, ...]
+
+    @property
+    def macs(self) -> int:
+        return sum(h.macs for h in self.ops)
+
+    @property
+    def layers(self) -> List[str]:
+        """The layer names, each once, in model order."""
+        return list(dict.fromkeys(h.layer for h in self.ops if h.layer))
+
+    def describe_ops(self, max_types: int = 2) -> str:
+        """``186: nn.conv2d x57, nn.batch_norm x53, +8 op types``."""
+        counts = Counter(h.op for h in self.ops)
+        if len(self.ops) == 1:
+            return self.ops[0].op
+        shown = [f"{op} x{n}" if n > 1 else op for op, n in counts.most_common(max_types)]
+        more = len(counts) - len(shown)
+        return f"{len(self.ops)}: " + ", ".join(shown) + (f", +{_count(more, 'op type')}" if more > 0 else "")
+
+    def shown_layers(self, max_layers: int = 3) -> List[str]:
+        """The first ``max_layers`` layer names whole (a user copies them into
+        ``deny_list:layer_name``), then how many more."""
+        layers = self.layers
+        more = len(layers) - max_layers
+        return layers[:max_layers] + ([f"... and {more} more"] if more > 0 else [])
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "ops": len(self.ops), "macs": self.macs,
+                "layers": self.layers}
+
+
+def general_reason(host: HostOp) -> str:
+    """A host op's reason without the op and layer it starts with, so that ops refused for one
+    reason share it: ``nn.conv2d 'conv1': batch 6 > ...`` -> ``batch 6 > ...``. A member of a
+    composite that stays on the host because of another member (``nn.relu 'r' is part of one
+    TIDL Convolution layer (...) with nn.conv2d 'c': ...``, ``its composite group stays on the
+    host with ...``) gets that member's reason."""
+    reason = host.reason
+    own = f"{host.op} '{host.layer}'" if host.layer else host.op
+    if reason.startswith(own + ": "):
+        return reason[len(own) + 2:]
+    if reason.startswith(own + " is part of one TIDL "):
+        cut = reason.find(") with ", len(own))
+        if cut < 0:
+            return reason
+        rest = reason[cut + len(") with "):]
+    elif reason.startswith(_GROUP_HELD_BACK):
+        rest = reason[len(_GROUP_HELD_BACK):]
+    else:
+        return reason
+    while True:  # the member named first (once by the partitioner, once by its own reason)
+        call = _LEADING_CALL.match(rest)
+        if call is None:
+            return rest
+        rest = rest[call.end():]
+
+
+_GROUP_HELD_BACK = "its composite group stays on the host with "
+#: ``nn.conv2d 'layer': `` at the start of a reason (a layer name ends at the first ``': ``).
+_LEADING_CALL = re.compile(r"[\w.]+(?: '(?:[^']|'(?!: ))*')?: ")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _share(part: int, whole: int) -> str:
+    """``100%``, ``99.6%``, ``<0.1%``: a share that is not all is never shown as 100%, one that
+    is not nothing never as 0%; of nothing, 0%."""
+    if part <= 0 or whole <= 0:
+        return "0%"
+    if part >= whole:
+        return "100%"
+    value = 100.0 * part / whole
+    text = f"{value:.1f}"
+    if text == "100.0":
+        text = "99.9"
+    elif text == "0.0":
+        return "<0.1%"
+    return text.rstrip("0").rstrip(".") + "%"
+
+
+def _text(value):
+    """A rich ``Text`` of ``value``: rich never reads it as markup; control characters escaped."""
+    from rich.text import Text
+
+    return Text(printable(value))
+
+
+def _add_row(table, *cells) -> None:
+    from rich.text import Text
+
+    table.add_row(*(c if isinstance(c, Text) else _text(c) for c in cells))
+
+
+#: Console width for output that is not a terminal: wide enough that rich wraps no line.
+NO_WRAP_WIDTH = 100_000
+
+
+def render_plain(renderable, width: Optional[int] = None) -> str:
+    """``renderable`` as plain text (no colour), ``width`` wide (None: no line is wrapped)."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width or NO_WRAP_WIDTH, color_system=None, highlight=False, emoji=False,
+                      force_terminal=False, legacy_windows=False)
+    console.print(renderable)
+    return buf.getvalue()
 
 
 def _layer_summary(layer) -> Dict[str, Any]:
@@ -290,8 +417,8 @@ class PartitionReport:
         return [layer for s in self.subgraphs for layer in s.layers]
 
     def totals(self) -> Dict[str, Any]:
-        return {"num_subgraphs": self.num_subgraphs, "macs": self.total_macs, "tidl_macs": self.tidl_macs,
-                "host_macs": self.host_macs, "tidl_macs_percent": self.tidl_macs_percent,
+        return {"exports": self.exports, "num_subgraphs": self.num_subgraphs, "macs": self.total_macs,
+                "tidl_macs": self.tidl_macs, "host_macs": self.host_macs, "tidl_macs_percent": self.tidl_macs_percent,
                 "boundary_bytes": self.boundary_bytes, "num_host_ops": len(self.host_ops),
                 "host_ops_by_kind": self.host_kinds()}
 
@@ -304,6 +431,7 @@ class PartitionReport:
         return {
             "schema": JSON_SCHEMA_VERSION,
             "model": self.model,
+            "verdict": self.verdict(),
             "strategy": self.strategy,
             "options": self._changed_options(),
             "disabled_passes": list(self.disabled_passes),
@@ -312,6 +440,7 @@ class PartitionReport:
             "totals": self.totals(),
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "host_ops": [h.to_dict() for h in self.host_ops],
+            "host_groups": [g.to_dict() for g in self.host_groups()],
             "transformations": [{"pass": t.pass_name, "layer": t.layer, "layer_type": t.layer_type,
                                  "change": t.change, "ops_before": list(t.ops_before),
                                  "ops_after": list(t.ops_after), "into": t.into, "message": t.message}
@@ -327,76 +456,113 @@ class PartitionReport:
         name = f"{self.model}: " if self.model else ""
         return (f"{name}{self.num_subgraphs} TIDL subgraph(s) ({self.strategy}), "
                 f"{describe_macs(self.tidl_macs)} of {describe_macs(self.total_macs)} on TIDL "
-                f"({self.tidl_macs_percent:.1f}%), {describe_bytes(self.boundary_bytes)} across subgraph "
+                f"({_share(self.tidl_macs, self.total_macs)}), {describe_bytes(self.boundary_bytes)} across subgraph "
                 f"boundaries, {len(self.host_ops)} op(s) on the host; batch {self.batch}, limit "
                 f"{self.batch_limit.describe()}")
 
-    def table(self, max_layers: int = 4):
-        """The report as rich renderables (a Group): headline, subgraphs, boundary tensors,
-        host ops, preparation."""
+    @property
+    def exports(self) -> bool:
+        """Whether anything runs on TIDL: at least one subgraph."""
+        return bool(self.subgraphs)
+
+    def verdict(self) -> str:
+        """The answer in one line: ``exports: yes — 2 TIDL subgraphs, 100% of MACs on TIDL, 3 ops
+        on the host`` (or ``exports: no — ...`` with the kinds of host op that keep it off TIDL)."""
+        host = _count(len(self.host_ops), "op")
+        if self.exports:
+            share = (f"{_share(self.tidl_macs, self.total_macs)} of MACs on TIDL" if self.total_macs
+                     else "no MACs in the model")
+            return (f"exports: yes \u2014 {_count(self.num_subgraphs, 'TIDL subgraph')}, {share}, "
+                    f"{host} on the host")
+        if not self.host_ops:
+            return "exports: no \u2014 the model has no op for TIDL to run"
+        kinds = ", ".join(f"{k} {n}" for k, n in self.host_kinds().items())
+        return f"exports: no \u2014 no TIDL subgraph: {host} on the host ({kinds})"
+
+    def host_groups(self) -> List["HostGroup"]:
+        """The host ops grouped by what keeps them there: one group per (kind, reason), the
+        reason without the op and layer it starts with (``general_reason``), in order of first
+        appearance; each group keeps its ops in model order."""
+        groups: Dict[Tuple[str, str], List[HostOp]] = {}
+        for h in self.host_ops:
+            groups.setdefault((h.kind, general_reason(h)), []).append(h)
+        return [HostGroup(kind, reason, tuple(ops)) for (kind, reason), ops in groups.items()]
+
+    def table(self, max_layers: int = 4, verbose: bool = False):
+        """The report as rich renderables (a Group): the verdict, the headline, subgraphs,
+        boundary tensors, host ops (one row per reason with the layers it holds back; with
+        ``verbose``, one row per op), preparation. Every name from the model is shown as rich
+        ``Text`` (never read as markup) with its control characters escaped."""
         from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
-        parts: List[Any] = [Text(self.headline())]
-        sub = Table(title="TIDL subgraphs", title_justify="left")
-        for col, just in (("subgraph", "left"), ("nodes", "right"), ("TIDL layers", "right"),
-                          ("MACs", "right"), ("% MACs", "right"), ("in", "right"), ("out", "right"),
-                          ("boundary", "right"), ("layer types", "left"), ("ops", "left"), ("layers", "left")):
-            sub.add_column(col, justify=just)
-        for s in self.subgraphs:
-            ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in s.ops.items())
-            layers = [short_layer_name(x, self._layer_type(x)) for x in s.layers]
-            shown = ", ".join(layers[:max_layers]) + (f", ... ({len(layers)} layers)" if len(layers) > max_layers
-                                                      else "")
-            types = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in s.layer_types.items())
-            sub.add_row(s.name, str(s.num_nodes), str(s.num_tidl_layers), describe_macs(s.macs),
-                        f"{_pct(s.macs, self.total_macs):.1f}", str(len(s.inputs)), str(len(s.outputs)),
-                        describe_bytes(s.io_bytes), types, ops, shown)
-        parts.append(sub)
+        parts: List[Any] = [_text(self.verdict()), _text(self.headline())]
         if self.subgraphs:
+            sub = Table(title="TIDL subgraphs", title_justify="left")
+            for col, just in (("subgraph", "left"), ("nodes", "right"), ("TIDL layers", "right"),
+                              ("MACs", "right"), ("% MACs", "right"), ("in", "right"), ("out", "right"),
+                              ("boundary", "right"), ("layer types", "left"), ("ops", "left"), ("layers", "left")):
+                sub.add_column(col, justify=just)
+            for s in self.subgraphs:
+                ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in s.ops.items())
+                layers = [short_layer_name(x, self._layer_type(x)) for x in s.layers]
+                shown = ", ".join(layers[:max_layers]) + (f", ... ({len(layers)} layers)"
+                                                          if len(layers) > max_layers else "")
+                types = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in s.layer_types.items())
+                _add_row(sub, s.name, s.num_nodes, s.num_tidl_layers, describe_macs(s.macs),
+                         f"{_pct(s.macs, self.total_macs):.1f}", len(s.inputs), len(s.outputs),
+                         describe_bytes(s.io_bytes), types, ops, shown)
+            parts.append(sub)
             io_table = Table(title="tensors crossing subgraph boundaries", title_justify="left")
             for col in ("subgraph", "", "tensor", "from", "shape", "dtype", "bytes"):
                 io_table.add_column(col, justify="right" if col == "bytes" else "left")
             for s in self.subgraphs:
                 for direction, tensors in (("in", s.inputs), ("out", s.outputs)):
                     for t in tensors:
-                        io_table.add_row(s.name, direction, t.name, t.source, "x".join(map(str, t.shape)), t.dtype,
-                                         str(t.nbytes))
+                        _add_row(io_table, s.name, direction, t.name, t.source, "x".join(map(str, t.shape)),
+                                 t.dtype, t.nbytes)
             parts.append(io_table)
-        if self.host_ops:
+        if self.host_ops and verbose:
             host = Table(title="ops on the host, and why", title_justify="left")
             for col in ("layer", "op", "kind", "MACs", "reason"):
                 host.add_column(col, justify="right" if col == "MACs" else "left", overflow="fold")
             for h in self.host_ops:
-                host.add_row(h.layer or "-", h.op, h.kind, describe_macs(h.macs), h.reason)
+                _add_row(host, h.layer or "-", h.op, h.kind, describe_macs(h.macs), h.reason)
             parts.append(host)
-            parts.append(Text("host ops by kind: " + ", ".join(f"{k} {n}" for k, n in self.host_kinds().items())))
+        elif self.host_ops:
+            groups = self.host_groups()
+            host = Table(title=f"ops on the host, and why: {_count(len(groups), 'reason')} (one row each; "
+                               f"--verbose: one row per op)", title_justify="left")
+            for col in ("kind", "ops", "MACs", "reason", "layers"):
+                host.add_column(col, justify="right" if col == "MACs" else "left", overflow="fold")
+            for g in groups:
+                layers = Text("\n".join(printable(x) for x in g.shown_layers()) or "-")  # one name a line
+                _add_row(host, g.kind, g.describe_ops(), describe_macs(g.macs), g.reason, layers)
+            parts.append(host)
+        if self.host_ops:
+            parts.append(_text("host ops by kind: " + ", ".join(f"{k} {n}" for k, n in self.host_kinds().items())))
         else:
-            parts.append(Text("every op runs on TIDL"))
+            parts.append(_text("every op runs on TIDL"))
         prep = ", ".join(f"{p.name}" + ("" if p.status == "ran" else " (disabled)") for p in self.passes)
-        parts.append(Text(f"graph preparation: {prep}"))
+        parts.append(_text(f"graph preparation: {prep}"))
         if self.transformations:
             tt = Table(title="graph preparation: layers removed or rewritten", title_justify="left")
             for col in ("pass", "layer", "change", "what"):
                 tt.add_column(col, overflow="fold")
             for t in self.transformations:
-                tt.add_row(t.pass_name, t.layer, t.change, t.message)
+                _add_row(tt, t.pass_name, t.layer, t.change, t.message)
             parts.append(tt)
             if any(t.into for t in self.transformations if t.pass_name == "FoldBatchNormIntoDense"):
-                parts.append(Text("to keep a merged batch norm a layer of its own: -o deny_list=nn.batch_norm "
-                                  "(it runs on the host) or -o disabled_passes=FoldBatchNormIntoDense (it stays "
-                                  "a TIDL BatchNorm layer)"))
+                parts.append(_text("to keep a merged batch norm a layer of its own: -o deny_list=nn.batch_norm "
+                                   "(it runs on the host) or -o disabled_passes=FoldBatchNormIntoDense (it stays "
+                                   "a TIDL BatchNorm layer)"))
         return Group(*parts)
 
-    def render_text(self, width: int = 140) -> str:
-        from rich.console import Console
-
-        buf = io.StringIO()
-        console = Console(file=buf, width=width, color_system=None, highlight=False, emoji=False,
-                          force_terminal=False, legacy_windows=False)
-        console.print(self.table())
-        return buf.getvalue()
+    def render_text(self, width: Optional[int] = None, verbose: bool = False) -> str:
+        """The table as plain text, ``width`` characters wide (default: as wide as each line
+        needs, so no sentence is wrapped)."""
+        return render_plain(self.table(verbose=verbose), width)
 
     def __str__(self) -> str:
         return self.render_text()
@@ -610,18 +776,18 @@ class StrategyComparison:
         from rich.table import Table
 
         title = "partitioning strategies" + (f" for {self.model}" if self.model else "")
-        table = Table(title=title, title_justify="left")
+        table = Table(title=_text(title), title_justify="left")
         for col, just in (("strategy", "left"), ("subgraphs", "right"), ("% MACs on TIDL", "right"),
                           ("MACs on TIDL", "right"), ("boundary bytes", "right"), ("host ops", "right"),
                           ("host ops by kind", "left")):
             table.add_column(col, justify=just)
         for row in self.rows:
             if row.error is not None:
-                table.add_row(row.strategy, "-", "-", "-", "-", "-", f"failed: {row.error}")
+                _add_row(table, row.strategy, "-", "-", "-", "-", "-", f"failed: {row.error}")
                 continue
-            table.add_row(row.strategy, str(row.subgraphs), f"{row.tidl_macs_percent:.2f}",
-                          describe_macs(row.tidl_macs), f"{row.boundary_bytes} ({describe_bytes(row.boundary_bytes)})",
-                          str(row.host_ops), ", ".join(f"{k} {n}" for k, n in row.host_ops_by_kind.items()) or "-")
+            _add_row(table, row.strategy, row.subgraphs, f"{row.tidl_macs_percent:.2f}", describe_macs(row.tidl_macs),
+                     f"{row.boundary_bytes} ({describe_bytes(row.boundary_bytes)})", row.host_ops,
+                     ", ".join(f"{k} {n}" for k, n in row.host_ops_by_kind.items()) or "-")
         return table
 
     def to_dict(self) -> Dict[str, Any]:
@@ -630,16 +796,14 @@ class StrategyComparison:
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent) + "\n"
 
-    def render_text(self, width: int = 140) -> str:
-        from rich.console import Console
-
-        buf = io.StringIO()
-        Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False).print(self.table())
-        return buf.getvalue()
+    def render_text(self, width: Optional[int] = None) -> str:
+        """The table as plain text (default width: no line wrapped)."""
+        return render_plain(self.table(), width)
 
     def __str__(self) -> str:
         return self.render_text()
 
 
 __all__ = ["PartitionReport", "SubgraphInfo", "HostOp", "TensorInfo", "StrategyComparison", "StrategyRow",
-           "REPORT_KINDS", "held_back_kind", "short_layer_name", "graph_units"]
+           "REPORT_KINDS", "HostGroup", "general_reason", "held_back_kind", "short_layer_name", "graph_units",
+           "render_plain"]

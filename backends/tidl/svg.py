@@ -8,14 +8,17 @@ Each node is a box with a label and an optional second line (``detail``, e.g. a 
 name) and a tooltip; edges between different groups (tensors crossing a subgraph boundary)
 are drawn thicker and red. Every node is ``<g class="node" data-group="...">`` so tools can
 find them. The output depends only on the arguments (no timestamps, no ids from memory).
+Every string is escaped for XML, its control characters shown as ``\\x1b``-style escapes
+(``ir/text.py``: XML 1.0 cannot hold them), so any layer name gives a well-formed file.
 """
 
 from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from html import escape
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...ir.text import printable, xml_text
 
 #: Distinct fills for TIDL subgraphs (cycled); the host is grey.
 SUBGRAPH_COLOURS = ("#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f",
@@ -119,15 +122,15 @@ def render_svg(nodes: Sequence[SvgNode], edges: Sequence[Tuple[int, int]], title
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="{MARGIN}" y="{MARGIN + 12}" font-size="15" font-weight="bold">{escape(title)}</text>']
+           f'<text x="{MARGIN}" y="{MARGIN + 12}" font-size="15" font-weight="bold">{xml_text(title)}</text>']
     for i, line in enumerate(sub_lines):
-        out.append(f'<text x="{MARGIN}" y="{MARGIN + 30 + 15 * i}" font-size="11">{escape(line)}</text>')
+        out.append(f'<text x="{MARGIN}" y="{MARGIN + 30 + 15 * i}" font-size="11">{xml_text(line)}</text>')
     ly = MARGIN + header
     for i, g in enumerate(shown):
         text = legend.get(g) or ("host (Arm / C7x via TVM)" if g == "host" else "TIDL subgraph " + g)
-        out.append(f'<g class="legend" data-group="{escape(g)}"><rect x="{MARGIN}" y="{ly + 22 * i}" width="16" '
+        out.append(f'<g class="legend" data-group="{xml_text(g)}"><rect x="{MARGIN}" y="{ly + 22 * i}" width="16" '
                    f'height="16" fill="{group_colour(g, groups)}" stroke="#333"/><text x="{MARGIN + 24}" '
-                   f'y="{ly + 22 * i + 12}">{escape(text)}</text></g>')
+                   f'y="{ly + 22 * i + 12}">{xml_text(text)}</text></g>')
     inner, crossing = [], []
     for a, b in edges:
         if a in col and b in col:
@@ -145,11 +148,12 @@ def render_svg(nodes: Sequence[SvgNode], edges: Sequence[Tuple[int, int]], title
         fill = group_colour(n.group, groups)
         text_fill = "#000" if n.group in ("host", "io") else "#fff"
         lines = [f'<text x="{x + BOX_W // 2}" y="{y + 16}" text-anchor="middle" fill="{text_fill}">'
-                 f'{escape(_fit(n.label))}</text>']
+                 f'{xml_text(_fit(printable(n.label)))}</text>']
         if n.detail:
             lines.append(f'<text x="{x + BOX_W // 2}" y="{y + 29}" text-anchor="middle" fill="{text_fill}" '
-                         f'font-size="9">{escape(_fit(n.detail, LABEL_CHARS + 5))}</text>')
-        out.append(f'<g class="node" data-group="{escape(n.group)}"><title>{escape(n.tooltip or n.label)}</title>'
+                         f'font-size="9">{xml_text(_fit(printable(n.detail), LABEL_CHARS + 5))}</text>')
+        tip = xml_text(n.tooltip or n.label, keep="\n")  # a tooltip's lines stay lines
+        out.append(f'<g class="node" data-group="{xml_text(n.group)}"><title>{tip}</title>'
                    f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{box_h}" rx="4" fill="{fill}" stroke="#333"/>'
                    + "".join(lines) + '</g>')
     out.append('</svg>')

@@ -1,0 +1,8 @@
+"""``python -m tidlx``: the same command line as ``tidlx``."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
