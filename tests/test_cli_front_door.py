@@ -236,6 +236,8 @@ def test_opset_is_an_argument_of_load_and_the_cli(tmp_path, capsys):
         tidlx.load(str(path))
     assert "opset" in str(info.value)
     assert tidlx.load(str(path), opset=17)["main"] is not None  # what the message says works
+    code, _, err = run_cli(capsys, "partition", path)
+    assert code == 2 and "opset=" in err and "(on the command line: --opset N)" in err
     code, out, err = run_cli(capsys, "partition", path, "--opset", "17", "--json")
     assert code == 0 and json.loads(out)["host_ops"][0]["op"] == "nn.softmax"
 
@@ -309,7 +311,7 @@ def test_params_and_shapes_apply_to_one_kind_of_model(tmp_path, capsys):
 
 def test_batch_and_shapes_on_every_command(relu_model, tmp_path, capsys):
     code, _, err = run_cli(capsys, "show", relu_model)
-    assert code == 2 and "dimension 0 is dynamic" in err and "--batch N, or --shapes NAME:DIMS" in err
+    assert code == 2 and "dimension 0 is dynamic" in err and "(on the command line: --batch N, --shapes NAME:DIMS" in err
     code, out, _ = run_cli(capsys, "show", relu_model, "--batch", "3")
     assert code == 0 and "Tensor[(3, 4), float32]" in out
     code, out, _ = run_cli(capsys, "show", relu_model, "--shapes", "x:5,4")

@@ -132,7 +132,6 @@ def load_model(args):
     """Loads ``args.model`` with the loading options; every problem is a TidlxError that names
     the file or the option."""
     from .api import ONNX_SUFFIXES, RELAY_SUFFIXES, load, relay_params
-    from .frontends.onnx import DynamicShapeError
 
     path = args.model
     if not os.path.exists(path):
@@ -157,9 +156,16 @@ def load_model(args):
         params = relay_params(args.params, "--params")
     try:
         return load(path, batch=batch, shapes=shapes, opset=opset, params=params)
-    except DynamicShapeError as exc:
-        raise TidlxError(f"{exc} (on the command line: --batch N, or --shapes NAME:DIMS such as "
-                         f"--shapes img:1x3x224x224)") from None
+    except TidlxError as exc:  # the importers speak the API's keywords; say the options too
+        hints = [option for keyword, option in _OPTION_OF_KEYWORD if keyword in str(exc)]
+        if not hints:
+            raise
+        raise TidlxError(f"{exc} (on the command line: {', '.join(hints)})") from None
+
+
+#: The API keyword an import error may name -> the command-line option that sets it.
+_OPTION_OF_KEYWORD = (("batch=", "--batch N"), ("shapes=", "--shapes NAME:DIMS, e.g. --shapes img:1x3x224x224"),
+                      ("opset=", "--opset N"))
 
 
 # -- the commands -------------------------------------------------------------------------------------
