@@ -270,9 +270,15 @@ def _examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _paragraph(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=88)
+
+
 def subcommand(sub, name: str, help: str, description: str, examples: Sequence[str]) -> argparse.ArgumentParser:
     """A subcommand whose ``--help`` has a description and examples (shared by every command)."""
-    return sub.add_parser(name, help=help, description=description, epilog=_examples(*examples),
+    return sub.add_parser(name, help=help, description=_paragraph(description), epilog=_examples(*examples),
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -281,8 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="tidlx", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="TIDL/TVM deployment answers on a laptop: will a model export to TIDL, into how many "
-                    "subgraphs, what stays on the host and why, and what its float numbers are.",
+        description=_paragraph("TIDL/TVM deployment answers on a laptop: will a model export to TIDL, into how "
+                               "many subgraphs, what stays on the host and why, and what its float numbers are."),
         epilog=_examples("tidlx partition model.onnx", "tidlx partition resnet18.txt --params resnet18.params",
                          "tidlx run model.onnx --input inputs.npz --output outputs.npz",
                          "tidlx show model.onnx --counts-only", "tidlx demo --tiny",

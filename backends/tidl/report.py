@@ -188,7 +188,7 @@ class HostGroup:
         return layers[:max_layers] + ([f"... and {more} more"] if more > 0 else [])
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kind": self.kind, "reason": self.reason, "ops": len(self.ops), "macs": self.macs,
+        return {"kind": self.kind, "reason": self.reason, "num_ops": len(self.ops), "macs": self.macs,
                 "layers": self.layers}
 
 
