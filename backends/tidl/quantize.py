@@ -86,11 +86,8 @@ def calibration_option_bits(options: TidlOptions) -> int:
 
 
 def data_convert_acc_scale(out_bits: int) -> float:
-    """The accScale of a float input's data convert: docs/numerics.md §6.1's ``inScale x 2^7`` (inScale
-    1.0) for an 8-bit output. tidlx's choice for a 16-bit output: ``2^15``, Q + 8 as the sum's (6 -> 14)
-    and concat's (7 -> 15) Q; with 2^7 a 16-bit input would keep 8-bit resolution (the facts give the
-    8-bit value only)."""
-    return nx.acc_scale_data_convert(1.0) * (2.0 ** 8 if out_bits == 16 else 1.0)
+    """The accScale of a float input's data convert (docs/numerics.md §6.1, inScale 1.0)."""
+    return nx.acc_scale_data_convert(1.0, out_bits)
 
 
 # -- reading a layer's float parameters ---------------------------------------------------------------

@@ -174,6 +174,7 @@ def test_fixed_facts():
     assert nx.average_pool_q((2, 2), (2, 2), 8) == 8 and nx.average_pool_q((3, 3), (1, 1), 8) == 12
     assert nx.average_pool_q((3, 3), (2, 2), 16) == 12
     assert nx.acc_scale_data_convert() == 128.0 and nx.acc_scale_keeping(3.0) == (3.0, 0)
+    assert nx.acc_scale_data_convert(1.0, 16) == 32768.0 and nx.acc_scale_data_convert(0.5, 8) == 64.0
     assert nx.acc_scale_eltwise_product([2.0, 3.0]) == 6.0 and nx.acc_scale_eltwise_max([2.0, 3.0], 8) == 128.0
     assert nx.tensor_scale(0.0, 3) == 2.0 ** -126
     assert nx.batch_norm_weight_scale_before_nonlinearity(8) == 128.0
