@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections import Counter
@@ -157,7 +158,7 @@ def load_model(args):
     try:
         return load(path, batch=batch, shapes=shapes, opset=opset, params=params)
     except TidlxError as exc:  # the importers speak the API's keywords; say the options too
-        hints = [option for keyword, option in _OPTION_OF_KEYWORD if keyword in str(exc)]
+        hints = [option for keyword, option in _OPTION_OF_KEYWORD if re.search(rf"(?<!\w){keyword}", str(exc))]
         if not hints:
             raise
         raise TidlxError(f"{exc} (on the command line: {', '.join(hints)})") from None
