@@ -24,6 +24,11 @@ class TidlxTypeError(TidlxError):
     """A type relation failed: wrong shapes, dtypes or attributes for an op."""
 
 
+class TensorTooLargeError(TidlxTypeError):
+    """A value would need more bytes than the tensor budget (``TIDLX_MAX_TENSOR_BYTES``): refused
+    from its type, before anything is allocated."""
+
+
 class VerifyError(TidlxError):
     """The IR is malformed (unbound variable, bad arity, ill-typed call, ...)."""
 

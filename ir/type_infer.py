@@ -8,7 +8,7 @@ from .errors import TidlxError, TidlxTypeError, VerifyError
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from .op import Op
 from .traversal import children
-from .types import FuncType, TensorType, TupleType, Type
+from .types import FuncType, TensorType, TupleType, Type, check_tensor_bytes, max_tensor_bytes
 
 
 def describe_call(call: Call) -> str:
@@ -51,6 +51,7 @@ def infer_expr_type(root: Expr, mod=None, func_name: Optional[str] = None,
                     func: Optional[Function] = None) -> Type:
     """Infers and caches the type of every node under ``root``; returns root's type."""
     where = _Where(func_name, func)
+    where.budget = max_tensor_bytes()  # read once per inference
     stack = [(root, 0)]
     while stack:
         node, state = stack.pop()
@@ -119,9 +120,11 @@ def _node_type(node: Expr, mod, where) -> Type:
                 out = op.type_rel(arg_types, node.attrs)
             except TidlxError as exc:
                 raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: {exc}") from None
-            except (TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
+            except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
                 raise TidlxTypeError(f"{where.prefix(node)}{describe_call(node)}: invalid inputs or "
                                      f"attributes ({exc})") from None
+            if _too_large(out, where.budget):  # the message (and its %N numbering) only on failure
+                check_tensor_bytes(out, f"{where.prefix(node)}{describe_call(node)}", where.budget)
             return out
         ft = node.op._checked_type
         if not isinstance(ft, FuncType):
@@ -137,6 +140,17 @@ def _node_type(node: Expr, mod, where) -> Type:
     if isinstance(node, Constant):
         return node._checked_type
     raise VerifyError(f"{where.prefix(node)}unknown node {type(node).__name__}")
+
+
+def _too_large(t: Type, budget: int) -> bool:
+    if isinstance(t, TensorType):
+        n = 1
+        for d in t.shape:
+            n *= d
+        return n > 0 and n * 8 > budget and t.nbytes > budget
+    if isinstance(t, TupleType):
+        return any(_too_large(f, budget) for f in t.fields)
+    return False
 
 
 def infer_module(mod) -> None:

@@ -6,7 +6,7 @@ Each IR op's ``onnx.op_types`` facet lists the ONNX op types that import to it;
 from .converters import CONVERTERS, ONNX_OP_TYPES
 from .custom import register_custom_node, unregister_custom_node
 from .errors import (DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError, OnnxRegistrationError,
-                     UnsupportedAttributeError, UnsupportedOpsError)
+                     OnnxTensorTooLargeError, UnsupportedAttributeError, UnsupportedOpsError)
 from .importer import from_onnx, load_onnx, static_inputs
 
 
@@ -17,4 +17,4 @@ def supported_ops() -> list:
 
 __all__ = ["from_onnx", "load_onnx", "static_inputs", "supported_ops", "register_custom_node", "unregister_custom_node",
            "ONNX_OP_TYPES", "OnnxImportError", "OnnxLoadError", "OnnxGraphError", "DynamicShapeError",
-           "OnnxRegistrationError", "UnsupportedAttributeError", "UnsupportedOpsError"]
+           "OnnxRegistrationError", "OnnxTensorTooLargeError", "UnsupportedAttributeError", "UnsupportedOpsError"]

@@ -13,10 +13,10 @@ import numpy as np
 import onnx
 
 from ...ir import Call, Constant, Expr, Tuple, TupleGetItem, get_op
-from ...ir.errors import TidlxError
+from ...ir.errors import TensorTooLargeError, TidlxError
 from ...ir.op import make_attrs
 from ...ir.types import TensorType
-from .errors import OnnxImportError, UnsupportedAttributeError
+from .errors import OnnxImportError, OnnxTensorTooLargeError, UnsupportedAttributeError
 from .graph import qualified_op_type
 
 
@@ -160,7 +160,8 @@ class NodeContext:
             expr.checked_type
         except TidlxError as exc:
             message = str(exc).lstrip(": ")
-            raise OnnxImportError(f"{self.where}: cannot build {op_name}: {message}") from None
+            cls = OnnxTensorTooLargeError if isinstance(exc, TensorTooLargeError) else OnnxImportError
+            raise cls(f"{self.where}: cannot build {op_name}: {message}") from None
         return expr
 
     def tuple(self, fields: Sequence[Expr]) -> Tuple:

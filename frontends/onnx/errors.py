@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ...ir.errors import TidlxError
+from ...ir.errors import TensorTooLargeError, TidlxError
 
 
 class OnnxImportError(TidlxError):
     """Base of every error the ONNX importer raises."""
+
+
+class OnnxTensorTooLargeError(OnnxImportError, TensorTooLargeError):
+    """A node's value would need more bytes than the tensor budget (TIDLX_MAX_TENSOR_BYTES)."""
 
 
 class OnnxLoadError(OnnxImportError):

@@ -12,6 +12,7 @@ import onnx
 from onnx import numpy_helper
 
 from ...ir.errors import TidlxWarning, closest
+from ...ir.types import MAX_DIM
 from .errors import DynamicShapeError, OnnxGraphError, OnnxImportError, OnnxLoadError
 
 #: The default-domain opsets the importer reads: SUPPORTED_MIN_OPSET to MAX_OPSET. A model of an
@@ -226,11 +227,11 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
             raise OnnxImportError(f"{source}: shapes= names '{name}', which is not a graph input"
                                   + (f"; did you mean {', '.join(repr(h) for h in hint)}?" if hint else
                                      f" (inputs: {', '.join(repr(d) for d in declared)})"))
-        if not isinstance(shape, (list, tuple)) or not all(_is_dim(d) and d >= 0 for d in shape):
-            raise OnnxImportError(f"{source}: shapes['{name}'] must be a list of non-negative ints, got "
-                                  f"{shape!r}")
-    if batch is not None and not (_is_dim(batch) and batch > 0):
-        raise OnnxImportError(f"{source}: batch must be a positive int, got {batch!r}")
+        if not isinstance(shape, (list, tuple)) or not all(_is_dim(d) and 0 <= d <= MAX_DIM for d in shape):
+            raise OnnxImportError(f"{source}: shapes['{name}'] must be a list of non-negative ints (at most "
+                                  f"{MAX_DIM}, int64), got {shape!r}")
+    if batch is not None and not (_is_dim(batch) and 0 < batch <= MAX_DIM):
+        raise OnnxImportError(f"{source}: batch must be a positive int (at most {MAX_DIM}, int64), got {batch!r}")
     out = []
     for vi in graph.input:
         if vi.name in init_names and vi.name not in shapes:
@@ -251,6 +252,10 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
                 if axis == 0 and batch is not None:
                     dims.append(int(batch))
                 elif dim.HasField("dim_value"):
+                    if dim.dim_value < 0:
+                        raise OnnxImportError(f"{where}: dimension {axis} is {dim.dim_value} (shape "
+                                              f"{_fmt_dims(vi)}); dimensions cannot be negative; pass "
+                                              f"shapes={{'{vi.name}': [...]}} to give the real shape")
                     dims.append(int(dim.dim_value))
                 else:
                     what = f"'{dim.dim_param}'" if dim.dim_param else "unnamed"
@@ -260,6 +265,12 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
             shape = tuple(dims)
         out.append(GraphInput(vi.name, shape, dtype))
     return out
+
+
+def _fmt_dims(vi) -> str:
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in vi.type.tensor_type.shape.dim]
+    return "[" + ", ".join(dims) + "]"
 
 
 def _is_dim(v) -> bool:

@@ -16,12 +16,14 @@ import numpy as np
 import onnx
 
 from ...ir import Constant, Expr, Function, IRModule, Tuple, Var
-from ...ir.types import TensorType
+from ...ir.errors import TensorTooLargeError, TidlxError
+from ...ir.types import TensorType, check_tensor_bytes, max_tensor_bytes
 from .context import NodeContext, constant
 from .converters import CONST_OUTPUT_OPS, STATIC_OPERANDS, converter_for
-from .errors import OnnxImportError, UnsupportedOpsError
+from .errors import OnnxImportError, OnnxTensorTooLargeError, UnsupportedOpsError
 from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
                     node_names, qualified_op_type, topological_order, upgrade_opset)
+from .graph import _ONNX_TO_IR_DTYPE as _ONNX_TO_IR
 
 #: Ops never evaluated at import time even when all their inputs are constant: quantization
 #: structure must survive, and random ops are not constants.
@@ -151,6 +153,7 @@ class _Importer:
 
         feeds = {x: v.data for x, v in zip(node.input, inputs) if x}
         outputs = [o for o in node.output if o]
+        self._check_fold_sizes(node, name, feeds, outputs)
         # A one-node graph, so the reference picks the op version of the model's opset.
         graph = onnx.helper.make_graph([node], "fold", [onnx.ValueInfoProto(name=x) for x in feeds],
                                        [onnx.ValueInfoProto(name=o) for o in outputs])
@@ -173,6 +176,59 @@ class _Importer:
             ir_dtype(_np_to_onnx_type(arr.dtype, name), f"node '{name}' ({node.op_type}) output {k}")
             results.append(constant(arr))
         return results
+
+
+    def _check_fold_sizes(self, node: onnx.NodeProto, name: str, feeds, outputs) -> None:
+        """Refuses a fold whose result would exceed the tensor budget before evaluating it (a
+        ConstantOfShape of 10 GB took 44 s and 20 GB): ONNX's shape inference on the one node, with
+        the small integer inputs (shapes, repeats, pads) as values and the others as shapes only."""
+        from onnx import shape_inference
+
+        budget = max_tensor_bytes()
+        if sum(a.nbytes for a in feeds.values()) * 4 <= min(budget, ALWAYS_FOLD_BYTES) and \
+                node.op_type not in GROWING_OPS:
+            return  # the result of an op that does not grow is about the size of its inputs
+        inits, infos = [], []
+        for x, a in feeds.items():
+            if a.dtype.kind in "iub" and a.size <= 64:
+                inits.append(onnx.numpy_helper.from_array(np.asarray(a), x))
+            else:
+                infos.append(onnx.helper.make_tensor_value_info(x, _np_to_onnx_type(a.dtype, name), list(a.shape)))
+        graph = onnx.helper.make_graph([node], "size", infos, [onnx.ValueInfoProto(name=o) for o in outputs],
+                                       inits)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(node.domain, self.opset)])
+        try:
+            inferred = shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:
+            return  # the evaluation reports a malformed node with its own words
+        for vi in inferred.graph.output:
+            tt = vi.type.tensor_type
+            dims = tt.shape.dim
+            if not tt.HasField("shape") or not all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+                continue
+            dtype = _ONNX_TO_IR.get(tt.elem_type)
+            if dtype is None:
+                continue
+            try:
+                t = TensorType(tuple(d.dim_value for d in dims), dtype)
+            except TidlxError as exc:
+                raise OnnxImportError(f"node '{name}' ({node.op_type}): output '{vi.name}': {exc}") from None
+            try:
+                check_tensor_bytes(t, f"node '{name}' ({node.op_type}) output '{vi.name}', evaluated at import "
+                                      f"time", budget)
+            except TensorTooLargeError as exc:
+                raise OnnxTensorTooLargeError(str(exc)) from None
+
+
+#: ONNX ops whose result may be much larger than their inputs (checked before folding even when
+#: the inputs are small).
+GROWING_OPS = frozenset({
+    "ConstantOfShape", "Expand", "Tile", "Range", "Resize", "Upsample", "Pad", "OneHot", "EyeLike", "MatMul",
+    "Gemm", "Einsum", "Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "And", "Or", "Xor",
+    "Max", "Min", "Sum", "Mean", "Concat", "Gather", "GatherElements", "GatherND", "Col2Im", "ConvTranspose",
+})
+#: Folds whose inputs are this small are not size-checked unless the op may grow.
+ALWAYS_FOLD_BYTES = 1 << 20
 
 
 def _qualified_op(node: onnx.NodeProto) -> str:

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Dict, List, Optional, Tuple
 
-from ...ir.errors import closest
+from ...ir.errors import TidlxError, closest
 from ...ir.types import DTYPES, TensorType
 
 from .errors import SourceText
@@ -192,7 +192,10 @@ def _tensor_type(src: SourceText, m, pos: int) -> TensorType:
             raise src.error(f"unknown dtype '{dtype}'{extra}", m.start("dtype"))
         # TVM prints int64 dimensions with their suffix: Tensor[(1i64, 3i64), float32]
         dims = tuple(int(x.strip().split("i")[0]) for x in m.group("dims").split(",") if x.strip())
-        ty = TensorType(dims, dtype)
+        try:
+            ty = TensorType(dims, dtype)
+        except TidlxError as exc:  # a negative dimension or one beyond int64
+            raise src.error(str(exc), m.start("dims")) from None
         if len(_TENSOR_TYPES) < 10000:
             _TENSOR_TYPES[key] = ty
     return ty
