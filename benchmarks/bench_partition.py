@@ -239,6 +239,36 @@ def _flow_table(repeat: int) -> None:
           f"BEVDet's ONNX import, not part of the flow: {t_import * 1e3:.0f} ms)")
 
 
+def relu_chain(n: int) -> IRModule:
+    """A chain of ``n`` relu bindings on a 1x8x4x4 tensor (issue 13's 200,000-binding chain)."""
+    x = Var("x", TensorType((1, 8, 4, 4)))
+    y = x
+    for i in range(n):
+        y = call("nn.relu", y, layer=f"l{i}")
+    return IRModule({"main": Function([x], y)})
+
+
+def _chain_table(sizes) -> None:
+    """Long chains through the partitioner and through the whole TIDL flow (wall time, once)."""
+    import tidlx
+
+    print("\nrelu chains: the partitioner (greedy, TIDL limits) and tidlx.partition (the whole flow), wall s")
+    print(f"{'bindings':>10}{'partitioner':>13}{'whole flow':>12}")
+    part, flow = [], []
+    for n in sizes:
+        mod = relu_chain(n)
+        mod.infer_types()
+        t0 = time.perf_counter()
+        partition(mod, lambda c: None, limits=PartitionLimits(), check=False)
+        t1 = time.perf_counter()
+        tidlx.partition(mod)
+        t2 = time.perf_counter()
+        part.append(t1 - t0)
+        flow.append(t2 - t1)
+        print(f"{n:>10}{t1 - t0:>13.2f}{t2 - t1:>12.2f}")
+    print(f"{'exponent':>10}{fit_exponent(sizes, part):>13.2f}{fit_exponent(sizes, flow):>12.2f}")
+
+
 def main(argv=None) -> int:
     quick = "--quick" in (argv or sys.argv[1:])
     repeat = 1 if quick else 3
@@ -267,6 +297,7 @@ def main(argv=None) -> int:
     _scaling_table("random DAGs, 60% supported, no limits (greedy = plain MergeCompilerRegions)",
                    lambda n: synthetic_dag(n, seed=n), sizes, lambda: mask_oracle(0.6),
                    PartitionLimits(None, None, None), repeat)
+    _chain_table((10000, 25000) if quick else (25000, 100000, 200000))
     return 0
 
 
