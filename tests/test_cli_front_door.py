@@ -326,6 +326,27 @@ def test_batch_and_shapes_on_every_command(relu_model, tmp_path, capsys):
         assert code == 2 and message in err, bad
 
 
+BROADCAST_447G = """#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3), float32]) {
+  broadcast_to(%x, shape=[40000, 1000, 1000, 3])
+}
+"""
+
+
+def test_max_tensor_bytes_raises_the_budget(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TIDLX_MAX_TENSOR_BYTES", raising=False)
+    path = tmp_path / "big.txt"
+    path.write_text(BROADCAST_447G, encoding="utf-8")
+    code, _, err = run_cli(capsys, "show", path, "--counts-only")
+    first = err.splitlines()[0]
+    assert code == 2 and "more than the tensor budget of 4294967296 bytes" in first
+    assert first.endswith("(on the command line: --max-tensor-bytes SIZE)")
+    code, out, _ = run_cli(capsys, "show", path, "--counts-only", "--max-tensor-bytes", "1T")
+    assert code == 0 and "broadcast_to" in out  # typed only: nothing was allocated
+    code, _, err = run_cli(capsys, "partition", path, "--max-tensor-bytes", "lots")
+    assert code == 2 and "--max-tensor-bytes='lots' is not a size in bytes" in err
+
+
 def test_parse_shapes():
     assert parse_shapes([]) is None
     assert parse_shapes(["img:6x3x256x704,mask:6x1x64x176"]) == {"img": (6, 3, 256, 704), "mask": (6, 1, 64, 176)}
@@ -355,7 +376,7 @@ def test_every_command_has_a_description_and_examples():
     assert "examples:" in parser.format_help()
     for name in ("show", "run", "partition"):
         options = commands[name].format_help()
-        assert all(o in options for o in ("--params", "--batch", "--shapes", "--opset")), name
+        assert all(o in options for o in ("--params", "--batch", "--shapes", "--opset", "--max-tensor-bytes")), name
 
 
 # -- the partition answer ----------------------------------------------------------------------------------

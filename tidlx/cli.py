@@ -2,7 +2,8 @@
 
 Every command that loads a model takes the same loading options (``add_model_arguments``):
 ``--params FILE`` (the constants of Relay text printed without metadata: an ``.npz`` or a TVM
-params file), ``--batch N``, ``--shapes NAME:DIMS`` and ``--opset N`` (ONNX). Errors print
+params file), ``--batch N``, ``--shapes NAME:DIMS`` and ``--opset N`` (ONNX), and
+``--max-tensor-bytes SIZE`` (the tensor budget, else ``TIDLX_MAX_TENSOR_BYTES``). Errors print
 ``tidlx: error: ...`` and exit with status 2; warnings print ``tidlx: warning: ...``, one line
 each. Names from the model or the command line are printed as they are (never read as rich
 markup), their control characters escaped.
@@ -75,6 +76,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="ONNX: the whole shape of an input, e.g. img:6x3x256x704 (several: "
                             "img:1x3x224x224,mask:1x1x224x224, or the option again)")
     group.add_argument("--opset", metavar="N", help="ONNX: read the model as this default-domain opset")
+    group.add_argument("--max-tensor-bytes", metavar="SIZE",
+                       help="the most bytes one value of the model may need (e.g. 16G, 500MB, 8589934592; default: "
+                            "TIDLX_MAX_TENSOR_BYTES, else 4 GiB): a larger one is refused before anything is "
+                            "allocated")
 
 
 def positive_int(text: Optional[str], option: str) -> Optional[int]:
@@ -161,12 +166,13 @@ def load_model(args):
         hints = [option for keyword, option in _OPTION_OF_KEYWORD if re.search(rf"(?<!\w){keyword}", str(exc))]
         if not hints:
             raise
-        raise TidlxError(f"{exc} (on the command line: {', '.join(hints)})") from None
+        first, newline, rest = str(exc).partition("\n")  # after the message, before a quoted source line
+        raise TidlxError(f"{first} (on the command line: {', '.join(hints)}){newline}{rest}") from None
 
 
 #: The API keyword an import error may name -> the command-line option that sets it.
 _OPTION_OF_KEYWORD = (("batch=", "--batch N"), ("shapes=", "--shapes NAME:DIMS, e.g. --shapes img:1x3x224x224"),
-                      ("opset=", "--opset N"))
+                      ("opset=", "--opset N"), ("TIDLX_MAX_TENSOR_BYTES=", "--max-tensor-bytes SIZE"))
 
 
 # -- the commands -------------------------------------------------------------------------------------
@@ -370,11 +376,20 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 _python_showwarning = warnings.showwarning
 
 
+def _tensor_budget(size: Optional[str]):
+    """The tensor budget of ``--max-tensor-bytes`` for the command (none given: as it is)."""
+    import contextlib
+
+    from .ir.types import parse_bytes, tensor_budget
+
+    return contextlib.nullcontext() if size is None else tensor_budget(parse_bytes(size, "--max-tensor-bytes"))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _tensor_budget(getattr(args, "max_tensor_bytes", None)):
             warnings.showwarning = _show_warning
             return args.func(args)
     except TidlxError as exc:
