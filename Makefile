@@ -5,7 +5,7 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.tidlx-installed
 PYTHON ?= python3
 
-.PHONY: demo test bench install clean system-packages
+.PHONY: demo test bench install clean system-packages fuzz
 
 # numba's OpenMP threading layer (the emulator's parallel kernels) needs libgomp; without it the
 # emulator falls back to a slower Python thread pool. Installed with apt-get when running as root.
@@ -32,6 +32,17 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Coverage-guided fuzzing (atheris) of every input surface, FUZZ_SECONDS each; then the counts.
+FUZZ_SECONDS ?= 60
+FUZZ_SURFACES := relay onnx-bytes onnx-graph options npz
+fuzz: $(STAMP)
+	$(PY) -c 'import atheris' 2>/dev/null || $(PIP) install -q atheris==2.3.0
+	rm -rf fuzz/findings
+	@for s in $(FUZZ_SURFACES); do echo "== fuzz $$s ($(FUZZ_SECONDS) s)"; \
+	  $(PY) fuzz/run.py $$s $(FUZZ_SECONDS) >fuzz/findings-$$s.log 2>&1 || true; done
+	@rm -f fuzz/findings-*.log
+	$(PY) fuzz/report.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -28,21 +28,29 @@ def constant(value, dtype: Optional[str] = None) -> Constant:
     return Constant(arr)  # Constant copies (and keeps 0-d arrays 0-d)
 
 
-def attribute_values(node: onnx.NodeProto) -> Dict[str, Any]:
+def attribute_values(node: onnx.NodeProto, where: str = "") -> Dict[str, Any]:
     """Attribute name -> Python value (strings decoded, tensors as numpy arrays)."""
     out = {}
     for a in node.attribute:
         if a.ref_attr_name:
             continue  # only inside functions; the importer sees none
-        value = onnx.helper.get_attribute_value(a)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        elif isinstance(value, list) and value and isinstance(value[0], bytes):
-            value = [v.decode("utf-8", errors="replace") for v in value]
-        elif isinstance(value, onnx.TensorProto):
-            value = onnx.numpy_helper.to_array(value)
-        out[a.name] = value
+        try:
+            out[a.name] = _attribute_value(a)
+        except Exception as exc:  # onnx raises TypeError/ValueError/... on a malformed attribute
+            raise OnnxImportError(f"{where or 'node ' + repr(node.name)}: attribute '{a.name}' cannot be read "
+                                  f"({type(exc).__name__}: {exc})") from None
     return out
+
+
+def _attribute_value(a: onnx.AttributeProto) -> Any:
+    value = onnx.helper.get_attribute_value(a)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    elif isinstance(value, list) and value and isinstance(value[0], bytes):
+        value = [v.decode("utf-8", errors="replace") for v in value]
+    elif isinstance(value, onnx.TensorProto):
+        value = onnx.numpy_helper.to_array(value)
+    return value
 
 
 class NodeContext:
@@ -52,7 +60,7 @@ class NodeContext:
         self.op_type = node.op_type
         self.opset = opset
         self._inputs = list(inputs)
-        self.attrs = attribute_values(node)
+        self.attrs = attribute_values(node, f"node '{name}' ({node.op_type})")
         self.num_outputs = len(node.output)
 
     # --- messages -------------------------------------------------------------------------

@@ -32,6 +32,9 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 def qualified_op_type(domain: str, op_type: str) -> str:
     """A node's op type as reports and the ``onnx.op_types`` facet name it: ``domain.OpType``
     outside the default domain."""
+    # protobuf hands back bytes for a string field that is not valid UTF-8
+    op_type = op_type.decode("utf-8", "replace") if isinstance(op_type, bytes) else op_type
+    domain = domain.decode("utf-8", "replace") if isinstance(domain, bytes) else domain
     return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
 
 #: ONNX TensorProto element types the IR can hold, by their IR dtype name.

@@ -360,6 +360,9 @@ def convert_expand(ctx: NodeContext):
         shape = tuple(int(d) for d in np.broadcast_shapes(ctx.shape(x), tuple(target)))
     except ValueError:
         raise ctx.error(f"input of shape {ctx.shape(x)} cannot be expanded to {target}") from None
+    except RuntimeError as exc:  # numpy broadcasts at most 32 dimensions (NPY_MAXDIMS)
+        raise ctx.error(f"input of shape {ctx.shape(x)} cannot be expanded to a shape of rank {len(target)} "
+                        f"({exc})") from None
     return ctx.call("broadcast_to", x, shape=shape)
 
 
