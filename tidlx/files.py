@@ -10,6 +10,7 @@ file (and the option it came from), never a numpy or zipfile traceback.
 from __future__ import annotations
 
 import os
+import tokenize
 import zipfile
 import zlib
 from typing import Dict, Mapping
@@ -72,8 +73,10 @@ def read_npz(path, what: str = "") -> Dict[str, np.ndarray]:
             raise ArrayFileError(f"{label}: an array holds Python objects (a pickle), which tidlx does not "
                                  f"load; save numeric arrays") from None
         raise ArrayFileError(f"{label}: an array in the file is damaged ({exc})") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
-        # RuntimeError: zipfile's "is encrypted, password required" (a damaged flag bit)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError,
+            SyntaxError, tokenize.TokenError) as exc:
+        # RuntimeError: zipfile's "is encrypted, password required" (a damaged flag bit);
+        # SyntaxError / TokenError: numpy parsing a damaged .npy header (a Python dict literal)
         raise ArrayFileError(f"{label}: cannot read the .npz file: it is truncated or damaged "
                              f"({type(exc).__name__}: {exc})") from None
     return arrays

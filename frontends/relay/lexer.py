@@ -174,7 +174,8 @@ def _tokenize_from(src: SourceText, out: Tokens, start: int) -> Optional[int]:
 
 def _int_list(literal: str) -> tuple:
     """``[1, 1, -1]`` read in one go (attribute lists are most of a conv net's tokens)."""
-    return tuple(int(x) for x in literal[1:-1].split(",") if x.strip())
+    # strip() first: the pattern's \s takes every Unicode space (\x1d too), int() does not
+    return tuple(int(x.strip()) for x in literal[1:-1].split(",") if x.strip())
 
 
 _TENSOR_TYPES: Dict[str, TensorType] = {}

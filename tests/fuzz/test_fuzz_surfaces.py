@@ -17,12 +17,8 @@ from fuzz.surfaces import SURFACES, check, seeds  # noqa: E402
 
 FINDINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings")
 
-#: Findings outside the ONNX frontend / IR, left to their owners (issue 13).
-OPEN = {
-    "relay-98a15919d579.bin": "frontends/relay: an int literal with a \\x1d (str.strip() whitespace) raises "
-                              "ValueError, reported as TidlxInternalError",
-    "npz-0b5d27192f06.bin": "tidlx/files.py read_npz: a malformed .npy header escapes as tokenize.TokenError",
-}
+#: Findings not fixed yet (each a strict xfail, so a fix must remove it here).
+OPEN = {}
 
 
 def _finding_cases():
