@@ -1,7 +1,9 @@
 """A/B speed of the float emulator: this checkout against another one (by default commit 468ffe1), same run.
 
+Not part of ``make bench`` (it needs a second checkout; its name does not match bench_*.py).
+
     git worktree add /tmp/tidlx-base 468ffe1
-    .venv/bin/python benchmarks/bench_emulator_ab.py --base /tmp/tidlx-base [--rounds 7] [--repeat 15]
+    .venv/bin/python benchmarks/ab_emulator_checkouts.py --base /tmp/tidlx-base [--rounds 7] [--repeat 15]
 
 Times ``tidlx.emulator.run`` with its defaults (the fast kernel set) on a ResNet-18-shaped model
 (224x224, batch 1, random weights, built here as ONNX) and the built-in BEVDet image stage
