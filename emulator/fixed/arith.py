@@ -216,6 +216,14 @@ def _pads4(pads) -> Tuple[int, int, int, int]:
     return t
 
 
+def _window_geometry(strides, dilations, pads, what: str):
+    """(sh, sw), (dh, dw), (top, left, bottom, right) of a convolution-like layer, checked."""
+    (sh, sw), (dh, dw) = _pair(strides, "strides"), _pair(dilations, "dilations")
+    if min(sh, sw, dh, dw) < 1:
+        raise FixedPointError(f"{what}: strides and dilations must be >= 1")
+    return (sh, sw), (dh, dw), _pads4(pads)
+
+
 def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
                 groups: int = 1, bounds=None) -> np.ndarray:
     """§8.1 convolution (groups, depthwise, stride, dilation, zero-point padding, per-channel roundBits);
@@ -226,14 +234,10 @@ def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, 
     wi, wtype = _tensor(w, "convolution weights", 4)
     n, c, h, wd = xi.shape
     o, cg, kh, kw = wi.shape
-    sh, sw = _pair(strides, "strides")
-    dh, dw = _pair(dilations, "dilations")
-    pt, pl, pb, pr = _pads4(pads)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _window_geometry(strides, dilations, pads, "convolution")
     if groups < 1 or c % groups or o % groups or cg != c // groups:
         raise FixedPointError(f"convolution: {c} input and {o} output channels with weights {wi.shape} "
                               f"do not make {groups} groups")
-    if min(sh, sw, dh, dw) < 1:
-        raise FixedPointError("convolution: strides and dilations must be >= 1")
     oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
     if oh < 1 or ow < 1:
@@ -259,13 +263,9 @@ def deconvolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1
     wi, wtype = _tensor(w, "deconvolution weights", 4)
     n, c, h, wd = xi.shape
     cw, og, kh, kw = wi.shape
-    sh, sw = _pair(strides, "strides")
-    dh, dw = _pair(dilations, "dilations")
-    pt, pl, pb, pr = _pads4(pads)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _window_geometry(strides, dilations, pads, "deconvolution")
     if groups < 1 or cw != c or c % groups:
         raise FixedPointError(f"deconvolution: weights {wi.shape} do not fit {c} input channels in {groups} groups")
-    if min(sh, sw, dh, dw) < 1:
-        raise FixedPointError("deconvolution: strides and dilations must be >= 1")
     full_h, full_w = (h - 1) * sh + dh * (kh - 1) + 1, (wd - 1) * sw + dw * (kw - 1) + 1
     oh, ow = full_h - pt - pb, full_w - pl - pr
     if oh < 1 or ow < 1:
