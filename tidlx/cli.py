@@ -352,10 +352,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="out", help="folder for the written model files (default: out)")
     demo.set_defaults(func=cmd_demo)
 
-    from .partition_cli import add_partition_parser
-
-    add_partition_parser(sub)
+    for module in command_modules():
+        module.add_parser(sub)
     return parser
+
+
+def command_modules():
+    """The modules ``tidlx/<name>_cli.py`` that add a command of their own (``add_parser(subparsers)``),
+    in their ``COMMAND_ORDER``: a new command is one new file, and the commands stay in the help's order."""
+    import importlib
+    import pkgutil
+
+    from . import __path__ as package_path
+
+    modules = [importlib.import_module(f"{__package__}.{info.name}")
+               for info in pkgutil.iter_modules(package_path) if info.name.endswith("_cli")]
+    return sorted(modules, key=lambda m: (m.COMMAND_ORDER, m.__name__))
 
 
 # -- main ---------------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ import warnings
 
 from .ir import TidlxError
 
+#: Where the command stands in ``tidlx --help`` (tidlx/cli.py, ``command_modules``).
+COMMAND_ORDER = 30
+
 
 def cmd_partition(args) -> int:
     from rich.text import Text
@@ -84,7 +87,7 @@ def cmd_partition(args) -> int:
     return 0
 
 
-def add_partition_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the ``partition`` command to ``tidlx``'s subparsers."""
     from .backends.tidl.flow import PREP_PASSES
     from .ir.partition import list_strategies
