@@ -14,7 +14,7 @@ data converts).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -162,9 +162,12 @@ def _convert_out(tensor: QuantizedTensor, value: np.ndarray) -> np.ndarray:
 
 
 def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
-                 observers: Sequence[Callable[[FixedObservation], None]] = ()) -> List[np.ndarray]:
+                 observers: Sequence[Callable[[FixedObservation], None]] = (),
+                 kernels: Optional[Mapping[str, Kernel]] = None) -> List[np.ndarray]:
     """Runs one quantized subgraph: float (or integer) inputs in ``sub.inputs`` order, float32 outputs in
-    ``sub.outputs`` order. Each value is freed after its last reader."""
+    ``sub.outputs`` order. Each value is freed after its last reader. ``kernels``: the kernel of each
+    layer type (default ``KERNELS``, the plain ones); a faster table must give the same bits."""
+    kernels = KERNELS if kernels is None else kernels
     if len(inputs) != len(sub.inputs):
         raise FixedPointError(f"@{sub.name} takes {len(sub.inputs)} inputs, got {len(inputs)}")
     last_use: Dict[int, int] = {}
@@ -186,7 +189,7 @@ def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
             outs = [_convert_out(tensor, ins[0])]
             results[tensor.id] = outs[0]
         else:
-            kernel = KERNELS.get(layer.type)
+            kernel = kernels.get(layer.type)
             if kernel is None:
                 raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: TIDL fixed point does not support "
                                       f"{layer.type} layers yet")
