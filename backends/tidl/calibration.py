@@ -54,7 +54,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -351,7 +351,7 @@ def _options(options) -> TidlOptions:
 
 def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[str, Any]] = None,
               frames: FrameSource = None, *, kernels: str = "reference", mean=None, scale=None,
-              seed: int = 0) -> Dict[str, CalibrationResult]:
+              seed: int = 0, progress: Optional[Callable[[int, int], None]] = None) -> Dict[str, CalibrationResult]:
     """The calibrated range of every tensor of every TIDL subgraph of ``partitioned``.
 
     ``partitioned``: a module from ``tidlx.partition``. ``options``: TI's options (``accuracy_level``
@@ -359,6 +359,7 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     ``.npz`` or a folder of images (``mean``/``scale`` as TI's configs write them), a mapping of
     arrays by input name, ``CalibrationFrames``, or None for seeded random frames (with a
     TidlxWarning). ``kernels``: the emulator's kernel set (``reference`` by default).
+    ``progress(done, total)`` is called after each frame (a progress bar).
 
     >>> import numpy as np, tidlx
     >>> from tidlx.backends.tidl.calibration import calibrate
@@ -391,6 +392,8 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
             recorder.run_frame(partitioned, frame, kernels)
         except EmulatorError as exc:
             raise CalibrationError(f"{data.source}, frame {recorder.frame}: the float run failed: {exc}") from exc
+        if progress is not None:
+            progress(recorder.frame, len(data))
     results: Dict[str, CalibrationResult] = {}
     for net in networks:
         tensors: Dict[int, TensorRange] = {}

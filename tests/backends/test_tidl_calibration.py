@@ -465,3 +465,18 @@ def test_tiny_bevdet_image_stage_calibrates_every_tensor():
     again = calibrate(partitioned, {"advanced_options:calibration_frames": 4}, data)
     assert again == results
     print(f"tiny BEVDet-R18 calibration over 4 frames: {elapsed:.2f} s")
+
+
+def test_progress_is_called_after_every_frame():
+    import tidlx
+    from tidlx.backends.tidl.calibration import calibrate
+
+    mod = tidlx.parse_relay('''
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  nn.relu(%x)
+}''')
+    partitioned, _ = tidlx.partition(mod)
+    seen = []
+    frames = {"x": np.random.default_rng(0).standard_normal((3, 2, 4, 4)).astype(np.float32)}
+    calibrate(partitioned, {"accuracy_level": 0}, frames, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
