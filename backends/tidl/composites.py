@@ -24,13 +24,31 @@ values are used only inside the group (and whose nodes are not in another group 
 "BN activation" is what TIDL's BatchNorm absorbs: relu, clip, leaky_relu, prelu, sigmoid, tanh,
 hard sigmoid and GELU (erf form). A bias is ``nn.bias_add`` or ``add`` of a constant that
 varies only along the channel axis.
+
+Fusions, each a named step that can be switched off (tidlx's option ``disabled_fusions``, as
+``disabled_passes`` switches off a preparation pass; ``tidlx check-fusion`` uses it to build the
+unfused layer sequence):
+
+| fusion                | what a composite fuses                                     | switched off, the parts become  |
+|-----------------------|------------------------------------------------------------|---------------------------------|
+| FuseBatchNormIntoConv | a batch_norm into the conv before it (conv2d_bn[_act])      | Conv + BatchNorm layer          |
+| FuseActivation        | a relu or clip into the layer before it (conv, deconv,      | the layer + a ReLU layer        |
+|                       | inner product, batch norm, channel-wise)                    |                                 |
+| FuseBiasIntoConv      | a bias_add (or per-channel add) into a conv or deconv       | Conv + a BatchNorm (bias) layer |
+
+A match that performs a switched-off fusion is refused and the next pattern tried, so the other
+fusions of the same group still happen (conv + bias + BN + ReLU without FuseActivation is a
+conv2d_bn layer and a ReLU layer). ``"FuseActivation"`` switches the fusion off everywhere,
+``"FuseActivation:<layer>"`` only for the part of that layer name (the relu or clip, the batch norm,
+the bias: an ONNX Conv's bias has the Conv's name), whichever group would take it.
+With no fusion switched off the groups are exactly the table's.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...ir.expr import Call, Constant, Expr, Function, TupleGetItem
 from ...ir.pattern import ANY_CALL, Pattern, is_constant, is_op, is_tuple_get_item, wildcard
@@ -226,12 +244,14 @@ def _node_key(node: Expr):
 
 
 def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None,
-                    exclude: Iterable[Expr] = ()) -> List[Composite]:
+                    exclude: Iterable[Expr] = (), disabled_fusions: Iterable[str] = ()) -> List[Composite]:
     """The composite groups of ``function``, each a list of calls TIDL runs as one layer.
 
     Nodes are visited from the outputs back, so the largest pattern ending at a node is taken
     before its parts; a match is kept only when every inner value is used inside the group only
-    and none of its nodes is in an earlier group. Nodes in ``exclude`` join no group."""
+    and none of its nodes is in an earlier group. Nodes in ``exclude`` join no group. A match
+    performing a fusion of ``disabled_fusions`` (``"FuseActivation"`` or
+    ``"FuseActivation:<layer of the relu>"``, see the module docstring) is refused."""
     if isinstance(function, Function):
         root = function.body
     else:
@@ -242,6 +262,7 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
     node_users = users(root)
     keyed = [(spec, spec.pattern.dispatch_keys()) for spec in specs]
     excluded = {id(node) for node in exclude}
+    switched_off = parse_disabled_fusions(disabled_fusions)
     blocker = object()  # pre-claims excluded nodes so that no group can take them
     claimed: Dict[Expr, object] = {node: blocker for node in order if id(node) in excluded}
     groups: List[Composite] = []
@@ -252,7 +273,7 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
         candidates = [spec for spec, keys in keyed
                       if keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)]
         for spec in candidates:
-            group = _try(spec, node, node_users, claimed, position)
+            group = _try(spec, node, node_users, claimed, position, switched_off)
             if group is not None:
                 for member in group.members:
                     claimed[member] = group
@@ -262,7 +283,8 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
     return groups
 
 
-def _try(spec: CompositeSpec, node: Expr, node_users, claimed, position) -> Optional[Composite]:
+def _try(spec: CompositeSpec, node: Expr, node_users, claimed, position,
+         switched_off: Optional[Dict[str, Optional[frozenset]]] = None) -> Optional[Composite]:
     match = spec.pattern.match(node)
     if match is None:
         return None
@@ -277,9 +299,69 @@ def _try(spec: CompositeSpec, node: Expr, node_users, claimed, position) -> Opti
     anchor = next((match.get(a) for a in spec.anchors if match.get(a) is not None), None)
     if not isinstance(anchor, Call):
         anchor = next(m for m in sorted(members, key=position.__getitem__) if isinstance(m, Call))
+    if switched_off:
+        for fusion in group_fusions(spec.name, match.names):
+            layers = switched_off.get(fusion, frozenset())
+            if layers is None or match.get(MEMBER + FUSED_MEMBER[fusion]).layer in layers:
+                return None  # that fusion is switched off here: let a smaller pattern take the parts
     ordered = tuple(sorted(members, key=position.__getitem__))
     return Composite(spec.name, spec.layer_type, ordered, node, anchor)
 
 
+# -- fusions as named steps ------------------------------------------------------------------------
+
+#: The fusions a composite performs, by step name -> what check-fusion calls it.
+FUSIONS: Dict[str, str] = {
+    "FuseBatchNormIntoConv": "batch_norm into convolution",
+    "FuseActivation": "relu/clip into layer",
+    "FuseBiasIntoConv": "bias_add into convolution",
+}
+#: The member each fusion fuses into the group's layer (its layer name is what ``Name:<layer>`` names).
+FUSED_MEMBER: Dict[str, str] = {"FuseBatchNormIntoConv": "bn", "FuseActivation": "act", "FuseBiasIntoConv": "bias"}
+#: The activations FuseActivation is about (TIDL runs them as the layer's saturation).
+FUSED_ACTIVATIONS = ("nn.relu", "clip")
+
+
+def group_fusions(spec_name: str, members: Mapping[str, Expr]) -> Tuple[str, ...]:
+    """The fusions (FUSIONS keys) a match of pattern ``spec_name`` with capture names ``members``
+    performs, in FUSIONS order."""
+    def has(name: str) -> bool:
+        return members.get(MEMBER + name) is not None
+
+    out = []
+    if has("bn") and has("conv"):
+        out.append("FuseBatchNormIntoConv")
+    act = members.get(MEMBER + "act")
+    if spec_name != "hard_sigmoid" and isinstance(act, Call) and act.op_name in FUSED_ACTIVATIONS:
+        out.append("FuseActivation")  # hard sigmoid's clip is part of its function, not a fused activation
+    if has("bias") and (has("conv") or has("deconv")):
+        out.append("FuseBiasIntoConv")
+    return tuple(out)
+
+
+class FusionNameError(ValueError):
+    """A disabled fusion that names no fusion step (the options turn it into an OptionError)."""
+
+
+def parse_disabled_fusions(entries: Iterable[str]) -> Dict[str, Optional[frozenset]]:
+    """``["FuseActivation", "FuseBiasIntoConv:/conv1/Conv"]`` -> ``{fusion: None (everywhere) or the
+    layers of the parts it does not fuse}``. An unknown fusion name is a FusionNameError."""
+    layers: Dict[str, set] = {}
+    everywhere: set = set()
+    for entry in entries:
+        name, sep, layer = str(entry).strip().partition(":")
+        name = name.strip()
+        if name not in FUSIONS:
+            raise FusionNameError(name)
+        if sep and layer.strip():
+            layers.setdefault(name, set()).add(layer.strip())
+        else:
+            everywhere.add(name)
+    out: Dict[str, Optional[frozenset]] = {name: frozenset(v) for name, v in layers.items()}
+    out.update({name: None for name in everywhere})
+    return out
+
+
 __all__ = ["Composite", "CompositeSpec", "find_composites", "composite_specs", "bias", "batch_norm_out",
-           "hard_sigmoid", "gelu", "conv_activation", "bn_activation", "CONV_ACTIVATIONS", "BN_ACTIVATIONS"]
+           "hard_sigmoid", "gelu", "conv_activation", "bn_activation", "CONV_ACTIVATIONS", "BN_ACTIVATIONS",
+           "FUSIONS", "FUSED_MEMBER", "FUSED_ACTIVATIONS", "group_fusions", "parse_disabled_fusions", "FusionNameError"]

@@ -6,10 +6,14 @@
     opts.check_layer_names({"conv1", ...})    # warns about list entries naming no layer
 
 ``TidlOptions`` holds Python field names (``advanced_options:num_cores`` -> ``num_cores``);
-``OPTIONS`` maps each TI name to its field. Three names are tidlx's own: ``max_batch_size`` (TI
+``OPTIONS`` maps each TI name to its field. Four names are tidlx's own: ``max_batch_size`` (TI
 only has the environment variable ``TIDL_RELAY_MAX_BATCH_SIZE``), ``max_subgraph_io`` (TI's
-fixed limit of 32 inputs/outputs per subgraph) and ``min_subgraph_macs`` (TI's fixed
-``min_mac_threshold = 1``: a subgraph without MACs goes back to the host).
+fixed limit of 32 inputs/outputs per subgraph), ``min_subgraph_macs`` (TI's fixed
+``min_mac_threshold = 1``: a subgraph without MACs goes back to the host) and
+``disabled_fusions`` (composite fusions switched off, ``composites.FUSIONS``: FuseBatchNormIntoConv,
+FuseActivation, FuseBiasIntoConv; ``Name:<layer>`` switches one off for the part of that layer
+name only: the relu/clip, the batch norm, the bias). TI's import always fuses; switching a fusion
+off is how ``tidlx check-fusion`` builds the unfused layer sequence.
 
 The batch limit: ``max_batch_size`` when given, else the environment variable
 ``TIDL_RELAY_MAX_BATCH_SIZE`` (default 1). The variable is read by ``batch_limit()``, i.e. when
@@ -133,6 +137,9 @@ _SPECS = (
     _spec("min_subgraph_macs", "min_subgraph_macs", "int",
           "subgraphs with fewer MACs go back to the host (tidlx's name for TI's fixed min_mac_threshold = 1; "
           "0 keeps subgraphs of pure data movement)", minimum=0),
+    _spec("disabled_fusions", "disabled_fusions", "names",
+          "composite fusions switched off (tidlx): FuseBatchNormIntoConv, FuseActivation, FuseBiasIntoConv, "
+          "or Name:<layer> for the part (relu/clip, batch norm, bias) of that layer only"),
 )
 
 #: TI option name -> its spec, in the order of TI's documentation.
@@ -306,6 +313,7 @@ class TidlOptions:
     max_batch_size: Optional[int] = None
     max_subgraph_io: int = 32
     min_subgraph_macs: int = 1
+    disabled_fusions: Tuple[str, ...] = ()
 
     def __post_init__(self):
         for f in fields(self):
@@ -317,6 +325,7 @@ class TidlOptions:
             _check_value(spec, value)
         self._check_ops()
         self._check_layer_types()
+        self._check_fusions()
         if self.platform == "AM62A" and self.num_cores != 1:
             raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
                               f"platform=AM62A: AM62A has one C7x core")
@@ -331,6 +340,18 @@ class TidlOptions:
                 extra = f"; closest Relay ops: {', '.join(hint)}" if hint else ""
                 raise OptionError(f"option deny_list: '{name}' is not a Relay op{extra} (deny_list takes Relay op "
                                   f"names such as nn.batch_norm; ONNX op types go in deny_list:layer_type)")
+
+    def _check_fusions(self) -> None:
+        from .composites import FUSIONS, FusionNameError, parse_disabled_fusions
+
+        try:
+            parse_disabled_fusions(self.disabled_fusions)
+        except FusionNameError as exc:
+            name = str(exc)
+            hint = closest(name, FUSIONS, n=1)
+            extra = f"; did you mean {', '.join(hint)}?" if hint else ""
+            raise OptionError(f"option disabled_fusions: '{name}' is not a composite fusion{extra} (the fusions: "
+                              f"{', '.join(FUSIONS)}; Name:<layer> for one layer's part)") from None
 
     def _check_layer_types(self) -> None:
         if not self.deny_layer_types:
