@@ -316,14 +316,15 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
 
 def composites_for(fn: Function, options: TidlOptions, layer_types: Mapping[str, str]) -> List[Composite]:
     """The composite groups of ``fn``; members the user's lists keep off TIDL are not grouped
-    (the other members are regrouped around them, e.g. BN + ReLU after a denied conv)."""
-    groups = find_composites(fn)
+    (the other members are regrouped around them, e.g. BN + ReLU after a denied conv). Fusions in
+    the option ``disabled_fusions`` are not made (composites.py)."""
+    groups = find_composites(fn, disabled_fusions=options.disabled_fusions)
     if not _has_lists(options):
         return groups
     denied = [c for g in groups for c in g.calls if list_denial(c, options, layer_types)]
     if not denied:
         return groups
-    return find_composites(fn, exclude=denied)
+    return find_composites(fn, exclude=denied, disabled_fusions=options.disabled_fusions)
 
 
 # -- the flow -----------------------------------------------------------------------------------
