@@ -1,0 +1,550 @@
+"""Float vs fixed point, per model output and per TIDL layer: how far TIDL's integers are from float.
+
+    result = compare(mod, None, {"tensor_bits": 8}, calib="frames.npz")    # quantize, then compare
+    result = compare(qmodel, {"img": frames})                              # an existing QuantizedModel
+    result.outputs[0].sqnr_db, result.layers[0]        # layers worst first (lowest SQNR)
+    print(result.headline()); result.to_dict()         # the figures as plain data (tidlx compare --json)
+
+Each frame runs twice on the same partitioned module: once in float (TIDL subgraphs included,
+the ``reference`` kernels by default) with an observer that keeps the float value of every TIDL
+tensor, once with the TIDL subgraphs in fixed point (``QuantizedModel.run``, host part in float)
+with a fixed-point observer. Figures (the definitions of ``metrics.py``, pooled over frames):
+
+* per model output: the fixed-point run's output vs the float run's, and the saturation of the
+  fixed-point tensor feeding it (the subgraph output it comes from, directly or through a chain of
+  host ops; none when it is computed on the host from several of them);
+* per TIDL layer (subgraph input data converts included, as layer type ``Data``): its output
+  tensor(s) in fixed point, dequantized (``q / tensorScale``), vs the same tensor in the float run.
+  The fixed-point layer ran on fixed-point inputs, so its error is **accumulated**: everything
+  quantized before it counts too. ``isolated=True`` also runs each layer's integer kernel once
+  more on its float inputs converted to fixed point at their tensorScale (§8.12's data convert):
+  the layer's own error (``isolated_sqnr_db``), at the cost of a second fixed-point pass.
+
+SQNR pooled over frames is ``10 log10(sum ref^2 / sum (ref - fixed)^2)`` over all their values
+(one frame: exactly ``metrics.sqnr_db``); max abs error the largest over frames; *saturated*: the
+share of integer values at the largest magnitude the tensor's type holds (-128/127, 255,
+-32768/32767, 65535) -- an unsigned tensor's 0 is ReLU's floor, not saturation, and is not counted.
+Softmax's float32 output has no saturation (None).
+
+Which inputs: ``inputs`` when given (a path to an ``.npz``, a mapping of arrays by input name,
+frames on the batch axis, or ``CalibrationFrames``: all of its frames, or the first ``frames``);
+else the first ``frames`` (default 1) of the calibration frames (in-sample: the ranges were
+calibrated on them); for a ``QuantizedModel`` given without inputs, one seeded random frame.
+``ComparisonResult.inputs`` says which.
+
+Deterministic: the same model, options and frames give the same figures and the same order (worst
+first: lowest SQNR, then subgraph, layer name, layer index).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...emulator import EmulatorError, run
+from ...emulator.fixed.arith import FixedPointError, data_convert_to_fixed
+from ...emulator.fixed.layers import KERNELS, FixedObservation
+from ...emulator.fixed.network import QuantizedSubgraph, QuantizedTensor
+from ...ir.errors import TidlxError, TidlxInternalError
+from ...ir.expr import Call, Constant, Function, GlobalVar, Tuple as TupleExpr, TupleGetItem, Var
+from ...ir.module import IRModule
+from ...ir.traversal import post_order
+from ...ir.types import TupleType
+from . import metrics
+from .calibration import _options, calibrate
+from .frames import CalibrationFrames, load_frames, random_frames
+from .layers import TidlNetwork
+from .quantize import QuantizedModel, quantize_model
+
+#: Frames compared when no inputs are given (the first calibration frames).
+DEFAULT_COMPARE_FRAMES = 1
+#: The seed of the random frame a QuantizedModel is compared on when no inputs are given.
+RANDOM_FRAME_SEED = 0
+
+Progress = Callable[[str, int, int], None]
+
+
+class CompareError(TidlxError):
+    """A comparison that cannot run: a model without TIDL subgraphs, inputs that do not fit."""
+
+
+# -- the result ------------------------------------------------------------------------------------
+
+def _sqnr_note(value: float) -> Optional[str]:
+    if math.isnan(value):
+        return "no finite values"
+    if value == math.inf:
+        return "exact (no error)"
+    if value == -math.inf:
+        return "the float value is all zeros"
+    return None
+
+
+def format_db(value: Optional[float]) -> str:
+    """``31.2 dB``, ``exact``, ``-inf dB``, ``n/a``."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if value == math.inf:
+        return "exact"
+    if value == -math.inf:
+        return "-inf dB"
+    return f"{value:.1f} dB"
+
+
+def _number(value: Optional[float]):
+    """A figure for JSON: finite numbers as they are, anything else null (JSON has no inf/nan)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """One model output: ``sqnr_db``, ``max_abs_err`` of the fixed-point run vs float, and
+    ``saturated_pct`` of the fixed-point tensor ``fed_by`` (``@tidl_0:name``) feeding it (None: the
+    output is computed on the host from several subgraph outputs, or from none)."""
+
+    index: int
+    name: str
+    shape: Tuple[int, ...]
+    sqnr_db: float
+    max_abs_err: float
+    saturated_pct: Optional[float]
+    fed_by: Optional[str]
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = {"name": self.name, "index": self.index, "shape": list(self.shape), "sqnr_db": _number(self.sqnr_db),
+               "max_abs_err": self.max_abs_err, "saturated_pct": self.saturated_pct, "fed_by": self.fed_by}
+        note = _sqnr_note(self.sqnr_db)
+        if note:
+            out["sqnr_note"] = note
+        return out
+
+
+@dataclass(frozen=True)
+class LayerComparison:
+    """One TIDL layer: its output tensor(s) in fixed point vs float (accumulated error), TIDL's
+    layer ``type`` and the Relay ``ops`` of its composite; ``isolated_sqnr_db`` when asked for."""
+
+    subgraph: str
+    index: int
+    layer: str
+    type: str
+    ops: Tuple[str, ...]
+    sqnr_db: float
+    max_abs_err: float
+    saturated_pct: Optional[float]
+    values: int
+    isolated_sqnr_db: Optional[float] = None
+
+    @property
+    def op(self) -> str:
+        """``Conv (nn.conv2d, nn.bias_add, nn.relu)``; ``Data (input convert)`` for a subgraph input."""
+        if self.type == "Data":
+            return "Data (input convert)"
+        return f"{self.type} ({', '.join(self.ops)})" if self.ops else self.type
+
+    def sort_key(self):
+        return (math.isnan(self.sqnr_db), self.sqnr_db, self.subgraph, self.layer, self.index)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = {"subgraph": self.subgraph, "layer": self.layer, "op": self.op, "tidl_type": self.type,
+               "relay_ops": list(self.ops), "sqnr_db": _number(self.sqnr_db), "max_abs_err": self.max_abs_err,
+               "saturated_pct": self.saturated_pct, "values": self.values}
+        note = _sqnr_note(self.sqnr_db)
+        if note:
+            out["sqnr_note"] = note
+        if self.isolated_sqnr_db is not None:
+            out["isolated_sqnr_db"] = _number(self.isolated_sqnr_db)
+        return out
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """``outputs`` in @main's order, ``layers`` worst first; ``frames`` compared and ``inputs`` (where
+    they came from); the quantization's ``tensor_bits`` and ``quantization_scale_type``."""
+
+    outputs: Tuple[OutputComparison, ...]
+    layers: Tuple[LayerComparison, ...]
+    frames: int
+    inputs: str
+    tensor_bits: int
+    quantization_scale_type: int
+    subgraphs: Tuple[str, ...]
+    isolated: bool = False
+    calibration: Optional[str] = None
+
+    def worst(self, n: Optional[int] = None) -> Tuple[LayerComparison, ...]:
+        return self.layers if n is None else self.layers[:n]
+
+    def headline(self) -> str:
+        """``8-bit fixed point: output 'depth' 31.2 dB SQNR; worst layer 'conv1' (Conv) 12.3 dB``."""
+        outs = ", ".join(f"'{o.name}' {format_db(o.sqnr_db)}" for o in self.outputs)
+        text = f"{self.tensor_bits}-bit fixed point: output{'s' if len(self.outputs) != 1 else ''} {outs} SQNR"
+        if self.layers:
+            w = self.layers[0]
+            text += f"; worst layer '{w.layer}' ({w.type}) {format_db(w.sqnr_db)}"
+        return text
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"tensor_bits": self.tensor_bits, "quantization_scale_type": self.quantization_scale_type,
+                "frames": self.frames, "inputs": self.inputs, "calibration": self.calibration,
+                "subgraphs": list(self.subgraphs), "layer_error": "isolated and accumulated" if self.isolated
+                else "accumulated", "headline": self.headline(),
+                "outputs": [o.to_dict() for o in self.outputs], "layers": [layer.to_dict() for layer in self.layers]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+
+
+# -- the figures, pooled over frames ------------------------------------------------------------------
+
+class _Figures:
+    """Running sums for SQNR, max abs error and saturation over frames (float64)."""
+
+    __slots__ = ("signal", "noise", "max_err", "saturated", "integers", "count", "finite")
+
+    def __init__(self):
+        self.signal = self.noise = self.max_err = 0.0
+        self.saturated = self.integers = self.count = 0
+        self.finite = True
+
+    def add(self, reference: np.ndarray, value: np.ndarray) -> None:
+        ref = np.asarray(reference, dtype=np.float64)
+        val = np.asarray(value, dtype=np.float64)
+        if ref.shape != val.shape:
+            raise TidlxInternalError(f"compare: float {ref.shape} and fixed {val.shape} values differ in shape")
+        if not (np.isfinite(ref).all() and np.isfinite(val).all()):
+            self.finite = False
+            return
+        self.signal += float(np.sum(ref ** 2))
+        self.noise += float(np.sum((ref - val) ** 2))
+        self.max_err = max(self.max_err, metrics.max_abs_err(ref, val))
+        self.count += ref.size
+
+    def add_saturation(self, q: np.ndarray, tensor: QuantizedTensor) -> None:
+        lo, hi = tensor.fixed_type.bounds
+        # an unsigned tensor's 0 is ReLU's floor: below any value it can hold, so never counted
+        lo = lo if tensor.signed else lo - 1
+        pct = metrics.saturated_pct(q, lo, hi)
+        self.saturated += int(round(pct * q.size / 100.0))
+        self.integers += q.size
+
+    def sqnr_db(self) -> float:
+        # metrics.sqnr_db's cases, on the pooled sums
+        if self.count == 0 or not self.finite:
+            return math.nan
+        if self.noise == 0.0:
+            return math.inf
+        if self.signal == 0.0:
+            return -math.inf
+        return 10.0 * math.log10(self.signal / self.noise)
+
+    def saturated_pct(self) -> Optional[float]:
+        return 100.0 * self.saturated / self.integers if self.integers else None
+
+
+# -- where the float values of TIDL tensors are ----------------------------------------------------
+
+class _FloatValues:
+    """The float run's observer: keeps the value of every tensor of every TIDL subgraph for one frame
+    (a layer's output from its Composite call; a subgraph input from the host value, model input
+    or constant it is called with), as calibration sees them."""
+
+    def __init__(self, mod: IRModule, networks: Mapping[str, TidlNetwork]):
+        self.targets: Dict[int, List[Tuple[str, Tuple[int, ...]]]] = {}
+        self.from_inputs: List[Tuple[str, str, int]] = []
+        self.constants: List[Tuple[str, int, np.ndarray]] = []
+        for name, net in networks.items():
+            for node in post_order(mod[name].body, enter_functions=False):
+                if isinstance(node, Call) and isinstance(node.op, Function):
+                    layer = net.layer_of(node.op)
+                    if layer is None:
+                        raise TidlxInternalError(f"@{name}: a Composite call without its layer")
+                    self.targets.setdefault(id(node), []).append((name, layer.outputs))
+        main_params = {id(p): p.name_hint for p in mod["main"].params}
+        for fname, fn in mod.items():
+            if fname in networks:
+                continue
+            for node in post_order(fn.body, enter_functions=False):
+                if not (isinstance(node, Call) and isinstance(node.op, GlobalVar) and node.op.name_hint in networks):
+                    continue
+                net = networks[node.op.name_hint]
+                for arg, tid in zip(node.args, net.inputs):
+                    if isinstance(arg, Constant):
+                        self.constants.append((net.name, tid, arg.data))
+                    elif isinstance(arg, Var):
+                        if fname != "main" or id(arg) not in main_params:
+                            raise CompareError(f"@{fname}: the input %{arg.name_hint} of @{net.name} is neither an "
+                                               f"input of @main nor a computed value; compare cannot see it")
+                        self.from_inputs.append((net.name, main_params[id(arg)], tid))
+                    else:
+                        self.targets.setdefault(id(arg), []).append((net.name, (tid,)))
+        self.values: Dict[Tuple[str, int], np.ndarray] = {}
+
+    def start(self, frame: Mapping[str, np.ndarray]) -> None:
+        self.values = {(sub, tid): np.asarray(data) for sub, tid, data in self.constants}
+        for sub, name, tid in self.from_inputs:
+            self.values[(sub, tid)] = np.asarray(frame[name])
+
+    def __call__(self, observation) -> None:
+        targets = self.targets.get(id(observation.node))
+        if targets is None:
+            return
+        values = _flatten(observation.value)
+        for sub, tids in targets:
+            if len(values) != len(tids):
+                raise TidlxInternalError(f"@{sub}: {len(values)} value(s) observed for tensors {tids}")
+            for tid, value in zip(tids, values):
+                self.values[(sub, tid)] = np.asarray(value)
+
+
+def _flatten(value) -> List[Any]:
+    if isinstance(value, (tuple, list)):
+        out: List[Any] = []
+        for v in value:
+            out.extend(_flatten(v))
+        return out
+    return [value]
+
+
+def _dequantized(q: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
+    """A fixed-point value as the real number it stands for (q / tensorScale, float64)."""
+    if tensor.is_float:
+        return np.asarray(q, dtype=np.float64)
+    return np.asarray(q, dtype=np.float64) / float(tensor.scale)
+
+
+# -- which subgraph output feeds each model output ---------------------------------------------------
+
+def _output_exprs(mod: IRModule) -> List[Any]:
+    """@main's outputs as the emulator flattens them: (expr, k-th field of a tuple-valued call or None)."""
+    def expand(expr, ttype) -> List[Any]:
+        if isinstance(ttype, TupleType):
+            if isinstance(expr, TupleExpr):
+                out: List[Any] = []
+                for f, t in zip(expr.fields, ttype.fields):
+                    out.extend(expand(f, t))
+                return out
+            return [(expr, k) for k in range(len(ttype.fields))]   # a tuple-valued call: its fields
+        return [(expr, None)]
+
+    body = mod["main"].body
+    return expand(body, body.checked_type)
+
+
+def _feeder(expr, field_index: Optional[int], subgraphs: Mapping[str, QuantizedSubgraph]) \
+        -> Optional[Tuple[str, int]]:
+    """(subgraph, tensor id) of the subgraph output an output comes from, directly, through a tuple
+    field, or through a chain of host ops with one computed input each; None otherwise."""
+    while True:
+        if isinstance(expr, TupleGetItem) and field_index is None:
+            expr, field_index = expr.tuple_value, expr.index
+            continue
+        if isinstance(expr, Call) and isinstance(expr.op, GlobalVar) and expr.op.name_hint in subgraphs:
+            sub = subgraphs[expr.op.name_hint]
+            k = 0 if field_index is None else field_index
+            return (sub.name, sub.outputs[k]) if k < len(sub.outputs) else None
+        if isinstance(expr, Call) and field_index is None and not isinstance(expr.op, (GlobalVar, Function)):
+            computed = [a for a in expr.args if not isinstance(a, Constant)]
+            if len(computed) == 1:
+                expr = computed[0]
+                continue
+        return None
+
+
+def _output_names(mod: IRModule, count: int) -> List[str]:
+    names = list(mod.attrs.get("output_names") or [])
+    if len(names) == count and len(set(names)) == count and all(isinstance(n, str) and n for n in names):
+        return names
+    return [f"output_{i}" for i in range(count)]
+
+
+# -- the comparison -----------------------------------------------------------------------------------
+
+class _Comparer:
+    def __init__(self, qmodel: QuantizedModel, isolated: bool, kept: Sequence[Tuple[str, int]] = ()):
+        self.qmodel = qmodel
+        self.kept = set(kept)   # the fixed-point tensors to keep for the frame (those feeding outputs)
+        self.isolated = isolated
+        self.networks = {name: qmodel.calibration[name].network for name in qmodel.subgraphs}
+        self.float_values = _FloatValues(qmodel.module, self.networks)
+        self.layer_figures: Dict[Tuple[str, int], _Figures] = {}
+        self.isolated_figures: Dict[Tuple[str, int], _Figures] = {}
+        self.fixed_values: Dict[Tuple[str, int], Tuple[np.ndarray, QuantizedTensor]] = {}
+
+    def on_fixed(self, seen: FixedObservation) -> None:
+        sub = self.qmodel.subgraphs[seen.subgraph]
+        layer = seen.layer
+        if layer.type == "Data" and layer.inputs:   # a data convert out: its tensor is its producer's
+            return
+        key = (seen.subgraph, layer.index)
+        figures = self.layer_figures.setdefault(key, _Figures())
+        for tid, q in zip(layer.outputs, seen.outputs):
+            tensor = sub.tensors[tid]
+            reference = self.float_values.values.get((seen.subgraph, tid))
+            if reference is None:
+                raise TidlxInternalError(f"@{seen.subgraph}: no float value observed for tensor '{tensor.name}'")
+            figures.add(reference, _dequantized(q, tensor))
+            if not tensor.is_float:
+                figures.add_saturation(q, tensor)
+            if (seen.subgraph, tid) in self.kept:
+                self.fixed_values[(seen.subgraph, tid)] = (q, tensor)
+        if self.isolated and layer.type != "Data":
+            self.run_isolated(sub, layer, key)
+
+    def run_isolated(self, sub: QuantizedSubgraph, layer, key) -> None:
+        """The layer's own error: its integer kernel on its float inputs converted at their tensorScale."""
+        xs = []
+        for tid in layer.inputs:
+            tensor = sub.tensors[tid]
+            value = self.float_values.values[(sub.name, tid)]
+            xs.append(value if tensor.is_float else
+                      data_convert_to_fixed(np.asarray(value, np.float32), tensor.scale, tensor.fixed_type))
+        try:
+            outs = KERNELS[layer.type](layer, xs, sub.tensors)
+        except FixedPointError as exc:
+            raise CompareError(f"@{sub.name}: layer {layer.describe()} on its float inputs: {exc}") from exc
+        figures = self.isolated_figures.setdefault(key, _Figures())
+        for tid, q in zip(layer.outputs, outs):
+            figures.add(self.float_values.values[(sub.name, tid)], _dequantized(q, sub.tensors[tid]))
+
+    def layers(self) -> List[LayerComparison]:
+        out = []
+        for (sub_name, index), figures in self.layer_figures.items():
+            qlayer = self.qmodel.subgraphs[sub_name].layers[index]
+            tlayer = self.networks[sub_name].layers[qlayer.index]
+            iso = self.isolated_figures.get((sub_name, index))
+            out.append(LayerComparison(sub_name, qlayer.index, qlayer.name, qlayer.type,
+                                       tuple(tlayer.ops) if qlayer.type != "Data" else (), figures.sqnr_db(),
+                                       figures.max_err, figures.saturated_pct(), figures.count,
+                                       iso.sqnr_db() if iso is not None else None))
+        return sorted(out, key=LayerComparison.sort_key)
+
+
+def _frame_source(qmodel: QuantizedModel, inputs, given: Optional[CalibrationFrames], frames: Optional[int],
+                  calib_frames: Optional[CalibrationFrames]):
+    """The frames to compare on and a phrase saying which they are."""
+    if given is not None:
+        data = given
+        source = "the given arrays" if isinstance(inputs, Mapping) else data.source
+    elif calib_frames is not None:
+        data = calib_frames
+    else:
+        from .frames import model_inputs
+
+        data = random_frames(model_inputs(qmodel.module), 1, RANDOM_FRAME_SEED)
+    count = len(data) if frames is None else min(frames, len(data))
+    if count == 0:
+        raise CompareError(f"{data.source}: no frames to compare on")
+    first = "frame 0" if count == 1 else f"frames 0-{count - 1}"
+    if given is not None:
+        where = f"{first} of {len(data)} from {source}" if count < len(data) else \
+            f"{count} frame{'s' if count != 1 else ''} from {source}"
+    elif calib_frames is not None:
+        where = (f"calibration {first} of {len(data)} [{data.source}] (in-sample: the ranges were calibrated on "
+                 f"them)")
+    else:
+        where = f"one random frame (seed {RANDOM_FRAME_SEED}; no inputs given)"
+    return data.frames[:count], where
+
+
+def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
+            kernels: str = "reference", progress: Optional[Progress] = None) -> ComparisonResult:
+    """Float vs fixed point per output and per TIDL layer (the module docstring says how).
+
+    ``model``: an ``IRModule`` (partitioned for TIDL with ``options`` unless it holds TIDL
+    subgraphs already, calibrated on ``calib`` and quantized), or a ``QuantizedModel``.
+    ``inputs``: the frames to compare on (a path, a mapping of arrays by input name, frames on the
+    batch axis, or ``CalibrationFrames``); None: the calibration frames (a ``QuantizedModel``: one
+    seeded random frame). ``frames``: at most this many (None: all given inputs, or
+    ``DEFAULT_COMPARE_FRAMES`` of the calibration frames). ``isolated``: also each layer's own error.
+    ``kernels``: the float kernels (float run and the host part of the fixed run). ``progress(stage,
+    done, total)`` after each calibration frame (stage ``"calibration"``) and compared frame
+    (``"compare"``).
+    """
+    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
+        raise CompareError(f"frames must be an integer >= 1, got {frames!r}")
+    if kernels not in ("reference", "fast"):
+        raise CompareError(f"kernels must be 'reference' or 'fast', got {kernels!r}")
+    calib_frames = None
+    if not isinstance(model, (QuantizedModel, IRModule)):
+        raise TypeError(f"compare takes an IRModule or a QuantizedModel, got {type(model).__name__}")
+    # the inputs first: a bad one is an error before the calibration runs
+    given = None if inputs is None else \
+        load_frames(inputs, model.module if isinstance(model, QuantizedModel) else model)
+    if isinstance(model, QuantizedModel):
+        if options is not None or calib is not None:
+            raise CompareError("compare: a QuantizedModel is already quantized; options= and calib= apply to an "
+                               "IRModule")
+        qmodel = model
+    else:
+        opts = _options(options)
+        partitioned = model
+        if not any(fn.attrs.get("Compiler") == "tidl" for _, fn in model.items()):
+            from .flow import partition_for_tidl
+
+            partitioned = partition_for_tidl(model, opts)[0]
+        if not any(fn.attrs.get("Compiler") == "tidl" for _, fn in partitioned.items()):
+            raise CompareError("the model has no TIDL subgraph: every op runs on the host, in float, so there is no "
+                               "fixed point to compare (tidlx partition MODEL says why)")
+        calib_frames = load_frames(calib, partitioned, opts.calibration_frames)
+        step = None if progress is None else (lambda done, total: progress("calibration", done, total))
+        # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
+        results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
+                            calib_frames, progress=step)
+        qmodel = quantize_model(partitioned, opts, results)
+        if inputs is None and frames is None:
+            frames = DEFAULT_COMPARE_FRAMES
+    if not qmodel.subgraphs:
+        raise CompareError("the model has no TIDL subgraph: every op runs on the host, in float, so there is no "
+                           "fixed point to compare (tidlx partition MODEL says why)")
+    chosen, where = _frame_source(qmodel, inputs, given, frames, calib_frames)
+    out_exprs = _output_exprs(qmodel.module)
+    out_figures = [_Figures() for _ in out_exprs]
+    feeders = [_feeder(expr, k, qmodel.subgraphs) for expr, k in out_exprs]
+    comparer = _Comparer(qmodel, isolated, [f for f in feeders if f is not None])
+    out_saturation = [_Figures() for _ in out_exprs]
+    shapes: List[Tuple[int, ...]] = [()] * len(out_exprs)
+    for n, frame in enumerate(chosen):
+        comparer.float_values.start(frame)
+        try:
+            floats = run(qmodel.module, frame, kernels=kernels, observers=[comparer.float_values])
+            comparer.fixed_values = {}
+            fixed = qmodel.run(frame, host_kernels=kernels, fixed_observers=[comparer.on_fixed])
+        except EmulatorError as exc:
+            raise CompareError(f"{where}, frame {n}: {exc}") from exc
+        if len(floats) != len(out_exprs) or len(fixed) != len(out_exprs):
+            raise TidlxInternalError(f"compare: {len(out_exprs)} outputs expected, float run gave {len(floats)}, "
+                                     f"fixed run {len(fixed)}")
+        for k, (ref, val) in enumerate(zip(floats, fixed)):
+            out_figures[k].add(ref, val)
+            shapes[k] = tuple(np.shape(ref))
+            if feeders[k] is not None:
+                q, tensor = comparer.fixed_values[feeders[k]]
+                if not tensor.is_float:
+                    out_saturation[k].add_saturation(q, tensor)
+        comparer.fixed_values = {}
+        if progress is not None:
+            progress("compare", n + 1, len(chosen))
+    names = _output_names(qmodel.module, len(out_exprs))
+    outputs = []
+    for k, name in enumerate(names):
+        feeder = feeders[k]
+        fed_by = None
+        if feeder is not None:
+            fed_by = f"@{feeder[0]}:{qmodel.subgraphs[feeder[0]].tensors[feeder[1]].name}"
+        outputs.append(OutputComparison(k, name, shapes[k], out_figures[k].sqnr_db(), out_figures[k].max_err,
+                                        out_saturation[k].saturated_pct(), fed_by))
+    opts = qmodel.options
+    calibrated = sorted({f"{r.method} on {r.frames} frame(s)" for r in qmodel.calibration.values()})
+    return ComparisonResult(tuple(outputs), tuple(comparer.layers()), len(chosen), where, int(opts.tensor_bits),
+                            int(opts.quantization_scale_type), tuple(qmodel.subgraphs), isolated,
+                            ", ".join(calibrated) or None)
+
+
+__all__ = ["compare", "CompareError", "ComparisonResult", "LayerComparison", "OutputComparison", "format_db",
+           "DEFAULT_COMPARE_FRAMES", "RANDOM_FRAME_SEED"]
