@@ -2,19 +2,20 @@
 
 Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``partition``, ``IRModule.astext``,
 ``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``, ``register_op`` (a custom op with
-every facet in one call), ``quantize`` (a ``QuantizedModel`` that ``emulate`` runs in fixed point).
+every facet in one call), ``quantize`` (a ``QuantizedModel`` that ``emulate`` runs in fixed point),
+``compare`` (float vs fixed point per output and per TIDL layer).
 """
 
 from __future__ import annotations
 
 from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
 from .api import load, parse_relay, partition  # noqa: F401
-from .quantize_api import emulate, quantize  # noqa: F401  (emulate: float, or fixed point on a QuantizedModel)
+from .quantize_api import compare, emulate, quantize  # noqa: F401  (fixed point: emulate, float vs fixed: compare)
 from .custom_op import register_op, unregister_op  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["IRModule", "TidlxError", "emulate", "load", "models", "parse_relay", "partition", "quantize", "register_op",
-           "structural_equal", "unregister_op"]
+__all__ = ["IRModule", "TidlxError", "compare", "emulate", "load", "models", "parse_relay", "partition", "quantize",
+           "register_op", "structural_equal", "unregister_op"]
 
 
 def __getattr__(name):

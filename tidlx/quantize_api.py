@@ -3,6 +3,7 @@
     qmodel = tidlx.quantize(mod, {"tensor_bits": 8}, calib="frames.npz")
     outs = tidlx.emulate(qmodel, {"img": frame})           # TIDL subgraphs in fixed point, host in float
     outs = tidlx.emulate(mod, inputs, mode="fixed", options={...}, calib=...)   # the one-call form
+    result = tidlx.compare(mod, options={"tensor_bits": 8}, calib="frames.npz")  # float vs fixed, per layer
 """
 
 from __future__ import annotations
@@ -66,4 +67,29 @@ def emulate(model, inputs: Mapping[str, "object"], *, kernels="fast", mode: str 
     return _api.emulate(model, inputs, kernels=kernels, **kwargs)
 
 
-__all__ = ["quantize", "emulate"]
+def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
+            kernels: str = "reference", progress=None):
+    """Float vs fixed point per model output and per TIDL layer: SQNR in dB, max abs error, % of
+    values saturated; ``result.layers`` worst first (lowest SQNR), ``result.headline()``,
+    ``result.to_dict()``. The figures and their definitions: ``tidlx.backends.tidl.compare``.
+
+    ``model``: an ``IRModule`` (partitioned with ``options`` unless it holds TIDL subgraphs already,
+    calibrated on ``calib`` as ``tidlx.quantize`` does, then quantized) or a ``QuantizedModel``.
+    ``inputs``: the frames to compare on (a path to an ``.npz``, or arrays by input name, frames on
+    the batch axis); None: the first ``frames`` (default 1) calibration frames, which the ranges were
+    calibrated on (a ``QuantizedModel`` without inputs: one seeded random frame). Each layer's error
+    is accumulated (it ran on fixed-point inputs); ``isolated=True`` adds each layer's own error.
+    ``progress(stage, done, total)``: after each calibration frame (``"calibration"``) and each
+    compared frame (``"compare"``).
+
+    >>> result = tidlx.compare(mod, options={"tensor_bits": 16}, calib={"img": frames})  # doctest: +SKIP
+    >>> result.outputs[0].sqnr_db, result.layers[0].layer                               # doctest: +SKIP
+    (54.4, 'tidl_0_i0')
+    """
+    from .backends.tidl.compare import compare as _compare
+
+    return _compare(model, inputs, options, calib, frames=frames, isolated=isolated, kernels=kernels,
+                    progress=progress)
+
+
+__all__ = ["compare", "quantize", "emulate"]
