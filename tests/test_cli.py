@@ -51,6 +51,47 @@ def test_run_writes_outputs_equal_to_the_api(tmp_path, capsys):
     assert "output 0 'depth': shape (1, 59, 4, 12)" in out and f"wrote {tmp_path / 'out.npz'}" in out
 
 
+def test_run_mode_fixed_equals_the_api(tmp_path, capsys):
+    """--mode fixed: quantize then run, the same bits as tidlx.emulate(mode="fixed")."""
+    path = tmp_path / "tiny.onnx"
+    bevdet_img_stage(backbone="resnet18", batch=1, tiny=True, path=str(path))
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((1, 3, 64, 192), dtype=np.float32)
+    calib = rng.standard_normal((2, 3, 64, 192), dtype=np.float32)
+    np.savez(tmp_path / "in.npz", img=image)
+    np.savez(tmp_path / "calib.npz", img=calib)
+    argv = ["run", str(path), "--input", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz"),
+            "--mode", "fixed", "--calib", str(tmp_path / "calib.npz"), "-o", "advanced_options:calibration_frames=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fixed point: QuantizedModel(2 subgraph(s)" in out and "tensor_bits=8" in out
+    options = {"advanced_options:calibration_frames": 2}
+    expected = tidlx.emulate(tidlx.load(str(path)), {"img": image}, mode="fixed", options=options,
+                             calib={"img": calib})
+    floats = tidlx.emulate(tidlx.load(str(path)), {"img": image})
+    with np.load(tmp_path / "out.npz") as saved:
+        for name, want, float_out in zip(("depth", "volume"), expected, floats):
+            assert np.array_equal(saved[name], want)
+            assert not np.array_equal(saved[name], float_out)   # fixed point, not the float run
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--calib", "calib.npz"], "--calib applies to --mode fixed"),
+    (["-o", "tensor_bits=16"], "-o applies to --mode fixed"),
+    (["--mode", "fixed", "-o", "tensor_bits=9"], "tensor_bits=9 is not allowed"),
+    (["--mode", "fixed", "--calib", "missing.npz"], "--calib missing.npz: no such file"),
+])
+def test_run_mode_fixed_bad_input(extra, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.txt").write_text('#[version = "0.0.5"]\ndef @main(%x: Tensor[(1, 4), float32]) {\n'
+                                    '  nn.relu(%x)\n}\n', encoding="utf-8")
+    np.savez(tmp_path / "in.npz", x=np.zeros((1, 4), np.float32))
+    np.savez(tmp_path / "calib.npz", x=np.zeros((1, 4), np.float32))
+    assert main(["run", "m.txt", "--input", "in.npz", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tidlx: error:") and message in err, err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["show", "missing.txt"], "missing.txt: no such file"),
     (["show", "missing.pb"], "missing.pb: no such file"),

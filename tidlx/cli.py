@@ -214,9 +214,26 @@ def cmd_run(args) -> int:
 
     if args.output:
         npz_target(args.output, "--output")  # a bad place is an error before the run, not after
+    if args.mode == "float" and (args.calib is not None or args.option):
+        raise TidlxError(f"{'--calib' if args.calib is not None else '-o'} applies to --mode fixed (TIDL's fixed "
+                         f"point); --mode float runs the float32 emulator as it is")
+    if args.calib is not None and not os.path.exists(args.calib):
+        raise TidlxError(f"--calib {args.calib}: no such file or folder")
+    options = None
+    if args.mode == "fixed":
+        from .backends.tidl.options import TidlOptions
+
+        options = TidlOptions.from_strings(list(args.option))  # a bad option is an error before loading
     mod = load_model(args)
     inputs = read_npz(args.input, "--input")
-    outputs = emulate(mod, inputs)
+    if args.mode == "fixed":
+        from .quantize_api import emulate as emulate_fixed, quantize
+
+        qmodel = quantize(mod, options, args.calib)
+        print(printable(f"fixed point: {qmodel!r}"))
+        outputs = emulate_fixed(qmodel, inputs)
+    else:
+        outputs = emulate(mod, inputs)
     names = output_names(mod, len(outputs))
     for i, (name, out) in enumerate(zip(names, outputs)):
         print(printable(f"output {i} '{name}': shape {tuple(out.shape)} {out.dtype}, {describe_values(out)}"))
@@ -313,13 +330,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--counts-only", action="store_true", help="only the op-count table")
     show.set_defaults(func=cmd_show)
 
-    run = subcommand(sub, "run", "run a model in the float32 emulator",
+    run = subcommand(sub, "run", "run a model in the float32 emulator, or with TIDL's fixed point",
                      "Run a model in tidlx's float32 emulator on inputs from an .npz file (one array per "
                      "model input, by input name), print each output's shape and range, and optionally save "
-                     "the outputs to an .npz under the model's output names.",
+                     "the outputs to an .npz under the model's output names. --mode fixed partitions it for "
+                     "TIDL, calibrates on --calib, quantizes, and runs the TIDL subgraphs in TIDL's fixed point "
+                     "(the host part in float), as tidlx.emulate(mod, inputs, mode='fixed') does.",
                      ["tidlx run model.onnx --input inputs.npz",
                       "tidlx run model.onnx --input inputs.npz --output outputs.npz",
                       "tidlx run model.onnx --batch 6 --input inputs_b6.npz",
+                      "tidlx run model.onnx --input inputs.npz --mode fixed --calib frames.npz -o tensor_bits=16",
                       "python -c \"import numpy as np; np.savez('in.npz', img=np.zeros((1, 3, 224, 224), "
                       "np.float32))\""])
     add_model_arguments(run)
@@ -328,6 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", metavar="FILE",
                      help="write the outputs to this .npz, under the model's output names (.npz is added "
                           "when FILE has another ending)")
+    run.add_argument("--mode", choices=["float", "fixed"], default="float",
+                     help="float: the float32 emulator (default); fixed: TIDL subgraphs in TIDL's fixed point")
+    run.add_argument("--calib", metavar="F",
+                     help="--mode fixed: calibration frames, an .npz with one array per input name, frames on the "
+                          "batch axis, or a folder of .npy images (default: seeded random frames, with a warning)")
+    run.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                     help="--mode fixed: a TIDL option by TI's name (tensor_bits=16, accuracy_level=0, "
+                          "advanced_options:calibration_frames=N, ...); repeatable")
     run.set_defaults(func=cmd_run)
 
     ops = subcommand(sub, "ops", "which ops tidlx knows and what each has: kernels, TIDL rule and layer, "
