@@ -393,3 +393,80 @@ def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: 
     if max(result, default=0) > 127:
         raise FixedPointError("per-channel roundBits above the int8 range")
     return np.array(result, np.int64)
+
+
+# ---- §8.10.1-2: the non-saturating activations (tidlx's choices; TIDL-NUMERICS.md is silent) -----
+
+#: §8.10.2: the limit L of a table activation's pre-activation range, by kind and output width
+#: (beyond it the output saturates at the output's resolution).
+TABLE_PRE_LIMIT = {("Sigmoid", 8): 8.0, ("Sigmoid", 16): 16.0, ("Tanh", 8): 4.0, ("Tanh", 16): 8.0}
+TABLE_ACTIVATIONS = ("Sigmoid", "Tanh")
+
+
+def quantize_prelu_slopes(slopes, shift: int = 15) -> np.ndarray:
+    """§8.10.1: ``slope_q = clamp(trunc(slope * 2^shift + 0.5 sign(slope)), int32)``, as weights (§4.2)."""
+    s = _floats(slopes, "PReLU slopes") * float(1 << int(shift))
+    q = np.trunc(s + 0.5 * np.sign(s))
+    lo, hi = saturation_bounds(32, True)
+    return np.clip(q, lo, hi).astype(np.int64)
+
+
+def prelu_pre_range(range_min: float, range_max: float, slopes) -> Tuple[float, float]:
+    """§8.10.1: the range a PReLU's roundBits is chosen for: the output's, with its lower end divided by
+    the smallest slope when every slope is in (0, 1] (the pre-activation's negative end; else the
+    output's range as it is)."""
+    s = _floats(slopes, "PReLU slopes").ravel()
+    lo = float(range_min)
+    if s.size and s.min() > 0 and s.max() <= 1 and lo < 0:
+        lo = lo / float(s.min())
+    return lo, float(range_max)
+
+
+def table_output_scale(kind: str, bits: int) -> Tuple[float, bool]:
+    """§8.10.2: (tensorScale, signed) of a table activation's output: sigmoid 2^bits unsigned, tanh
+    2^(bits-1) signed (the function's range [0, 1] / [-1, 1] over the whole type)."""
+    if kind == "Sigmoid":
+        return float(1 << bits), False
+    if kind == "Tanh":
+        return float(1 << (bits - 1)), True
+    raise FixedPointError(f"activation {kind}: no table form (Sigmoid, Tanh)")
+
+
+def table_pre_range(kind: str, range_min: float, range_max: float, bits: int) -> Tuple[float, float]:
+    """§8.10.2: the pre-activation range of a table activation: the inverse function (logit, atanh) of the
+    output's calibrated range, limited to [-L, L] (``TABLE_PRE_LIMIT``); an end at or beyond the
+    function's own limits becomes -L / L."""
+    limit = TABLE_PRE_LIMIT[(kind, bits)]
+
+    def inverse(y: float) -> float:
+        if kind == "Sigmoid":
+            return -limit if y <= 0 else limit if y >= 1 else math.log(y / (1.0 - y))
+        return -limit if y <= -1 else limit if y >= 1 else math.atanh(y)
+
+    lo, hi = inverse(float(range_min)), inverse(float(range_max))
+    return max(-limit, min(lo, limit)), max(-limit, min(hi, limit))
+
+
+def _activation_value(kind: str, x: float) -> float:
+    if kind == "Sigmoid":
+        # both forms are the same function; each avoids an overflow of exp on its side
+        return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    if kind == "Tanh":
+        return math.tanh(x)
+    raise FixedPointError(f"activation {kind}: no table form (Sigmoid, Tanh)")
+
+
+def activation_table(kind: str, pre_scale: float, pre_bits: int, out_scale: float, out_bits: int,
+                     out_signed: bool) -> np.ndarray:
+    """§8.10.2: the table of a sigmoid/tanh over every value p of the signed ``pre_bits`` pre-activation
+    type: ``clamp(floor(f(p / preScale) * outScale + 0.5), out type)``, f in float64 by Python's math
+    (one call per entry, in increasing p)."""
+    plo, phi = saturation_bounds(pre_bits, True)
+    olo, ohi = saturation_bounds(out_bits, out_signed)
+    if not pre_scale > 0:
+        raise FixedPointError(f"activation table: the pre-activation scale must be > 0, got {pre_scale}")
+    table = np.empty(phi - plo + 1, np.int64)
+    for i, p in enumerate(range(plo, phi + 1)):
+        v = math.floor(_activation_value(kind, p / float(pre_scale)) * float(out_scale) + 0.5)
+        table[i] = olo if v < olo else ohi if v > ohi else v
+    return table

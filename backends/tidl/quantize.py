@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import FixedType, activation_bounds
+from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bounds
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -61,10 +61,18 @@ WEIGHT_RANGE_BIT = 2
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
 
-#: Activations the fixed point runs as saturation (docs/numerics.md §8.10).
-SATURATING = ("none", "ReLU", "ReLU6", "Clip")
+#: Activations the fixed point runs as saturation (docs/numerics.md §8.10); HardSigmoid's alpha/beta are
+#: folded into the layer's affine part, leaving a clip to [0, 1].
+SATURATING = ("none", "ReLU", "ReLU6", "Clip", "HardSigmoid")
+#: Activations with their own integer rule (§8.10.1 PReLU, §8.10.2 the tables).
+NON_SATURATING = ("PReLU",) + nx.TABLE_ACTIVATIONS
+SUPPORTED_ACTIVATIONS = SATURATING + NON_SATURATING
+#: The ops of a composite that are its activation (skipped when folding the affine part).
+ACTIVATION_OPS = ("nn.relu", "clip", "nn.leaky_relu", "nn.prelu", "sigmoid", "tanh")
+#: Layer types with weights.
+WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
-KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize")
+KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace")
 _NO_BOUND = float(np.finfo(np.float32).max)
 
 
@@ -114,6 +122,15 @@ class _Affine:
     scale: np.ndarray
     bias: np.ndarray
     has_bias: bool
+    out_axis: int = 0      # the weights' output-channel axis (1 for a deconvolution's IOHW)
+
+    def folded_weights(self) -> np.ndarray:
+        """The weights with the per-channel scale folded in (the scale alone for a batch norm)."""
+        if self.weights is None:
+            return self.scale
+        shape = [1] * self.weights.ndim
+        shape[self.out_axis] = -1
+        return self.weights * self.scale.reshape(shape)
 
 
 def _fold(layer: TidlLayer, where: str) -> _Affine:
@@ -135,13 +152,22 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
             weights = _constant_arg(call).astype(np.float64)
         elif name == "nn.dense":
             weights = _constant_arg(call).astype(np.float64)
+        elif name == "nn.conv2d_transpose":
+            a = call.attrs
+            if a.data_layout != "NCHW" or a.kernel_layout not in ("IOHW", "OIHW"):
+                raise QuantizationError(f"{where}: {a.data_layout}/{a.kernel_layout} deconvolutions: fixed point "
+                                        f"takes NCHW/IOHW only yet")
+            if int(a.groups) != 1:
+                raise QuantizationError(f"{where}: a deconvolution of {a.groups} groups: fixed point takes one group")
+            weights = _constant_arg(call).astype(np.float64)
         if affine is None:
             if channels is None:
                 raise QuantizationError(f"{where}: {name} has no channel axis (axis 1)")
-            affine = _Affine(weights, np.ones(channels), np.zeros(channels), False)
-            if name in ("nn.conv2d", "nn.dense"):
+            affine = _Affine(weights, np.ones(channels), np.zeros(channels), False,
+                             1 if name == "nn.conv2d_transpose" else 0)
+            if name in ("nn.conv2d", "nn.dense", "nn.conv2d_transpose"):
                 continue
-        if name in ("nn.relu", "clip"):
+        if name in ACTIVATION_OPS:   # the layer's activation, applied by the integer rules
             continue
         if name == "nn.bias_add" or name == "add":
             if name == "nn.bias_add" and int(call.attrs.axis) % len(out_shape) != 1:
@@ -231,12 +257,11 @@ class _Quantizer:
         if found is not None:
             return found
         where = self.where(layer)
-        if layer.activation.type not in SATURATING:
+        if layer.activation.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {layer.activation.type} activation")
         affine = _fold(layer, where)
         wbits, _ = self.widths(layer)
-        w = affine.scale if affine.weights is None else \
-            affine.weights * affine.scale.reshape((-1,) + (1,) * (affine.weights.ndim - 1))
+        w = affine.folded_weights()
         abs_max = nx.weight_abs_max(w)
         if self.limit_weights:
             abs_max = nx.limit_weight_range_median(w, abs_max, wbits)
@@ -252,7 +277,7 @@ class _Quantizer:
 
     def guarded(self, tid: int, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
         """§6.6 on the producer of tensor ``tid``: roundBits raised so that its consumers' biases fit."""
-        biased = [c for c in self.consumers.get(tid, ()) if c.type in ("Conv", "InnerProduct", "BatchNorm")]
+        biased = [c for c in self.consumers.get(tid, ()) if c.type in WEIGHTED]
         plans = [self.plan(c) for c in biased]
         plans = [p for p in plans if p.bias_scale > 0]
         if not plans:
@@ -273,9 +298,13 @@ class _Quantizer:
 
     def bounds(self, layer: TidlLayer, out: QuantizedTensor) -> Tuple[Tuple[int, int], str]:
         act = layer.activation
-        if act.type not in SATURATING:
+        if act.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {act.type} activation")
         ftype = out.fixed_type
+        if act.type in NON_SATURATING:   # their own rule; then the output type's bounds
+            return ftype.bounds, act.type.lower()
+        if act.type == "HardSigmoid":    # alpha x + beta folded into the affine part: a clip to [0, 1]
+            return activation_bounds(ftype, "clip", out.scale, 0.0, 1.0), "clip"
         if act.type == "none":
             return ftype.bounds, "none"
         if act.type == "ReLU":
@@ -295,12 +324,50 @@ class _Quantizer:
         act = layer.activation
         if act.type == "ReLU6":
             return 6.0
+        if act.type == "HardSigmoid":
+            return 1.0
         if act.type == "Clip":
             p = dict(act.params)
             lo, hi = p.get("min"), p.get("max")
             if lo is not None and lo >= 0 and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND:
                 return float(hi)
         return None
+
+    def prelu_slopes(self, layer: TidlLayer) -> np.ndarray:
+        """The float slopes of a PReLU activation: a leaky ReLU's one slope, or nn.prelu's per-channel
+        constant."""
+        params = dict(layer.activation.params)
+        if "slope" in params:
+            return np.array([params["slope"]], np.float64)
+        refs = [c for c in layer.constants if c.role == "nn.prelu.alpha"]
+        if len(refs) != 1:
+            raise QuantizationError(f"{self.where(layer)}: a PReLU without its slope constant")
+        return np.asarray(refs[0].constant.data, np.float64).reshape(-1)
+
+    def activation_stage(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, float,
+                                                                                              Dict[str, Any],
+                                                                                              List[str]]:
+        """§6.3/§6.4 with the non-saturating activations' rules (§8.10.1, §8.10.2): (roundBits, signed,
+        tensorScale, extra QuantizedLayer fields, notes)."""
+        kind = layer.activation.type
+        rng = self.range_of(layer.outputs[0])
+        if kind == "PReLU":
+            slopes = self.prelu_slopes(layer)
+            lo, hi = nx.prelu_pre_range(rng.min, rng.max, slopes)
+            rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)   # a PReLU output is signed (§8.10.1)
+            rb, notes = self.guarded(layer.outputs[0], rb, acc_scale, True)
+            extra = {"prelu_slopes": nx.quantize_prelu_slopes(slopes, PRELU_SLOPE_SHIFT),
+                     "prelu_shift": PRELU_SLOPE_SHIFT}
+            return rb, True, nx.tensor_scale(acc_scale, rb), extra, notes
+        if kind in nx.TABLE_ACTIVATIONS:
+            lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits)
+            rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)
+            pre_scale = nx.tensor_scale(acc_scale, rb)
+            out_scale, signed = nx.table_output_scale(kind, out_bits)
+            table = nx.activation_table(kind, pre_scale, out_bits, out_scale, out_bits, signed)
+            return rb, signed, out_scale, {"activation_table": table, "pre_scale": pre_scale}, []
+        rb, signed, notes = self.requantized(layer, acc_scale, out_bits)
+        return rb, signed, nx.tensor_scale(acc_scale, rb), {}, notes
 
     def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, List[str]]:
         """§6.3 (+ §6.6) for a layer's one output: (roundBits, signed, notes)."""
@@ -342,7 +409,7 @@ class _Quantizer:
         in_scale = x.scale
         notes: List[str] = []
         ws = p.weight_scale
-        if layer.type == "Conv" and p.affine.has_bias:   # §4.4: conv/deconv only
+        if layer.type in ("Conv", "Deconv") and p.affine.has_bias:   # §4.4: conv/deconv only
             ws, clipped = nx.clip_weight_scale_for_bias(ws, in_scale, p.bias_abs_max, p.weight_bits, x.signed,
                                                         self.power_of_2)
             if clipped:
@@ -351,6 +418,7 @@ class _Quantizer:
         if ws == 0:
             raise QuantizationError(f"{where}: all weights are zero (weight scale 0)")
         forced = None
+        extra: Dict[str, Any] = {}
         clip_max = self.forced_clip(layer)
         if clip_max is not None:
             forced = nx.clip_output_scale(clip_max, out_bits, ws, in_scale)
@@ -361,17 +429,12 @@ class _Quantizer:
             notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
         else:
             acc = nx.acc_scale_weighted(ws, in_scale)
-            rb, signed, more = self.requantized(layer, acc, out_bits)
+            rb, signed, out_scale, extra, more = self.activation_stage(layer, acc, out_bits)
             notes += more
-            out_scale = nx.tensor_scale(acc, rb)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)
         aff = p.affine
-        if aff.weights is None:
-            w_float = aff.scale
-        else:
-            w_float = aff.weights * aff.scale.reshape((-1,) + (1,) * (aff.weights.ndim - 1))
-        wq = nx.quantize_weights(w_float, ws, p.weight_bits)
+        wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
         # the input's real signedness (a max pool passes its input's type on, whatever its range says)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
@@ -381,7 +444,7 @@ class _Quantizer:
         else:
             bias_a, bias_b = np.zeros(len(aff.bias), np.int64), np.ones(len(aff.bias), np.int64)
         attrs: Dict[str, Any] = {}
-        if layer.type == "Conv":
+        if layer.type in ("Conv", "Deconv"):
             prm: ConvParams = layer.params
             attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
                      "groups": prm.groups}
@@ -389,7 +452,7 @@ class _Quantizer:
             attrs = {"axis": 1}
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
                               act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, int(rb), (), acc, bounds,
-                              tuple(notes))
+                              tuple(notes), **extra)
 
     def pool(self, layer: TidlLayer) -> QuantizedLayer:
         prm: PoolParams = layer.params
@@ -463,6 +526,17 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
 
+    def standalone_activation(self, layer: TidlLayer) -> QuantizedLayer:
+        """A PReLU, Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
+        requantized to the pre-activation type, then the activation's rule (§8.10.1, §8.10.2)."""
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        rb, signed, out_scale, extra, notes = self.activation_stage(layer, x.scale, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, {}, act,
+                              round_bits=rb, acc_scale=x.scale, bounds=bounds, notes=tuple(notes), **extra)
+
     def keeping(self, layer: TidlLayer) -> QuantizedLayer:
         x = self.tensors[layer.inputs[0]]
         if layer.activation.type != "none":
@@ -484,6 +558,13 @@ class _Quantizer:
             attrs = {"perm": tuple(layer.params.perm)}
         elif layer.type == "Slice":
             attrs = {"slices": self.slices(layer)}
+        elif layer.type == "Pad":
+            prm = layer.params
+            if prm.value != 0:
+                raise self.unsupported(layer, f"padding with {prm.value} (the zero point 0 only)")
+            attrs = {"pads": tuple(tuple(int(v) for v in p) for p in prm.pads)}
+        elif layer.type == "DepthToSpace":
+            attrs = {"block": int(layer.params.block_size), "mode": str(layer.params.mode)}
         for k in range(len(layer.outputs)):
             self.output_tensor(layer, k, x.bits, x.signed, x.scale)
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
@@ -514,13 +595,15 @@ class _Quantizer:
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
         if layer.is_data:
             return self.data_in(layer) if not layer.inputs else self.data_out(layer)
-        if layer.activation.type not in SATURATING:
+        if layer.activation.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {layer.activation.type} activation")
         for t in layer.inputs:
             if self.tensors[t].is_float and layer.type != "SoftMax":
                 raise self.unsupported(layer, f"a float input ('{self.tensors[t].name}', a softmax output) "
                                               f"inside the subgraph")
-        if layer.type in ("Conv", "InnerProduct", "BatchNorm"):
+        if layer.type == "Deconv" and tuple(layer.params.output_padding) != (0, 0):
+            raise self.unsupported(layer, f"a deconvolution with output_padding {layer.params.output_padding}")
+        if layer.type in WEIGHTED:
             if layer.type == "InnerProduct" and layer.ops[0] != "nn.dense":
                 raise self.unsupported(layer, f"an inner product made of {layer.ops[0]}")
             if layer.type == "InnerProduct" and len(self.net.tensors[layer.inputs[0]].shape) != 2:
@@ -533,7 +616,13 @@ class _Quantizer:
         if layer.type in ("EltWise", "Concat"):
             return self.merging(layer)
         if layer.type == "ReLU":
+            if layer.activation.type not in SATURATING:
+                raise self.unsupported(layer, f"a ReLU layer with the {layer.activation.type} activation")
             return self.saturating(layer)
+        if layer.type in ("PReLU", "Sigmoid", "Tanh"):
+            if layer.activation.type != {"PReLU": "PReLU"}.get(layer.type, layer.type):
+                raise self.unsupported(layer, f"a {layer.type} layer with the {layer.activation.type} activation")
+            return self.standalone_activation(layer)
         if layer.type == "SoftMax":
             return self.softmax(layer)
         if layer.type in KEEPING:

@@ -619,3 +619,62 @@ def data_convert_to_float(q, tensor_scale: float, zero_point: int = 0) -> np.nda
     if not tensor_scale > 0:
         raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
     return ((qi - int(zero_point)).astype(np.float64) / float(tensor_scale)).astype(np.float32)
+
+
+# ---- §8.10.1-2: the non-saturating activations -------------------------------------------------
+
+#: §8.10.1, tidlx's choice: a PReLU slope is an integer in units of 2^-15.
+PRELU_SLOPE_SHIFT = 15
+
+
+def prelu(pre, slopes, out: FixedType, *, shift: int = PRELU_SLOPE_SHIFT, channel_axis: int = 1,
+          bounds=None) -> np.ndarray:
+    """§8.10.1 PReLU / leaky ReLU on a pre-activation tensor at the output's scale (tidlx's choice, TIDL is
+    silent): a value >= 0 passes, a negative one becomes ``roundSat(pre * slope[c], shift)``; then the
+    output's saturation. ``slopes``: one integer, or one per channel along ``channel_axis``."""
+    p, _ = _tensor(pre, "PReLU input")
+    lo, hi = _bounds(out, bounds)
+    s = _integers(slopes, "PReLU slopes")
+    if s.ndim == 1 and s.size == 1:
+        s = s.reshape(())
+    if s.ndim == 1 and p.ndim >= 2:
+        if s.size != p.shape[channel_axis]:
+            raise FixedPointError(f"PReLU: {s.size} slopes for {p.shape[channel_axis]} channels")
+        shape = [1] * p.ndim
+        shape[channel_axis] = -1
+        s = s.reshape(shape)
+    elif s.ndim > 1:
+        raise FixedPointError("PReLU: slopes must be one integer or one per channel")
+    negative = round_sat(p * s, int(shift), -(1 << 62), 1 << 62)
+    return np.clip(np.where(p >= 0, p, negative), lo, hi).astype(out.dtype)
+
+
+def lookup_activation(pre, table, out: FixedType) -> np.ndarray:
+    """§8.10.2 sigmoid, tanh and hard sigmoid by a table over the pre-activation type (tidlx's choice, TIDL
+    is silent): ``out = table[pre - lo(pre type)]``; the table has one entry per value of that type."""
+    p, ptype = _tensor(pre, "activation input")
+    t = _integers(table, "activation table")
+    lo, hi = ptype.bounds
+    if t.ndim != 1 or t.size != hi - lo + 1:
+        raise FixedPointError(f"activation table: expected {hi - lo + 1} entries for a {ptype.dtype} input, "
+                              f"got shape {t.shape}")
+    olo, ohi = out.bounds
+    if t.size and (t.min() < olo or t.max() > ohi):
+        raise FixedPointError(f"activation table: entries outside {out.dtype}")
+    return t[p - lo].astype(out.dtype)
+
+
+def depth_to_space(x, block: int, mode: str = "DCR") -> np.ndarray:
+    """§8.11 depth-to-space (data movement, ONNX's DCR and CRD orders): type and scale unchanged."""
+    xi, xtype = _tensor(x, "depth-to-space input", 4)
+    n, c, h, w = xi.shape
+    b = int(block)
+    if b < 1 or c % (b * b):
+        raise FixedPointError(f"depth-to-space: {c} channels do not divide by block {b} squared")
+    if mode == "DCR":
+        y = xi.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        y = xi.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        raise FixedPointError(f"depth-to-space: mode {mode!r} (DCR or CRD)")
+    return np.ascontiguousarray(y.reshape(n, c // (b * b), h * b, w * b)).astype(xtype.dtype)

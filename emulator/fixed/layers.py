@@ -47,24 +47,77 @@ def _out(layer: QuantizedLayer, tensors, k: int = 0) -> QuantizedTensor:
     return tensors[layer.outputs[k]]
 
 
+def has_own_activation(layer: QuantizedLayer) -> bool:
+    """The layer ends in a PReLU or a table activation (§8.10.1, §8.10.2), not in plain saturation."""
+    return layer.activation_table is not None or layer.prelu_slopes is not None
+
+
+def pre_activation(layer: QuantizedLayer, tensors) -> Tuple[arith.FixedType, Optional[Tuple[int, int]]]:
+    """The type and bounds a weighted layer's accumulator rule requantizes to: the output's with the
+    layer's bounds, or, before its own activation, the signed pre-activation type of the output's
+    width without bounds."""
+    out = _out(layer, tensors).fixed_type
+    if has_own_activation(layer):
+        return arith.FixedType(out.bits, True), None
+    return out, layer.bounds
+
+
+def activate(layer: QuantizedLayer, pre: np.ndarray, tensors) -> np.ndarray:
+    """A weighted layer's activation after its accumulator rule (identity for plain saturation)."""
+    out = _out(layer, tensors).fixed_type
+    if layer.activation_table is not None:
+        return arith.lookup_activation(pre, layer.activation_table, out)
+    if layer.prelu_slopes is not None:
+        return arith.prelu(pre, layer.prelu_slopes, out, shift=layer.prelu_shift, bounds=layer.bounds)
+    return pre
+
+
 @fixed_kernel("Conv")
 def conv_kernel(layer, xs, tensors):
     a = layer.attrs
-    return [arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
-                              _out(layer, tensors).fixed_type, strides=a["strides"], pads=a["pads"],
-                              dilations=a["dilations"], groups=a["groups"], bounds=layer.bounds)]
+    ptype, bounds = pre_activation(layer, tensors)
+    pre = arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
+                            strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
+                            bounds=bounds)
+    return [activate(layer, pre, tensors)]
+
+
+@fixed_kernel("Deconv")
+def deconv_kernel(layer, xs, tensors):
+    a = layer.attrs
+    ptype, bounds = pre_activation(layer, tensors)
+    pre = arith.deconvolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
+                              strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
+                              bounds=bounds)
+    return [activate(layer, pre, tensors)]
 
 
 @fixed_kernel("InnerProduct")
 def inner_product_kernel(layer, xs, tensors):
-    return [arith.inner_product(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
-                                _out(layer, tensors).fixed_type, bounds=layer.bounds)]
+    ptype, bounds = pre_activation(layer, tensors)
+    pre = arith.inner_product(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
+                              bounds=bounds)
+    return [activate(layer, pre, tensors)]
 
 
 @fixed_kernel("BatchNorm")
 def batch_norm_kernel(layer, xs, tensors):
-    return [arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits,
-                             _out(layer, tensors).fixed_type, bounds=layer.bounds)]
+    ptype, bounds = pre_activation(layer, tensors)
+    pre = arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
+                           bounds=bounds)
+    return [activate(layer, pre, tensors)]
+
+
+@fixed_kernel("PReLU", "Sigmoid", "Tanh")
+def activation_kernel(layer, xs, tensors):
+    """A standalone activation layer: its input requantized by roundBits to the pre-activation type
+    (§7.1), then the activation (§8.10.1, §8.10.2)."""
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    if not has_own_activation(layer):
+        raise FixedPointError(f"layer {layer.describe()}: a {layer.type} layer needs its slopes or its table")
+    ptype, _ = pre_activation(layer, tensors)
+    pre = arith.round_sat(xs[0], layer.round_bits, *ptype.bounds).astype(ptype.dtype)
+    return [activate(layer, pre, tensors)]
 
 
 @fixed_kernel("Pool")
@@ -142,6 +195,16 @@ def slice_kernel(layer, xs, tensors):
             for ranges in layer.attrs["slices"]]
 
 
+@fixed_kernel("Pad")
+def pad_kernel(layer, xs, tensors):
+    return [arith.pad_with_zero_point(xs[0], layer.attrs["pads"])]
+
+
+@fixed_kernel("DepthToSpace")
+def depth_to_space_kernel(layer, xs, tensors):
+    return [arith.depth_to_space(xs[0], layer.attrs["block"], layer.attrs["mode"])]
+
+
 # -- the subgraph ---------------------------------------------------------------------------------
 
 def _convert_in(tensor: QuantizedTensor, value: np.ndarray, where: str) -> np.ndarray:
@@ -166,7 +229,8 @@ def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
                  kernels: Optional[Mapping[str, Kernel]] = None) -> List[np.ndarray]:
     """Runs one quantized subgraph: float (or integer) inputs in ``sub.inputs`` order, float32 outputs in
     ``sub.outputs`` order. Each value is freed after its last reader. ``kernels``: the kernel of each
-    layer type (default ``KERNELS``, the plain ones); a faster table must give the same bits."""
+    layer type (default ``KERNELS``, the plain ones); a faster table must give the same bits. Layers
+    with a PReLU or table activation always run the plain kernel."""
     kernels = KERNELS if kernels is None else kernels
     if len(inputs) != len(sub.inputs):
         raise FixedPointError(f"@{sub.name} takes {len(sub.inputs)} inputs, got {len(inputs)}")
@@ -189,7 +253,9 @@ def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
             outs = [_convert_out(tensor, ins[0])]
             results[tensor.id] = outs[0]
         else:
-            kernel = kernels.get(layer.type)
+            # A layer ending in its own activation (§8.10.1-2) runs the plain kernel: a faster table's
+            # kernels are written for plain saturation.
+            kernel = KERNELS.get(layer.type) if has_own_activation(layer) else kernels.get(layer.type)
             if kernel is None:
                 raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: TIDL fixed point does not support "
                                       f"{layer.type} layers yet")

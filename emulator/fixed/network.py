@@ -64,7 +64,23 @@ class QuantizedLayer:
     ``bias_scale``; ``round_bits`` (an int, or one per output channel); ``multipliers`` the integer
     input multipliers of sum/max/concat (§6.5); ``acc_scale`` the accumulator's scale; ``bounds``
     the final saturation [lo, hi] (the output type's narrowed by ``activation``, §8.10);
-    ``notes`` what quantization had to do (a clipped weight scale, a raised roundBits)."""
+    ``notes`` what quantization had to do (a clipped weight scale, a raised roundBits).
+
+    Optional fields (default None: the layer has none of it):
+
+    * ``activation_table`` (int64, one entry per value of the pre-activation type, lowest first): a
+      sigmoid/tanh layer (§8.10.2). ``round_bits`` then requantizes the accumulator to the
+      *pre-activation* tensor: signed, the output's width, scale ``pre_scale`` (= accScale /
+      2^roundBits), saturated to its type only; the output is ``table[pre - lo]``.
+    * ``prelu_slopes`` (int64, one per channel or one for all) with ``prelu_shift``: a PReLU / leaky
+      ReLU (§8.10.1). ``round_bits`` requantizes to the output's (signed) type and scale without the
+      activation's bounds; negative values then become ``roundSat(pre * slope, prelu_shift)``, and
+      ``bounds`` saturates the result.
+    * ``per_channel`` True: ``weight_scale`` and ``round_bits`` are arrays, one per output channel
+      (per-channel depthwise weights, §4.5, §8.1.1).
+
+    For these layers, a kernel of the weighted types (Conv, Deconv, InnerProduct, BatchNorm) runs its
+    accumulator rule with the pre-activation type and then the activation (layers.py: ``activate``)."""
 
     index: int
     name: str
@@ -85,6 +101,11 @@ class QuantizedLayer:
     acc_scale: float = 0.0
     bounds: Optional[Tuple[int, int]] = None
     notes: Tuple[str, ...] = ()
+    activation_table: Optional[np.ndarray] = None
+    pre_scale: Optional[float] = None
+    prelu_slopes: Optional[np.ndarray] = None
+    prelu_shift: int = 0
+    per_channel: bool = False
 
     def describe(self) -> str:
         return f"'{self.name}' ({self.type}{'+' + self.activation if self.activation != 'none' else ''})"

@@ -200,7 +200,11 @@ def test_unsupported_layer_is_a_clear_error():
     text = '''#[version = "0.0.5"]
 def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
   %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
-  nn.leaky_relu(%0, alpha=0.1f)
+  %1 = multiply(%0, 0.707107f);
+  %2 = erf(%1);
+  %3 = add(%2, 1f);
+  %4 = multiply(%0, 0.5f);
+  multiply(%4, %3)
 }
 '''
     mod = tidlx.parse_relay(text, params=[np.ones((4, 3, 3, 3), np.float32)])
@@ -209,7 +213,7 @@ def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
         with pytest.raises(QuantizationError) as info:
             tidlx.quantize(mod, {"tensor_bits": 8}, calib={"x": frames((1, 3, 8, 8), 2, seed=0)})
     message = str(info.value)
-    assert "tidl_0_layer1" in message and "Conv+PReLU" in message and "PReLU activation" in message
+    assert "tidl_0_layer2" in message and "BatchNorm+GELU" in message and "GELU activation" in message
     assert "does not support" in message and "yet" in message
 
 
@@ -220,10 +224,10 @@ def test_a_layer_type_without_kernel_is_a_clear_error(small):
     layers = list(sub.layers)
     index = next(i for i, layer in enumerate(layers) if layer.type == "Flatten")
     old = layers[index]
-    layers[index] = QuantizedLayer(old.index, old.name, "Sigmoid", 25, old.inputs, old.outputs)
+    layers[index] = QuantizedLayer(old.index, old.name, "ArgMax", 18, old.inputs, old.outputs)
     broken = type(sub)(sub.name, tuple(layers), sub.tensors, sub.inputs, sub.outputs, sub.returns_tuple,
                        sub.tensor_bits, sub.quantization_style)
-    with pytest.raises(FixedPointError, match=r"tidl_0_layer6.*Sigmoid.*does not support Sigmoid layers yet"):
+    with pytest.raises(FixedPointError, match=r"tidl_0_layer6.*ArgMax.*does not support ArgMax layers yet"):
         run_subgraph(broken, [inputs["x"]])
 
 

@@ -489,3 +489,74 @@ def clip_output_scale(clip_max, out_bits, ws, in_scale):
         return None
     p = _power_at_most(ratio)
     return out_scale, out_scale * float(p) / in_scale, p.numerator.bit_length() - 1
+
+
+# ---- §8.10.1-2, §8.11 (depth-to-space) -------------------------------------------------------
+
+
+def prelu(pre, slopes, lo, hi):
+    """§8.10.1 on a pre-activation N x C x ... array; ``slopes`` one integer or one per channel."""
+    flat = pre.astype(np.int64)
+    out = np.zeros(flat.shape, np.int64)
+    for index in np.ndindex(*flat.shape):
+        p = int(flat[index])
+        s = int(slopes[index[1]]) if len(slopes) > 1 else int(slopes[0])
+        out[index] = clamp(p if p >= 0 else round_sat(p * s, 15, -(2 ** 63), 2 ** 63), lo, hi)
+    return out
+
+
+def quantize_prelu_slopes(slopes):
+    out = []
+    for s in slopes:
+        v = Fraction(float(s)) * 2 ** 15
+        q = math.floor(v + Fraction(1, 2)) if v >= 0 else -math.floor(-v + Fraction(1, 2))
+        out.append(clamp(q, -(2 ** 31), 2 ** 31 - 1))
+    return out
+
+
+def table_pre_range(kind, range_min, range_max, bits):
+    limit = {("Sigmoid", 8): 8.0, ("Sigmoid", 16): 16.0, ("Tanh", 8): 4.0, ("Tanh", 16): 8.0}[(kind, bits)]
+    ends = []
+    for y in (range_min, range_max):
+        top = 1.0
+        bottom = 0.0 if kind == "Sigmoid" else -1.0
+        if y <= bottom:
+            v = -limit
+        elif y >= top:
+            v = limit
+        else:
+            v = math.log(y / (1.0 - y)) if kind == "Sigmoid" else math.atanh(y)
+        ends.append(min(max(v, -limit), limit))
+    return tuple(ends)
+
+
+def activation_table(kind, pre_scale, bits, out_scale, out_signed):
+    plo, phi = bounds(bits, True)
+    olo, ohi = bounds(bits, out_signed)
+    table = []
+    for p in range(plo, phi + 1):
+        x = p / pre_scale
+        if kind == "Sigmoid":
+            y = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        else:
+            y = math.tanh(x)
+        table.append(clamp(math.floor(y * out_scale + 0.5), olo, ohi))
+    return table
+
+
+def lookup(pre, table, pre_lo):
+    return np.array([table[int(p) - pre_lo] for p in pre.reshape(-1)], np.int64).reshape(pre.shape)
+
+
+def depth_to_space(x, b, mode):
+    n_, c_, h, w = x.shape
+    cp = c_ // (b * b)
+    out = np.zeros((n_, cp, h * b, w * b), np.int64)
+    for n in range(n_):
+        for c in range(cp):
+            for y in range(h * b):
+                for xx in range(w * b):
+                    i, j = y % b, xx % b
+                    src = (i * b + j) * cp + c if mode == "DCR" else c * b * b + i * b + j
+                    out[n, c, y, xx] = x[n, src, y // b, xx // b]
+    return out

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import oracle
 from fixed_cases import count
+from tidlx.backends.tidl import numerics as nx
 from tidlx.emulator import fixed as fx
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -391,3 +392,65 @@ def test_bad_inputs_are_named():
         fx.data_convert_to_fixed(np.array([np.nan], np.float32), 1.0, fx.FixedType(8, True))
     with pytest.raises(fx.FixedPointError, match="not inside"):
         fx.eltwise_sum([np.zeros(2, np.uint8)] * 2, [1, 1], 0, fx.FixedType(8, False), bounds=(-1, 3))
+
+
+# ---- §8.10.1-2 the non-saturating activations, §8.11 depth-to-space -----------------------------
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.data())
+def test_prelu_matches_oracle(data):
+    count("prelu")
+    bits = data.draw(st.sampled_from([8, 16]))
+    c = data.draw(st.integers(1, 3))
+    pre = data.draw(int_array((1, c, data.draw(st.integers(1, 3)), 2), bits, True))
+    slopes_f = data.draw(st.lists(st.one_of(st.floats(-2, 2), st.sampled_from([0.1, 0.25, 1.0, 0.0])),
+                                  min_size=1, max_size=1)) if data.draw(st.booleans()) else \
+        data.draw(st.lists(st.floats(-2, 2), min_size=c, max_size=c))
+    slopes = nx.quantize_prelu_slopes(slopes_f)
+    assert slopes.tolist() == oracle.quantize_prelu_slopes(slopes_f)
+    out, bounds = data.draw(out_type_and_bounds())
+    lo, hi = bounds or out.bounds
+    got = fx.prelu(pre, slopes, out, bounds=bounds)
+    assert_same(got, oracle.prelu(pre, slopes.tolist(), lo, hi), out)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.data())
+def test_activation_tables_match_oracle(data):
+    """The import side's table (§8.10.2) and the runtime's lookup, against the oracle's."""
+    count("activation_table")
+    kind = data.draw(st.sampled_from(["Sigmoid", "Tanh"]))
+    bits = data.draw(st.sampled_from([8, 8, 8, 16]))
+    y_lo, y_hi = sorted((data.draw(st.floats(-1.2, 1.2)), data.draw(st.floats(-1.2, 1.2))))
+    assert nx.table_pre_range(kind, y_lo, y_hi, bits) == oracle.table_pre_range(kind, y_lo, y_hi, bits)
+    pre_scale = data.draw(st.one_of(st.floats(0.5, 5000.0), st.integers(0, 12).map(lambda e: 2.0 ** e)))
+    out_scale, signed = nx.table_output_scale(kind, bits)
+    table = nx.activation_table(kind, pre_scale, bits, out_scale, bits, signed)
+    want = oracle.activation_table(kind, pre_scale, bits, out_scale, signed)
+    assert table.tolist() == want
+    out = fx.FixedType(bits, signed)
+    pre = data.draw(int_array((1, 2, 3), bits, True))
+    assert_same(fx.lookup_activation(pre, table, out), oracle.lookup(pre, want, oracle.bounds(bits, True)[0]), out)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.data())
+def test_depth_to_space_matches_oracle(data):
+    count("depth_to_space")
+    bits, signed = data.draw(types)
+    b = data.draw(st.sampled_from([1, 2, 3]))
+    x = data.draw(int_array((1, b * b * data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
+                             data.draw(st.integers(1, 3))), bits, signed))
+    mode = data.draw(st.sampled_from(["DCR", "CRD"]))
+    got = fx.depth_to_space(x, b, mode)
+    assert got.dtype == x.dtype
+    assert_same(got, oracle.depth_to_space(x, b, mode))
+
+
+def test_sigmoid_table_saturates_and_is_monotonic():
+    out_scale, signed = nx.table_output_scale("Sigmoid", 8)
+    table = nx.activation_table("Sigmoid", 16.0, 8, out_scale, 8, signed)
+    assert table[0] == 0 and table[-1] == 255 and table[128] == 128   # sigmoid(0) * 256 = 128
+    assert (np.diff(table) >= 0).all()
+    with pytest.raises(fx.FixedPointError, match="256 entries"):
+        fx.lookup_activation(np.zeros(2, np.int8), table[:10], fx.FixedType(8, False))
