@@ -470,3 +470,19 @@ def activation_table(kind: str, pre_scale: float, pre_bits: int, out_scale: floa
         v = math.floor(_activation_value(kind, p / float(pre_scale)) * float(out_scale) + 0.5)
         table[i] = olo if v < olo else ohi if v > ohi else v
     return table
+
+
+def depthwise_per_channel_scales(weight_scales, in_scale: float, tensor_scale_: float
+                                 ) -> Tuple[float, np.ndarray, np.ndarray]:
+    """§4.5/§8.1.1, tidlx's choice of the output scale and the per-channel weight scales: the output's
+    ``outScale = min(tensorScale, min_c weightScale[c] x inScale)`` (every channel's ratio >= 1);
+    ``roundBits[c]`` by §8.1.1; each channel's weight scale lowered to ``outScale x 2^roundBits[c] /
+    inScale`` so that every channel lands exactly on outScale. Returns (outScale, weight scales,
+    roundBits)."""
+    ws = _floats(weight_scales, "weight scales").ravel()
+    if ws.size == 0 or not (ws > 0).all():
+        raise FixedPointError("per-channel weight scales must be > 0 (a channel of zero weights)")
+    out_scale = min(float(tensor_scale_), float(ws.min()) * float(in_scale))
+    rb = depthwise_per_channel_round_bits(ws, in_scale, out_scale)
+    lowered = np.array([out_scale * float(1 << int(r)) / float(in_scale) for r in rb])
+    return out_scale, np.minimum(lowered, ws), rb

@@ -58,6 +58,7 @@ from .options import TidlOptions
 
 #: Calibration option bits (TIDL-NUMERICS.md, "Calibration").
 WEIGHT_RANGE_BIT = 2
+PER_CHANNEL_WEIGHT_BIT = 8
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
 
@@ -206,7 +207,7 @@ class _WeightedPlan:
     affine: _Affine
     weight_bits: int
     abs_max: float
-    weight_scale: float      # §4.1 (after range limiting and P2), before the bias clip
+    weight_scale: Any        # §4.1 (after range limiting and P2), before the bias clip; per channel: an array
     bias_abs_max: float
     input_signed: bool
     bias_scale: float
@@ -219,9 +220,7 @@ class _Quantizer:
         self.opts = options
         self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC
         bits = calibration_option_bits(options)
-        if bits & 8:
-            raise QuantizationError(f"@{net.name}: channel_wise_quantization=1 (per-channel depthwise weights): "
-                                    f"fixed point does not support it yet")
+        self.per_channel_depthwise = bool(bits & PER_CHANNEL_WEIGHT_BIT)
         self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
         self.tensors: Dict[int, QuantizedTensor] = {}
         self.consumers: Dict[int, List[TidlLayer]] = {}
@@ -262,18 +261,33 @@ class _Quantizer:
         affine = _fold(layer, where)
         wbits, _ = self.widths(layer)
         w = affine.folded_weights()
-        abs_max = nx.weight_abs_max(w)
-        if self.limit_weights:
-            abs_max = nx.limit_weight_range_median(w, abs_max, wbits)
-        if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
-            abs_max = nx.smallest_power_of_2_at_least(abs_max)
-        ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
+
+        def scale_of(w_part: np.ndarray) -> Tuple[float, float]:
+            abs_max = nx.weight_abs_max(w_part)
+            if self.limit_weights:
+                abs_max = nx.limit_weight_range_median(w_part, abs_max, wbits)
+            if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
+                abs_max = nx.smallest_power_of_2_at_least(abs_max)
+            return abs_max, nx.weight_scale(abs_max, wbits, self.power_of_2)
+
+        if self.is_per_channel(layer):   # §4.5: one scale per output channel
+            per = [scale_of(w[c]) for c in range(w.shape[0])]
+            abs_max, ws = max(a for a, _ in per), np.array([s for _, s in per])
+        else:
+            abs_max, ws = scale_of(w)
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
         in_signed = self.signed_of(layer.inputs[0])
         bs = nx.bias_scale(bias_abs_max, wbits, in_signed, self.power_of_2)
         found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs)
         self.plans[layer.index] = found
         return found
+
+    def is_per_channel(self, layer: TidlLayer) -> bool:
+        """§4.5: a depthwise convolution (groups = input channels > 1) with PerChannelWeight set."""
+        if not self.per_channel_depthwise or layer.type != "Conv":
+            return False
+        prm: ConvParams = layer.params
+        return prm.groups > 1 and prm.groups == prm.in_channels
 
     def guarded(self, tid: int, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
         """§6.6 on the producer of tensor ``tid``: roundBits raised so that its consumers' biases fit."""
@@ -283,7 +297,7 @@ class _Quantizer:
         if not plans:
             return round_bits, []
         ts = nx.tensor_scale(acc_scale, round_bits)
-        raised = nx.bias_saturation_guard(round_bits, ts, max(p.weight_scale for p in plans),
+        raised = nx.bias_saturation_guard(round_bits, ts, max(float(np.max(p.weight_scale)) for p in plans),
                                           min(p.bias_scale for p in plans), min(p.weight_bits for p in plans),
                                           signed)
         notes = [f"roundBits {round_bits} -> {raised} for the bias of its consumers (bias-saturation guard)"] \
@@ -409,6 +423,8 @@ class _Quantizer:
         in_scale = x.scale
         notes: List[str] = []
         ws = p.weight_scale
+        if isinstance(ws, np.ndarray):
+            return self.weighted_per_channel(layer, p, x, out_bits)
         if layer.type in ("Conv", "Deconv") and p.affine.has_bias:   # §4.4: conv/deconv only
             ws, clipped = nx.clip_weight_scale_for_bias(ws, in_scale, p.bias_abs_max, p.weight_bits, x.signed,
                                                         self.power_of_2)
@@ -453,6 +469,47 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
                               act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, int(rb), (), acc, bounds,
                               tuple(notes), **extra)
+
+    def weighted_per_channel(self, layer: TidlLayer, p: _WeightedPlan, x: QuantizedTensor,
+                             out_bits: int) -> QuantizedLayer:
+        """A depthwise convolution with per-channel weights (§4.5, §8.1.1): each channel's weight scale
+        clipped for the bias (§4.4), the output scale and the lowered per-channel scales and roundBits
+        of ``depthwise_per_channel_scales``."""
+        if layer.activation.type in NON_SATURATING:
+            raise self.unsupported(layer, f"per-channel weights with the {layer.activation.type} activation")
+        notes: List[str] = []
+        ws = np.array(p.weight_scale, np.float64)
+        if not (ws > 0).any():
+            raise QuantizationError(f"{self.where(layer)}: all weights are zero (weight scale 0)")
+        ws = np.where(ws > 0, ws, ws.max())   # a channel of zero weights quantizes to 0 at any scale
+        if p.affine.has_bias:
+            clipped = [nx.clip_weight_scale_for_bias(float(s), x.scale, p.bias_abs_max, p.weight_bits, x.signed,
+                                                     self.power_of_2) for s in ws]
+            if any(c for _, c in clipped):
+                notes.append(f"weight scale clipped for the bias in {sum(c for _, c in clipped)} channel(s) "
+                             f"(Weight Scale Clipped)")
+            ws = np.array([s for s, _ in clipped])
+        acc_max = nx.acc_scale_weighted(float(ws.max()), x.scale)
+        rb0, signed, more = self.requantized(layer, acc_max, out_bits)
+        notes += more
+        out_scale, ws, rbs = nx.depthwise_per_channel_scales(ws, x.scale, nx.tensor_scale(acc_max, rb0))
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        aff = p.affine
+        wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
+        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
+        if aff.has_bias and bias_scale > 0:
+            bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
+            bias_a, bias_b = nx.split_bias(bq, nx.in_scale_factor(ws, x.scale, bias_scale), p.weight_bits, x.bits,
+                                           x.signed)
+        else:
+            bias_a, bias_b = np.zeros(len(aff.bias), np.int64), np.ones(len(aff.bias), np.int64)
+        prm: ConvParams = layer.params
+        attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+                 "groups": prm.groups}
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, rbs, (), acc_max, bounds,
+                              tuple(notes), per_channel=True)
 
     def pool(self, layer: TidlLayer) -> QuantizedLayer:
         prm: PoolParams = layer.params

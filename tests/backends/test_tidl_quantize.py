@@ -177,8 +177,6 @@ def test_calibration_option_bits():
 def test_options_not_supported_yet_are_refused():
     mod, _ = conv_bn_model()
     calib = {"x": _frames((1, 3, 12, 12), 2, seed=2)}
-    with pytest.raises(QuantizationError, match="channel_wise_quantization=1.*does not support it yet"):
-        _quantize(mod, calib, accuracy_level=9, **{"advanced_options:channel_wise_quantization": 1})
     with pytest.raises(FixedPointError, match="quantization_scale_type 4"):
         _quantize(mod, calib, **{"advanced_options:quantization_scale_type": 4})
 

@@ -136,3 +136,58 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     from tidlx.backends.tidl.quantize import QuantizationError
     with pytest.raises(QuantizationError, match="GELU"):
         _quantize(mod, {"x": np.ones((2, 2, 4, 4), np.float32)})
+
+
+DEPTHWISE = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 8, 10, 10), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], groups=8, channels=8, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  nn.relu(%1)
+}
+'''
+
+
+def depthwise_model():
+    r = np.random.default_rng(5)
+    # channel magnitudes from 1/64 to 1: one per-tensor scale wastes most bits of the small channels
+    magnitude = (2.0 ** -np.arange(0, 8, dtype=np.float64) * 0.8).astype(np.float32)
+    w = (r.standard_normal((8, 1, 3, 3)) * magnitude[:, None, None, None]).astype(np.float32)
+    b = (r.standard_normal(8) * 0.05).astype(np.float32)
+    return tidlx.parse_relay(DEPTHWISE, params=[w, b])
+
+
+def _per_channel_options(on: bool, bits: int = 8):
+    # a 16-bit output (8-bit weights) so that the output's rounding does not hide the weights' error
+    return {"tensor_bits": bits, "accuracy_level": 9,
+            "advanced_options:output_feature_16bit_names_list": "tidl_0_layer1", "advanced_options:activation_clipping": 0,
+            "advanced_options:weight_clipping": 0, "advanced_options:bias_calibration": 0,
+            "advanced_options:channel_wise_quantization": int(on)}
+
+
+def test_per_channel_depthwise_records_and_gain():
+    """§4.5/§8.1.1: per-channel weight scales and roundBits; every channel lands exactly on the output
+    scale; per channel is closer to float than per tensor on channels of unequal size (the worst
+    channel's SQNR)."""
+    mod = depthwise_model()
+    calib = {"x": np.random.default_rng(1).standard_normal((6, 8, 10, 10)).astype(np.float32)}
+    x = {"x": calib["x"][:1]}
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    figures = {}
+    for on in (False, True):
+        q = _quantize(mod, calib, **_per_channel_options(on))
+        conv = q.subgraphs["tidl_0"].compute_layers()[0]
+        assert conv.per_channel is on
+        if on:
+            sub = q.subgraphs["tidl_0"]
+            in_scale, out_scale = sub.tensors[conv.inputs[0]].scale, sub.tensors[conv.outputs[0]].scale
+            assert conv.round_bits.shape == (8,) and conv.weight_scale.shape == (8,)
+            for ws, rb in zip(conv.weight_scale, conv.round_bits):
+                assert ws * in_scale / out_scale == pytest.approx(2.0 ** rb, rel=1e-12)
+            assert len(set(conv.round_bits.tolist())) > 1
+            # the small channels use their weights' range: each channel's largest |weight| near 127
+            assert (np.abs(conv.weights).reshape(8, -1).max(axis=1) >= 64).all()
+        out = tidlx.emulate(q, x)[0]
+        assert q.subgraphs["tidl_0"].tensors[conv.outputs[0]].bits == 16 and conv.weight_bits == 8
+        figures[on] = min(_sqnr(reference[:, c], out[:, c]) for c in range(8) if np.abs(reference[:, c]).max() > 0)
+    print(f"depthwise, 8-bit weights, worst channel: per tensor {figures[False]:.1f} dB, per channel {figures[True]:.1f} dB")
+    assert figures[True] >= figures[False] + 3.0

@@ -560,3 +560,12 @@ def depth_to_space(x, b, mode):
                     src = (i * b + j) * cp + c if mode == "DCR" else c * b * b + i * b + j
                     out[n, c, y, xx] = x[n, src, y // b, xx // b]
     return out
+
+
+def depthwise_per_channel_scales(weight_scales, in_scale, tensor_scale):
+    """§4.5/§8.1.1's choice: outScale = min(tensorScale, min ws x inScale), roundBits by §8.1.1, each
+    channel's weight scale lowered to outScale 2^rb / inScale."""
+    out_scale = min(tensor_scale, min(float(w) * in_scale for w in weight_scales))
+    rb = depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale)
+    lowered = [min(out_scale * 2.0 ** r / in_scale, float(w)) for r, w in zip(rb, weight_scales)]
+    return out_scale, lowered, rb

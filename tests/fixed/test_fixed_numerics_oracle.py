@@ -184,3 +184,14 @@ def test_fixed_facts():
     assert nx.round_bits(1.0, -256.5, 0.0, 8, signed=True) == 2
     with pytest.raises(FixedPointError, match="int32"):
         nx.eltwise_multipliers(1.0, 40, [1.0])
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(scales, min_size=1, max_size=6), scales, scales)
+def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, tensor_scale):
+    count("per_channel_scales")
+    out_scale, ws, rb = nx.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
+    want = oracle.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
+    assert (out_scale, ws.tolist(), rb.tolist()) == (want[0], want[1], want[2])
+    for w, lowered, r in zip(w_scales, ws, rb):   # every channel lands on outScale: accScale = outScale 2^rb
+        assert lowered <= w and math.isclose(lowered * in_scale / out_scale, 2.0 ** r, rel_tol=1e-12)
