@@ -191,3 +191,45 @@ def test_per_channel_depthwise_records_and_gain():
         figures[on] = min(_sqnr(reference[:, c], out[:, c]) for c in range(8) if np.abs(reference[:, c]).max() > 0)
     print(f"depthwise, 8-bit weights, worst channel: per tensor {figures[False]:.1f} dB, per channel {figures[True]:.1f} dB")
     assert figures[True] >= figures[False] + 3.0
+
+
+CHAIN = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 4, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]);
+  %3 = nn.bias_add(%2, meta[relay.Constant][2]);
+  nn.conv2d(%3, meta[relay.Constant][3], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3])
+}
+'''
+
+
+def test_mixed_precision_a_16_bit_layer_between_8_bit_ones():
+    """§3: the middle conv named in both lists has 16-bit weights (int16, a 32-bit bias) and a 16-bit
+    output; its neighbours stay 8 bit and the last conv reads the 16-bit tensor as it is (no convert
+    layer between widths)."""
+    r = np.random.default_rng(3)
+    params = [(r.standard_normal(s) * 0.3).astype(np.float32) for s in ((8, 4, 3, 3), (8, 8, 3, 3), (8,), (4, 8, 3, 3))]
+    mod = tidlx.parse_relay(CHAIN, params=params)
+    calib = {"x": _frames(6, 1)}
+    x = {"x": calib["x"][:1]}
+    names = "tidl_0_layer2"
+    mixed = _quantize(mod, calib, tensor_bits=8, **{"advanced_options:output_feature_16bit_names_list": names,
+                                                    "advanced_options:params_16bit_names_list": names})
+    plain = _quantize(mod, calib, tensor_bits=8)
+    sub = mixed.subgraphs["tidl_0"]
+    first, middle, last = sub.compute_layers()
+    assert middle.name == names
+    assert (first.weight_bits, middle.weight_bits, last.weight_bits) == (8, 16, 8)
+    assert middle.weights.dtype == np.int16 and first.weights.dtype == last.weights.dtype == np.int8
+    assert [sub.tensors[layer.outputs[0]].bits for layer in (first, middle, last)] == [8, 16, 8]
+    # the 16-bit layer's bias in its int64 accumulator domain: b x weightScale x inScale
+    wanted = params[2].astype(np.float64) * middle.weight_scale * sub.tensors[middle.inputs[0]].scale
+    assert np.abs(middle.bias_a * middle.bias_b - wanted).max() <= 1e-3 * np.abs(wanted).max()
+    seen = {}
+    mixed.run(x, fixed_observers=[lambda o: seen.setdefault(o.layer.name, o)])
+    assert seen[last.name].inputs[0].dtype == np.int16 and seen[last.name].outputs[0].dtype == np.int8
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    s_mixed, s_plain = _sqnr(reference, mixed.run(x)[0]), _sqnr(reference, plain.run(x)[0])
+    print(f"8-16-8 chain: all 8 bit {s_plain:.1f} dB, middle layer 16 bit {s_mixed:.1f} dB")
+    assert s_mixed >= s_plain
