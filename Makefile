@@ -7,6 +7,9 @@ PYTHON ?= python3
 
 .PHONY: demo test bench install clean system-packages fuzz
 
+# The TVM backend's arm target cross-links with aarch64-linux-gnu-gcc and runs under qemu-aarch64.
+CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+
 # numba's OpenMP threading layer (the emulator's parallel kernels) needs libgomp; without it the
 # emulator falls back to a slower Python thread pool. Installed with apt-get when running as root.
 system-packages:
@@ -14,6 +17,12 @@ system-packages:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgomp1; \
 	  else echo "note: libgomp1 is missing (apt-get install libgomp1): the emulator will use its slower thread pool"; fi; \
+	fi
+	@missing=""; for p in $(CROSS_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "note:$$missing missing (apt-get install$$missing): the TVM arm target's tests will skip"; fi; \
 	fi
 
 $(STAMP): pyproject.toml setup.py | system-packages
