@@ -32,6 +32,9 @@ else the first ``frames`` (default 1) of the calibration frames (in-sample: the 
 calibrated on them); for a ``QuantizedModel`` given without inputs, one seeded random frame.
 ``ComparisonResult.inputs`` says which.
 
+Cost: per frame one float run and one fixed-point run (two with ``isolated``); the float values
+of every TIDL tensor of one frame are held until its fixed-point run has compared them.
+
 Deterministic: the same model, options and frames give the same figures and the same order (worst
 first: lowest SQNR, then subgraph, layer name, layer index).
 """
