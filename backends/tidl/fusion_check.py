@@ -620,7 +620,7 @@ def _check_kinds(kinds) -> Tuple[str, ...]:
 
 def check_fusions(mod: IRModule, options=None, calib=None, inputs: Optional[Mapping[str, Any]] = None, *,
                   kinds: Optional[Sequence[str]] = None, isolate: bool = False, model_name: Optional[str] = None,
-                  kernels: str = "reference") -> FusionCheckResult:
+                  kernels: str = "reference", inputs_source: str = "check_fusions inputs") -> FusionCheckResult:
     """Every fusion TIDL's import applies to ``mod`` (with ``options``), fused vs unfused in fixed
     point and each against float; see the module docstring.
 
@@ -632,7 +632,7 @@ def check_fusions(mod: IRModule, options=None, calib=None, inputs: Optional[Mapp
     only (``disabled_fusions=Name:<layer>``, one re-quantization per spot: slower, and each
     difference is that fusion's alone); the BN + dense merge is always switched off as a whole.
     ``kernels``: the float kernels of calibration and the float reference (``reference`` or
-    ``fast``)."""
+    ``fast``). ``inputs_source`` names the inputs in errors (the CLI: ``--input FILE``)."""
     if not isinstance(mod, IRModule):
         raise FusionCheckError(f"check_fusions takes an IRModule (tidlx.load gives one), got {type(mod).__name__}")
     if kernels not in ("reference", "fast"):
@@ -652,9 +652,9 @@ def check_fusions(mod: IRModule, options=None, calib=None, inputs: Optional[Mapp
         if not isinstance(inputs, Mapping):
             raise FusionCheckError(f"check_fusions: inputs must be a mapping of input name to array, got "
                                    f"{type(inputs).__name__}")
-        given = frames_from_arrays(inputs, model_inputs(mod), "check_fusions inputs")
+        given = frames_from_arrays(inputs, model_inputs(mod), inputs_source)
         if len(given) != 1:
-            raise FusionCheckError(f"check_fusions: inputs hold {len(given)} frames; give one (the model's batch)")
+            raise FusionCheckError(f"{inputs_source}: {len(given)} frames; give one (the model's batch)")
         feed = dict(given[0])
         described = "the given input"
 
