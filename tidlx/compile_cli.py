@@ -1,0 +1,203 @@
+"""``tidlx compile MODEL -o DIR`` writes a compiled folder (docs/artifacts.md); ``tidlx inspect DIR|FILE``
+prints its layer table.
+
+    tidlx compile model.onnx -o out/model_tidl                       # the folder
+    tidlx compile model.onnx -o out/model_tidl -o tensor_bits=16 --calib frames.npz
+    tidlx compile model.onnx --batch 6 -o out/b6 -o max_batch_size=6 \\
+        -o advanced_options:inference_mode=1 -o advanced_options:num_cores=2
+    tidlx inspect out/model_tidl                                      # every subgraph's layers
+    tidlx inspect out/model_tidl/tidl_subgraph0_net.bin --json
+
+``-o`` takes the output folder (a value without ``=``) and TI's options (``key=value``), as TI's
+tools do; ``--out DIR`` names the folder explicitly. An existing non-empty folder is replaced only
+with ``--force``; the folder is written beside its place and renamed, never half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+from .ir import TidlxError
+
+COMMAND_ORDER = 40
+
+
+def _split_o(values, out):
+    folders = [v for v in values if "=" not in v]
+    options = [v for v in values if "=" in v]
+    if out is not None:
+        folders = [out] + folders
+    if not folders:
+        raise TidlxError("tidlx compile: say where to write the folder: -o DIR (or --out DIR)")
+    if len(folders) > 1:
+        raise TidlxError(f"tidlx compile: one output folder, got {len(folders)}: {', '.join(folders)} (options are "
+                         f"written key=value)")
+    return folders[0], options
+
+
+def cmd_compile(args) -> int:
+    from .cli import load_model, warn_line
+    from .compiled import compile_model, load_compiled
+    from .ir.text import printable
+
+    folder, options = _split_o(args.option, args.out)
+    if args.calib is not None and not os.path.exists(args.calib):
+        raise TidlxError(f"--calib {args.calib}: no such file or folder")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = load_model(args)
+        written = compile_model(mod, folder, options, args.calib, force=args.force, option_strings=options)
+    seen = set()
+    for w in caught:
+        text = str(w.message)
+        if text not in seen:
+            seen.add(text)
+            print(warn_line(text), file=sys.stderr)
+    compiled = load_compiled(written)   # what was written reads back: the folder is complete
+    layers = sum(len(s.network.subgraph.compute_layers()) for s in compiled.subgraphs.values())
+    print(printable(f"wrote {written}: {len(compiled.subgraphs)} TIDL subgraph(s), {layers} layers, "
+                    f"{len(compiled.manifest['sha256'])} files"))
+    return 0
+
+
+def _layer_rows(sub):
+    from .emulator.fixed.artifact_runtime import layer_macs
+
+    rows = []
+    for layer in sub.layers:
+        ins = [sub.tensors[t] for t in layer.inputs]
+        outs = [sub.tensors[t] for t in layer.outputs]
+        rb = layer.round_bits
+        rows.append({
+            "index": layer.index, "name": layer.name, "type": layer.type, "type_id": layer.type_id,
+            "activation": layer.activation,
+            "inputs": [{"id": t.id, "shape": list(t.shape)} for t in ins],
+            "outputs": [{"id": t.id, "shape": list(t.shape), "element_type": t.element_type, "bits": t.bits,
+                         "signed": t.signed, "scale": t.scale} for t in outs],
+            "round_bits": int(rb) if not hasattr(rb, "shape") else [int(v) for v in rb.reshape(-1)],
+            "weight_bits": layer.weight_bits, "macs": layer_macs(layer, sub.tensors)})
+    return rows
+
+
+def _element_name(t) -> str:
+    if t["bits"] == 0:
+        return "f32"
+    return f"{'s' if t['signed'] else 'u'}{t['bits']}"
+
+
+def _subgraph_table(title: str, rows):
+    from rich.table import Table
+    from rich.text import Text
+
+    from .ir.text import printable
+
+    table = Table(title=Text(printable(title)))
+    for col, justify in (("#", "right"), ("layer", "left"), ("type", "left"), ("in", "left"), ("out", "left"),
+                         ("scale", "right"), ("roundBits", "right"), ("MACs", "right")):
+        table.add_column(col, justify=justify)
+    for r in rows:
+        kind = r["type"] + ("" if r["activation"] == "none" else f"+{r['activation']}")
+        ins = " ".join("x".join(map(str, i["shape"])) for i in r["inputs"])
+        outs = " ".join(f"{'x'.join(map(str, o['shape']))} {_element_name(o)}" for o in r["outputs"])
+        scales = " ".join(f"{o['scale']:.6g}" for o in r["outputs"])
+        rb = r["round_bits"]
+        rb_text = str(rb) if isinstance(rb, int) else f"{min(rb)}..{max(rb)} per channel"
+        table.add_row(str(r["index"]), Text(printable(r["name"])), Text(printable(kind)), ins, outs, scales,
+                      rb_text, f"{r['macs']:,}" if r["macs"] else "")
+    return table
+
+
+def cmd_inspect(args) -> int:
+    from .cli import make_console
+    from .compiled import load_compiled
+    from .emulator.fixed.artifact_format import NET_MAGIC, IO_MAGIC
+    from .emulator.fixed.artifact_reader import read_io, read_network
+
+    path = args.path
+    entries = []   # (title, network artifact)
+    if os.path.isdir(path):
+        compiled = load_compiled(path)
+        for name, s in sorted(compiled.subgraphs.items(), key=lambda kv: kv[1].number):
+            entries.append((s.files[0], s.network))
+    elif os.path.isfile(path):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise TidlxError(f"{path}: cannot be read ({exc.strerror})") from None
+        if data[:8] == IO_MAGIC:
+            io = read_io(data, path)
+            doc = {"file": path, "inputs": [b.__dict__ for b in io.inputs], "outputs": [b.__dict__ for b in io.outputs],
+                   "num_cores": io.num_cores, "inference_mode": io.inference_mode}
+            if args.json:
+                sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False, default=list) + "\n")
+            else:
+                from .ir.text import printable
+                for b in io.inputs + io.outputs:
+                    print(printable(f"{b.direction:3} data id {b.data_id} '{b.name}': {list(b.shape)} element type "
+                                    f"{b.element_type}, scale {b.scale:.6g}, zero point {b.zero_point}, {b.layout}"))
+            return 0
+        entries.append((os.path.basename(path), read_network(data, path)))
+    else:
+        raise TidlxError(f"{path}: no such file or folder")
+    docs = []
+    for title, net in entries:
+        sub = net.subgraph
+        docs.append({"file": title, "subgraph": sub.name, "format": f"{net.version[0]}.{net.version[1]}",
+                     "tensor_bits": sub.tensor_bits, "quantization_style": sub.quantization_style,
+                     "calibration_options": net.calibration_options, "inference_mode": net.inference_mode,
+                     "num_cores": net.num_cores, "layers": _layer_rows(sub)})
+    if args.json:
+        sys.stdout.write(json.dumps(docs if os.path.isdir(path) else docs[0], indent=1, ensure_ascii=False) + "\n")
+        return 0
+    console = make_console()
+    for doc in docs:
+        macs = sum(r["macs"] for r in doc["layers"])
+        title = (f"{doc['file']}: @{doc['subgraph']}, format {doc['format']}, {doc['tensor_bits']} bit, "
+                 f"quantization style {doc['quantization_style']}, inference mode {doc['inference_mode']} on "
+                 f"{doc['num_cores']} core(s), {macs:,} MACs")
+        console.print(_subgraph_table(title, doc["layers"]))
+    return 0
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    from .cli import add_model_arguments, subcommand
+
+    p = subcommand(
+        subparsers, "compile", "quantize a model and write its TIDL artifacts as a folder",
+        "Partition, calibrate and quantize a model for TIDL and write the compiled folder: per TIDL subgraph "
+        "tidl_subgraph<N>_net.bin (the network record), tidl_subgraph<N>_io_1.bin (the I/O descriptor) and "
+        "tidl_subgraph<N>.json (the same, readable); the host part as Relay text (host_module.txt); "
+        "tidlx_artifacts.json (the manifest). The same model and options give the same bytes.",
+        ["tidlx compile model.onnx -o out/model_tidl",
+         "tidlx compile model.onnx -o out/model_tidl -o tensor_bits=16 --calib frames.npz",
+         "tidlx compile model.onnx --batch 6 -o out/b6 -o max_batch_size=6 -o advanced_options:inference_mode=1 "
+         "-o advanced_options:num_cores=2",
+         "tidlx inspect out/model_tidl"])
+    add_model_arguments(p)
+    p.add_argument("-o", "--option", action="append", default=[], metavar="DIR|KEY=VALUE",
+                   help="the output folder (a value without '='), or a TIDL option by TI's name (tensor_bits=16, "
+                        "accuracy_level=0, debug_level=3, advanced_options:inference_mode=1, "
+                        "advanced_options:num_cores=2, max_batch_size=6, ...); repeatable")
+    p.add_argument("--out", metavar="DIR", help="the output folder (instead of -o DIR)")
+    p.add_argument("--calib", metavar="FILE",
+                   help="calibration frames: an .npz of arrays by input name (frames on the batch axis) or a "
+                        "folder of images (default: seeded random frames, with a warning)")
+    p.add_argument("--force", action="store_true", help="replace an existing non-empty output folder")
+    p.set_defaults(func=cmd_compile)
+
+    q = subcommand(
+        subparsers, "inspect", "print the layer table of a compiled folder or one artifact file",
+        "Read a compiled folder (every file checked) or one tidl_subgraph<N>_net.bin / _io_1.bin and print "
+        "each subgraph's layers: type and activation, input and output shapes, element types, tensorScale, "
+        "roundBits, MACs.",
+        ["tidlx inspect out/model_tidl", "tidlx inspect out/model_tidl/tidl_subgraph0_net.bin",
+         "tidlx inspect out/model_tidl --json"])
+    q.add_argument("path", metavar="DIR|FILE", help="a compiled folder or one artifact file")
+    q.add_argument("--json", action="store_true", help="the table as JSON")
+    q.set_defaults(func=cmd_inspect)
+    return p
