@@ -12,6 +12,7 @@ from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
 from .api import load, parse_relay, partition  # noqa: F401
 from .quantize_api import compare, emulate, quantize  # noqa: F401  (fixed point: emulate, float vs fixed: compare)
 from .custom_op import register_op, unregister_op  # noqa: F401
+from .compiled import compile_model, load_compiled  # noqa: F401  (a compiled folder: write it, read and run it)
 
 __version__ = "0.1.0"
 __all__ = ["IRModule", "TidlxError", "compare", "emulate", "load", "models", "parse_relay", "partition", "quantize",
