@@ -104,6 +104,9 @@ class TensorRange:
     observed_max: float
     raw_min: float
     raw_max: float
+    #: the float mean of each channel (axis 1) of the frames' batch-0 values, for bias calibration;
+    #: None for a tensor of rank < 2
+    channel_mean: Optional[Tuple[float, ...]] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ class CalibrationResult:
     method: str
     frames: int
     network: TidlNetwork = field(compare=False, repr=False)
+    #: the frames calibrated on (bias calibration runs them again in fixed point)
+    data: Optional[CalibrationFrames] = field(default=None, compare=False, repr=False)
 
     def by_name(self) -> Dict[str, TensorRange]:
         """The ranges by tensor name (layer names; ``:k`` for the k-th output of a layer)."""
@@ -131,7 +136,7 @@ def _shrunk_count(total: int) -> int:
 class _TensorStats:
     """Running statistics of one tensor's batch-0 values over the frames."""
 
-    __slots__ = ("name", "count", "min", "max", "keep", "low", "high", "frames")
+    __slots__ = ("name", "count", "min", "max", "keep", "low", "high", "frames", "channel_sum", "channel_count")
 
     def __init__(self, name: str, elements: int, frames: int, histogram: bool):
         self.name = name
@@ -144,9 +149,16 @@ class _TensorStats:
         self.keep = dropped + 1 if dropped else 0
         self.low = np.empty(0, np.float64)
         self.high = np.empty(0, np.float64)
+        self.channel_sum: Optional[np.ndarray] = None
+        self.channel_count = 0
 
     def add(self, values: np.ndarray, where: str) -> None:
-        flat = np.asarray(values).reshape(-1)
+        values = np.asarray(values)
+        if values.ndim >= 2 and values.size:
+            sums = np.moveaxis(values, 1, 0).reshape(values.shape[1], -1).astype(np.float64).sum(axis=1)
+            self.channel_sum = sums if self.channel_sum is None else self.channel_sum + sums
+            self.channel_count += values.size // values.shape[1]
+        flat = values.reshape(-1)
         if flat.size == 0:
             return
         lo, hi = float(flat.min()), float(flat.max())
@@ -400,9 +412,11 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
         for tid, stats in recorder.stats[net.name].items():
             raw_lo, raw_hi = stats.histogram() if method == HISTOGRAM else stats.minmax()
             lo, hi, how = _layer_range(recorder.layer_of_tensor.get((net.name, tid)), raw_lo, raw_hi, method)
+            means = None if stats.channel_sum is None else \
+                tuple(float(v) for v in stats.channel_sum / max(stats.channel_count, 1))
             tensors[tid] = TensorRange(float(lo), float(hi), how, stats.frames, stats.min, stats.max,
-                                       float(raw_lo), float(raw_hi))
-        results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, method, len(data), net)
+                                       float(raw_lo), float(raw_hi), means)
+        results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, method, len(data), net, data)
     return results
 
 

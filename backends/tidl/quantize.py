@@ -34,6 +34,7 @@ weight-range method.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -58,6 +59,7 @@ from .options import TidlOptions
 
 #: Calibration option bits (TIDL-NUMERICS.md, "Calibration").
 WEIGHT_RANGE_BIT = 2
+BIAS_CALIB_BIT = 4
 PER_CHANNEL_WEIGHT_BIT = 8
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
@@ -228,6 +230,8 @@ class _Quantizer:
             for t in layer.inputs:
                 self.consumers.setdefault(t, []).append(layer)
         self.plans: Dict[int, _WeightedPlan] = {}
+        #: layer name -> the float bias (folded, float64) of every layer whose bias is quantized
+        self.float_biases: Dict[str, np.ndarray] = {}
 
     # -- helpers
     def where(self, layer: TidlLayer) -> str:
@@ -454,6 +458,7 @@ class _Quantizer:
         # the input's real signedness (a max pool passes its input's type on, whatever its range says)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
+            self.float_biases[layer.name] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             isf = nx.in_scale_factor(ws, in_scale, bias_scale)
             bias_a, bias_b = nx.split_bias(bq, isf, p.weight_bits, x.bits, x.signed)
@@ -499,6 +504,7 @@ class _Quantizer:
         wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
+            self.float_biases[layer.name] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             bias_a, bias_b = nx.split_bias(bq, nx.in_scale_factor(ws, x.scale, bias_scale), p.weight_bits, x.bits,
                                            x.signed)
@@ -694,12 +700,19 @@ class _Quantizer:
                                  nx.quantization_style(self.opts.quantization_scale_type))
 
 
-def quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
-                      returns_tuple: bool = False) -> QuantizedSubgraph:
-    """The fixed-point form of one TIDL subgraph, from its calibrated ranges."""
+def _quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
+                       returns_tuple: bool) -> Tuple[QuantizedSubgraph, Dict[str, np.ndarray]]:
     if calibration.network.name != net.name:
         raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
-    return _Quantizer(net, calibration, options).run(returns_tuple)
+    quantizer = _Quantizer(net, calibration, options)
+    return quantizer.run(returns_tuple), quantizer.float_biases
+
+
+def quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
+                      returns_tuple: bool = False) -> QuantizedSubgraph:
+    """The fixed-point form of one TIDL subgraph, from its calibrated ranges (without bias calibration,
+    which needs the whole model: ``quantize_model``)."""
+    return _quantize_subgraph(net, calibration, options, returns_tuple)[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -713,6 +726,8 @@ class QuantizedModel:
     options: TidlOptions
     calibration: Mapping[str, CalibrationResult] = field(repr=False)
     _kernels: Dict[str, Any] = field(default_factory=dict, repr=False)
+    #: bias calibration's mean |float - fixed| channel-mean error before each iteration (empty: not run)
+    bias_calibration_errors: Tuple[float, ...] = ()
 
     def kernel_set(self, host: str = "fast"):
         ks = self._kernels.get(host)
@@ -736,15 +751,99 @@ class QuantizedModel:
 
 def quantize_model(partitioned: IRModule, options: TidlOptions,
                    calibration: Mapping[str, CalibrationResult]) -> QuantizedModel:
-    """Quantizes every TIDL subgraph of ``partitioned`` from ``calibration`` (``calibrate``'s result)."""
+    """Quantizes every TIDL subgraph of ``partitioned`` from ``calibration`` (``calibrate``'s result),
+    then, when the calibration options have BiasCalib (accuracy_level 1, or 9 with bias_calibration),
+    calibrates the biases over ``calibration_iterations`` (``calibrate_biases``)."""
     subgraphs: Dict[str, QuantizedSubgraph] = {}
+    biases: Dict[Tuple[str, str], np.ndarray] = {}
     for net in build_networks(partitioned):
         result = calibration.get(net.name)
         if result is None:
             raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
         returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
-        subgraphs[net.name] = quantize_subgraph(net, result, options, returns_tuple)
-    return QuantizedModel(partitioned, subgraphs, options, dict(calibration))
+        subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
+        biases.update({(net.name, name): b for name, b in found.items()})
+    model = QuantizedModel(partitioned, subgraphs, options, dict(calibration))
+    if calibration_option_bits(options) & BIAS_CALIB_BIT and biases and options.calibration_iterations > 0:
+        model = calibrate_biases(model, biases, options.calibration_iterations)
+    return model
+
+
+#: Bias calibration's step factor (tidlx's choice: TIDL-NUMERICS.md gives its schedule, not its value;
+#: every layer is corrected at once, and on BEVDet 1.0 overshoots down a chain of layers and diverges).
+BIAS_CALIBRATION_FACTOR = 0.25
+
+
+def bias_calibration_factor(iteration: int, iterations: int) -> float:
+    """docs/numerics.md §9.3: the factor of one iteration, divided by 10 in the first and the last 10%
+    of the iterations (``iterations // 10`` each)."""
+    edge = iterations // 10
+    return BIAS_CALIBRATION_FACTOR * (0.1 if iteration < edge or iteration >= iterations - edge else 1.0)
+
+
+def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, str], np.ndarray],
+                     iterations: int) -> QuantizedModel:
+    """Bias calibration (docs/numerics.md §9.3, after TIDL-NUMERICS.md "Calibration"): each iteration
+    runs the calibration frames in fixed point, takes each biased layer's per-channel output mean
+    (batch 0, real values) and adds ``(meanFloat - meanFixed) x factor`` to its float bias, which is
+    quantized again with the layer's scales (§5.2-§5.4). Returns a new QuantizedModel."""
+    data = None
+    for result in model.calibration.values():
+        data = result.data if result.data is not None else data
+    if data is None:
+        raise QuantizationError("bias calibration needs the calibration frames (calibrate() keeps them)")
+    targets: Dict[Tuple[str, str], Tuple[np.ndarray, float]] = {}
+    for (sg, name), bias in float_biases.items():
+        layer = model.subgraphs[sg].layer(name)
+        rng = model.calibration[sg].tensors.get(layer.outputs[0])
+        if rng is None or rng.channel_mean is None or len(rng.channel_mean) != len(bias):
+            continue
+        targets[(sg, name)] = (np.array(rng.channel_mean, np.float64), model.subgraphs[sg].tensors[layer.outputs[0]].scale)
+    biases = {key: np.array(b, np.float64) for key, b in float_biases.items() if key in targets}
+    errors: List[float] = []
+    for iteration in range(iterations):
+        sums: Dict[Tuple[str, str], np.ndarray] = {}
+        counts: Dict[Tuple[str, str], int] = {}
+
+        def observe(o) -> None:
+            key = (o.subgraph, o.layer.name)
+            if key in targets:
+                out = np.asarray(o.outputs[0])[:1].astype(np.float64)
+                per = np.moveaxis(out, 1, 0).reshape(out.shape[1], -1)
+                sums[key] = sums.get(key, 0.0) + per.sum(axis=1)
+                counts[key] = counts.get(key, 0) + per.shape[1]
+
+        for frame in data:
+            model.run(frame, fixed_observers=[observe])
+        factor = bias_calibration_factor(iteration, iterations)
+        deltas = []
+        for key, (mean_float, scale) in targets.items():
+            mean_fixed = sums[key] / counts[key] / scale
+            deltas.append(np.abs(mean_float - mean_fixed).mean())
+            biases[key] = biases[key] + (mean_float - mean_fixed) * factor
+        errors.append(float(np.mean(deltas)) if deltas else 0.0)
+        model = _with_biases(model, biases, errors)
+    return model
+
+
+def _with_biases(model: QuantizedModel, biases: Mapping[Tuple[str, str], np.ndarray],
+                 errors: Sequence[float]) -> QuantizedModel:
+    """The model with each listed layer's bias quantized again from its float bias (§5.2-§5.4)."""
+    subgraphs = dict(model.subgraphs)
+    for sg, sub in model.subgraphs.items():
+        layers = list(sub.layers)
+        for i, layer in enumerate(layers):
+            bias = biases.get((sg, layer.name))
+            if bias is None:
+                continue
+            x = sub.tensors[layer.inputs[0]]
+            bq = nx.quantize_bias(bias, layer.bias_scale, layer.weight_bits)
+            isf = nx.in_scale_factor(layer.weight_scale, x.scale, layer.bias_scale)
+            bias_a, bias_b = nx.split_bias(bq, isf, layer.weight_bits, x.bits, x.signed)
+            layers[i] = dataclasses.replace(layer, bias_a=bias_a, bias_b=bias_b)
+        subgraphs[sg] = dataclasses.replace(sub, layers=tuple(layers))
+    return QuantizedModel(model.module, subgraphs, model.options, model.calibration,
+                          bias_calibration_errors=tuple(errors))
 
 
 __all__ = ["QuantizationError", "QuantizedModel", "QuantizedSubgraph", "QuantizedLayer", "QuantizedTensor",
