@@ -58,37 +58,50 @@ def requantize(v, b, lo, hi, wrap32, two_step, lo16, hi16):
 
 @njit(cache=True, nogil=True)
 def pack_vnni_input(x, xb, groups, cg, c4, sh, sw, pt, pl, hs, ws, shift, start, stop):
-    """xb[n, g, c4, py, px, ys, xs, lane] = byte of x[n, g*cg + 4*c4 + lane, ys*sh + py - pt, xs*sw + px - pl]
-    xor ``shift`` (128 for int8: the +128 that makes it unsigned), ``shift`` itself in the padding
-    (the zero point 0, shifted). For the planes (n, c) in [start, stop); channel lanes past cg stay as
-    they are (their weights are 0)."""
-    n_channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    """xb[n, g, q, py, px, ys, xs] (uint32 words) = the bytes of x[n, g*cg + 4q + lane, ys*sh + py - pt,
+    xs*sw + px - pl] for lanes 0..3, each xor ``shift`` (128 for int8: the +128 that makes it unsigned),
+    ``shift`` itself in the padding (the zero point 0, shifted). For the items (n, g, q) in [start, stop);
+    lanes past cg are 0 (their weights are 0)."""
+    height, width = x.shape[2], x.shape[3]
     phases = sh * sw
-    plane = hs * ws * 4
-    pad = np.uint8(shift)
+    plane = hs * ws
+    pad = np.uint32(shift)
+    pad_word = pad | (pad << 8) | (pad << 16) | (pad << 24)
+    absent = np.full(width, shift, np.uint8)   # xor shift = 0
     for item in range(start, stop):
-        n = item // n_channels
-        c = item % n_channels
-        g = c // cg
-        cc = c % cg
-        base = (((n * groups + g) * c4 + cc // 4) * phases) * plane + cc % 4
+        q = item % c4
+        g = (item // c4) % groups
+        n = item // (c4 * groups)
+        lanes = min(4, cg - 4 * q)
+        c0 = g * cg + 4 * q
+        base = item * phases * plane
         for py in range(sh):
             for px in range(sw):
                 dst = base + (py * sw + px) * plane
+                # the columns xs whose source column xs*sw + px - pl lies inside the image
+                first = max(0, (pl - px + sw - 1) // sw)
+                last = min(ws, (width - 1 + pl - px) // sw + 1) if width - 1 + pl - px >= 0 else 0
+                if last < first:
+                    last = first
                 for ys in range(hs):
                     y = ys * sh + py - pt
-                    row = dst + ys * ws * 4
+                    row = dst + ys * ws
                     if y < 0 or y >= height:
                         for xs in range(ws):
-                            xb[row + 4 * xs] = pad
+                            xb[row + xs] = pad_word
                         continue
-                    src = x[n, c, y]
-                    for xs in range(ws):
+                    for xs in range(first):
+                        xb[row + xs] = pad_word
+                    for xs in range(last, ws):
+                        xb[row + xs] = pad_word
+                    r0 = x[n, c0, y]
+                    r1 = x[n, c0 + 1, y] if lanes > 1 else absent
+                    r2 = x[n, c0 + 2, y] if lanes > 2 else absent
+                    r3 = x[n, c0 + 3, y] if lanes > 3 else absent
+                    for xs in range(first, last):
                         xc = xs * sw + px - pl
-                        if xc >= 0 and xc < width:
-                            xb[row + 4 * xs] = src[xc] ^ pad
-                        else:
-                            xb[row + 4 * xs] = pad
+                        xb[row + xs] = ((np.uint32(r0[xc]) ^ pad) | ((np.uint32(r1[xc]) ^ pad) << 8)
+                                        | ((np.uint32(r2[xc]) ^ pad) << 16) | ((np.uint32(r3[xc]) ^ pad) << 24))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -100,70 +113,60 @@ def pack_vnni_input_blocks(x, xb, groups, cg, c4, sh, sw, pt, pl, hs, ws, shift,
 
 
 @njit(cache=True, nogil=True)
-def conv_vnni(xb, wp, offsets, base, rb, out, groups, image_bytes, ws, lo, hi, start, stop):
-    """out[n, o, oy, ox] for the work items [start, stop): item = ((n*groups + g)*panels + panel)*blocks + b,
-    the tile of output channels ``panel`` of group ``g`` and flat output pixels b*PIXELS.. (pixel p is
-    (p // ws, p % ws); columns past the output width are computed and dropped). ``base[o]`` is the
-    bias minus the +128 compensation, int32; the sum wraps modulo 2^32 (§7.2)."""
+def requantize_plane(src, outf, at, oh, ow, ws, shift, lo, hi):
+    """outf[at + oy*ow + ox] = roundSat(src[oy*ws + ox]) for ox < ow: one output plane from a flat
+    int32 plane ``ws`` columns wide (the columns past ow are dropped)."""
+    half = shift - 1 if shift > 0 else 0
+    for oy in range(oh):
+        # row slices: indices known >= 0, so LLVM vectorizes the loops
+        row = src[oy * ws:oy * ws + ow]
+        dst = outf[at + oy * ow:at + oy * ow + ow]
+        if shift > 0:
+            for ox in range(ow):
+                v = np.int64(row[ox])
+                dst[ox] = min(max((v >> shift) + ((v >> half) & 1), lo), hi)
+        else:
+            for ox in range(ow):
+                dst[ox] = min(max(np.int64(row[ox]), lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def conv_vnni(xb, wp, offsets, base, rb, out, scratch, groups, image_bytes, ws, lo, hi, start, stop):
+    """out[n, o] for the work items [start, stop): item = (n*groups + g)*panels + panel, the ROWS output
+    channels ``panel`` of group ``g``, all flat output pixels p = oy*ws + ox in tiles of PIXELS (the
+    columns past the output width are computed and dropped). ``base[g, panel]`` holds the panel's
+    biases minus the +128 compensation (int32), where the tile's sums start; they wrap modulo 2^32
+    (§7.2). The tiles go to ``scratch`` (ROWS planes, in L2; one per block of items, allocated by the
+    caller: no allocation inside a parallel region), then each plane is requantized."""
     n_out, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     panels, steps = wp.shape[1], wp.shape[2]
     og = n_out // groups
-    flat = oh * ws
-    blocks = (flat + PIXELS - 1) // PIXELS
-    tile = np.empty((ROWS, PIXELS), np.int32)
+    blocks = (oh * ws + PIXELS - 1) // PIXELS
+    width = blocks * PIXELS
+    outf = out.reshape(-1)
     x0 = xb.ctypes.data
     off = offsets.ctypes.data
     for item in range(start, stop):
-        b = item % blocks
-        rest = item // blocks
-        panel = rest % panels
-        rest = rest // panels
-        g = rest % groups
-        n = rest // groups
-        p0 = b * PIXELS
-        vnni_tile(wp[g, panel].ctypes.data, x0 + (n * groups + g) * image_bytes + 4 * p0, off, steps,
-                  tile.ctypes.data, PIXELS)
-        end = min(p0 + PIXELS, flat)
-        for i in range(ROWS):
-            oc = panel * ROWS + i
-            if oc >= og:
-                break
-            o = g * og + oc
-            bias = np.int64(base[o])
-            shift = rb[o]
-            half = shift - 1 if shift > 0 else 0
-            dst = out[n, o]
-            # the tile's pixels, one output row segment at a time (no division per pixel)
-            p = p0
-            oy = p0 // ws
-            ox0 = p0 - oy * ws
-            while p < end:
-                seg = min(end - p, ws - ox0)
-                valid = min(seg, ow - ox0)
-                row = dst[oy]
-                j0 = p - p0
-                if shift > 0:
-                    for t in range(valid):
-                        v = np.int64(tile[i, j0 + t]) + bias
-                        v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
-                        v = (v >> shift) + ((v >> half) & 1)
-                        row[ox0 + t] = min(max(v, lo), hi)
-                else:
-                    for t in range(valid):
-                        v = np.int64(tile[i, j0 + t]) + bias
-                        v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
-                        row[ox0 + t] = min(max(v, lo), hi)
-                p += seg
-                oy += 1
-                ox0 = 0
+        panel = item % panels
+        g = (item // panels) % groups
+        n = item // (panels * groups)
+        image = x0 + (n * groups + g) * image_bytes
+        w_addr = wp[g, panel].ctypes.data
+        b_addr = base[g, panel].ctypes.data
+        c0 = scratch.ctypes.data
+        for b in range(blocks):
+            vnni_tile(w_addr, image + 4 * b * PIXELS, off, steps, b_addr, c0 + 4 * b * PIXELS, width)
+        for i in range(min(ROWS, og - panel * ROWS)):
+            o = g * og + panel * ROWS + i
+            requantize_plane(scratch[i], outf, (n * n_out + o) * oh * ow, oh, ow, ws, rb[o], lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def conv_vnni_blocks(xb, wp, offsets, base, rb, out, groups, image_bytes, ws, lo, hi, count, blocks):
+def conv_vnni_blocks(xb, wp, offsets, base, rb, out, scratch, groups, image_bytes, ws, lo, hi, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            conv_vnni(xb, wp, offsets, base, rb, out, groups, image_bytes, ws, lo, hi, start, stop)
+            conv_vnni(xb, wp, offsets, base, rb, out, scratch[i], groups, image_bytes, ws, lo, hi, start, stop)
 
 
 # --- direct convolution: int32 (8-bit weights) or int64 (16-bit) accumulators ------------------
@@ -251,3 +254,64 @@ def requantize_rows_blocks(acc, bias, rb, out, lo, hi, wrap32, two_step, lo16, h
         start, stop = block_range(count, blocks, i)
         if start < stop:
             requantize_rows(acc, bias, rb, out, lo, hi, wrap32, two_step, lo16, hi16, start, stop)
+
+
+# --- element-wise sum and max pool ------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def eltwise_sum2(a, b, sa, sb, shift, lo, hi, out, start, stop):
+    """out[k] = roundSat(wrap32(a[k] sa + b[k] sb), shift) for flat k in [start, stop) (§8.5; the exact
+    int64 sum wrapped once equals wrapping each product and the sum)."""
+    half = shift - 1 if shift > 0 else 0
+    av = a[start:stop]
+    bv = b[start:stop]
+    dst = out[start:stop]
+    for k in range(stop - start):
+        v = np.int64(av[k]) * sa + np.int64(bv[k]) * sb
+        v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+        if shift > 0:
+            v = (v >> shift) + ((v >> half) & 1)
+        dst[k] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def eltwise_sum2_blocks(a, b, sa, sb, shift, lo, hi, out, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            eltwise_sum2(a, b, sa, sb, shift, lo, hi, out, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def max_pool_planes(x, out, kh, kw, sh, sw, pt, pl, start, stop):
+    """out[n, c] = the largest in-image pixel of each window (padding takes no part, §8.6) for the
+    planes (n, c) in [start, stop); every window holds an image pixel (pads < kernel)."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    oh, ow = out.shape[2], out.shape[3]
+    for plane in range(start, stop):
+        n = plane // channels
+        c = plane % channels
+        src = x[n, c]
+        dst = out[n, c]
+        for y in range(oh):
+            y0 = max(0, y * sh - pt)
+            y1 = min(height, y * sh - pt + kh)
+            row = dst[y]
+            for q in range(ow):
+                x0 = max(0, q * sw - pl)
+                x1 = min(width, q * sw - pl + kw)
+                m = src[y0, x0]
+                for yy in range(y0, y1):
+                    line = src[yy]
+                    for xx in range(x0, x1):
+                        if line[xx] > m:
+                            m = line[xx]
+                row[q] = m
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def max_pool_planes_blocks(x, out, kh, kw, sh, sw, pt, pl, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            max_pool_planes(x, out, kh, kw, sh, sw, pt, pl, start, stop)

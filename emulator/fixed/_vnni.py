@@ -7,9 +7,10 @@ is what docs/numerics.md §7.2 asks of an 8-bit-weight accumulator. The kernel i
 to a symbol name that numba code calls by name, as emulator/fast/_microkernel.py does for its float
 kernel (numba's on-disk cache then stays valid).
 
-``vnni_tile(w, x, offsets, steps, c, ldc)`` (all int64; w, x, offsets, c are addresses):
+``vnni_tile(w, x, offsets, steps, bias, c, ldc)`` (all int64; w, x, offsets, bias, c are addresses):
 for i < ROWS output channels and j < PIXELS pixels,
-``c[i*ldc + j] = sum over q < steps of dot4(x[offsets[q] + 4j .. +4], w[q*ROWS + i])`` (int32, wrapping),
+``c[i*ldc + j] = bias[i] + sum over q < steps of dot4(x[offsets[q] + 4j .. +4], w[q*ROWS + i])``
+(int32, wrapping),
 where ``w`` holds per step q one int32 of four signed weight bytes per channel (a ``steps x ROWS``
 panel), ``x + offsets[q]`` points at PIXELS consecutive groups of four unsigned activation bytes,
 and ``c`` rows are ``ldc`` int32 apart. The convolution (fast_kernels.py) lays its input out so that
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 ROWS = 8        # output channels per tile (broadcast weights)
-VECTORS = 3     # zmm vectors of 16 pixels per tile
+VECTORS = 2     # zmm vectors of 16 pixels per tile
 PIXELS = 16 * VECTORS
 _SYMBOL = "tidlx_vnni_tile"
 _PEAK_SYMBOL = "tidlx_vnni_peak"
@@ -37,19 +38,28 @@ def tile_kernel_ir(rows: int = ROWS, vectors: int = VECTORS, symbol: str = _SYMB
     v16 = "<16 x i32>"
     lines = [
         f"declare {v16} @{_INTRINSIC}({v16}, {v16}, {v16})",
-        f"define void @{symbol}(i64 %w_addr, i64 %x_addr, i64 %off_addr, i64 %steps, i64 %c_addr, i64 %ldc) {{",
+        f"define void @{symbol}(i64 %w_addr, i64 %x_addr, i64 %off_addr, i64 %steps, i64 %bias_addr, i64 %c_addr, "
+        "i64 %ldc) {",
         "entry:",
+        "  %bias = inttoptr i64 %bias_addr to ptr",
         "  %w = inttoptr i64 %w_addr to ptr",
         "  %x = inttoptr i64 %x_addr to ptr",
         "  %offs = inttoptr i64 %off_addr to ptr",
         "  %c = inttoptr i64 %c_addr to ptr",
+    ]
+    for i in range(rows):   # the accumulators start at the row's bias
+        lines += [f"  %bias_ptr{i} = getelementptr i32, ptr %bias, i64 {i}",
+                  f"  %bias_val{i} = load i32, ptr %bias_ptr{i}, align 4",
+                  f"  %bias_ins{i} = insertelement {v16} poison, i32 %bias_val{i}, i32 0",
+                  f"  %init{i} = shufflevector {v16} %bias_ins{i}, {v16} poison, <16 x i32> zeroinitializer"]
+    lines += [
         "  %any = icmp sgt i64 %steps, 0",
         "  br i1 %any, label %loop, label %done",
         "loop:",
         "  %q = phi i64 [0, %entry], [%q_next, %loop]",
     ]
     acc = [(i, j) for i in range(rows) for j in range(vectors)]
-    lines += [f"  %s{i}_{j} = phi {v16} [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
+    lines += [f"  %s{i}_{j} = phi {v16} [%init{i}, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
     lines += [
         "  %off_ptr = getelementptr i64, ptr %offs, i64 %q",
         "  %off = load i64, ptr %off_ptr, align 8",
@@ -74,7 +84,7 @@ def tile_kernel_ir(rows: int = ROWS, vectors: int = VECTORS, symbol: str = _SYMB
         "  br i1 %more, label %loop, label %done",
         "done:",
     ]
-    lines += [f"  %t{i}_{j} = phi {v16} [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
+    lines += [f"  %t{i}_{j} = phi {v16} [%init{i}, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
     for i in range(rows):
         lines += [f"  %c_off{i} = mul i64 %ldc, {i}",
                   f"  %c_row{i} = getelementptr i32, ptr %c, i64 %c_off{i}"]
@@ -151,8 +161,17 @@ AVAILABLE = _compile()
 from numba import types  # noqa: E402  (after the symbols exist for cached code)
 
 _i64 = types.int64
-vnni_tile = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+vnni_tile = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 vnni_peak = types.ExternalFunction(_PEAK_SYMBOL, types.int32(_i64))
+
+
+def pack_panel_rows(v: np.ndarray) -> np.ndarray:
+    """(G, Og) int32 per output channel -> (G, ceil(Og/ROWS), ROWS), missing channels 0 (the bias rows)."""
+    groups, outs = v.shape
+    panels = -(-outs // ROWS)
+    padded = np.zeros((groups, panels * ROWS), np.int32)
+    padded[:, :outs] = v
+    return padded.reshape(groups, panels, ROWS)
 
 
 def pack_weight_panels(w4: np.ndarray) -> np.ndarray:
@@ -165,5 +184,5 @@ def pack_weight_panels(w4: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(groups, panels, ROWS, steps).transpose(0, 1, 3, 2))
 
 
-__all__ = ["AVAILABLE", "PIXELS", "ROWS", "VECTORS", "pack_weight_panels", "tile_kernel_ir", "vnni_peak",
+__all__ = ["AVAILABLE", "PIXELS", "ROWS", "VECTORS", "pack_panel_rows", "pack_weight_panels", "tile_kernel_ir", "vnni_peak",
            "vnni_tile"]

@@ -187,6 +187,77 @@ def test_fast_inner_product_is_the_reference(case):
     CASES["inner product"] += 1
 
 
+@st.composite
+def eltwise_case(draw):
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 6)), draw(st.integers(1, 9)), draw(st.integers(1, 9)))
+    types = [(draw(st.sampled_from([8, 16])), draw(st.booleans())) for _ in range(2)]
+    xs = [draw(int_array(shape, bits, signed)) for bits, signed in types]
+    # multipliers as §6.5 makes them, and large ones so that the int32 sum wraps
+    multipliers = tuple(draw(st.one_of(st.integers(0, 255), st.integers(-2 ** 20, 2 ** 20))) for _ in range(2))
+    out_bits, out_signed, bounds, _ = draw(output_side(1, 8))
+    rb = draw(st.integers(0, 40))
+    layer = QuantizedLayer(0, "sum", "EltWise", 2, (0, 1), (2,), attrs={"eltwise_type": "Sum"}, round_bits=rb,
+                           multipliers=multipliers, bounds=bounds)
+    tensors = (QuantizedTensor(0, "a", shape, *types[0], 1.0), QuantizedTensor(1, "b", shape, *types[1], 1.0),
+               QuantizedTensor(2, "y", shape, out_bits, out_signed, 1.0))
+    return layer, xs, tensors
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(eltwise_case())
+def test_fast_eltwise_sum_is_the_reference(case):
+    layer, xs, tensors = case
+    expected = KERNELS["EltWise"](layer, xs, tensors)[0]
+    with pytest.MonkeyPatch.context() as mp:
+        _no_fallback(mp)
+        _same(fast_kernels.fast_eltwise_kernel(layer, xs, tensors)[0], expected)
+    CASES["element-wise sum"] += 1
+
+
+@st.composite
+def max_pool_case(draw):
+    kh, kw, sh, sw = (draw(st.integers(1, 4)) for _ in range(4))
+    pads = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)), draw(st.integers(0, kh - 1)),
+            draw(st.integers(0, kw - 1)))
+    ceil_mode = draw(st.booleans())
+    h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 15))
+    w = draw(st.integers(max(1, kw - pads[1] - pads[3]), 15))
+    bits, signed = draw(st.sampled_from([8, 16])), draw(st.booleans())
+    x = draw(int_array((draw(st.integers(1, 2)), draw(st.integers(1, 5)), h, w), bits, signed))
+    from tidlx.emulator.fixed import arith
+    expected = arith.max_pool(x, (kh, kw), (sh, sw), pads, ceil_mode=ceil_mode)
+    layer = QuantizedLayer(0, "pool", "Pool", 8, (0,), (1,), attrs=dict(pool_type="Max", kernel=(kh, kw),
+                           strides=(sh, sw), pads=pads, ceil_mode=ceil_mode, global_pool=False))
+    tensors = (QuantizedTensor(0, "x", x.shape, bits, signed, 1.0),
+               QuantizedTensor(1, "y", expected.shape, bits, signed, 1.0))
+    return layer, x, tensors, expected
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(max_pool_case())
+def test_fast_max_pool_is_the_reference(case):
+    layer, x, tensors, expected = case
+    _same(KERNELS["Pool"](layer, [x], tensors)[0], expected)
+    _same(fast_kernels.fast_pool_kernel(layer, [x], tensors)[0], expected)
+    CASES["max pool"] += 1
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.data())
+def test_fast_saturation_is_the_reference(data):
+    in_bits, in_signed = data.draw(st.sampled_from([8, 16])), data.draw(st.booleans())
+    out_bits, out_signed = data.draw(st.sampled_from([8, 16])), data.draw(st.booleans())
+    x = data.draw(int_array((1, 3, 4, 5), in_bits, in_signed))
+    lo, hi = _bounds(out_bits, out_signed)
+    bounds = tuple(sorted((data.draw(st.integers(lo, hi)), data.draw(st.integers(lo, hi)))))
+    layer = QuantizedLayer(0, "relu", "ReLU", 14, (0,), (1,), bounds=bounds)
+    tensors = (QuantizedTensor(0, "x", x.shape, in_bits, in_signed, 1.0),
+               QuantizedTensor(1, "y", x.shape, out_bits, out_signed, 1.0))
+    expected = KERNELS["ReLU"](layer, [x], tensors)[0]
+    _same(fast_kernels.fast_saturate_kernel(layer, [x], tensors)[0], expected)
+    CASES["saturation"] += 1
+
+
 def test_wrapping_accumulator_on_the_microkernel():
     """A sum far past int32 (64 channels x 3x3 of 255 x -128, from a bias at the negative end) on the VNNI
     path wraps exactly as the reference; signed and unsigned inputs (the +128 compensation)."""
@@ -232,6 +303,7 @@ def test_kernel_tables():
     assert fixed_layer_kernels("reference") == KERNELS
     fast = fixed_layer_kernels("fast")
     assert fast["Conv"] is fast_kernels.fast_conv_kernel and set(fast) == set(KERNELS)
+    assert fast["InnerProduct"] is fast_kernels.fast_inner_product_kernel and fast["Pool"] is fast_kernels.fast_pool_kernel
     with pytest.raises(FixedPointError, match="fixed must be"):
         fixed_layer_kernels("quick")
 
