@@ -44,8 +44,9 @@ rules once); ``observed_min``/``observed_max`` the plain min/max of the frames.
 A clip bound of +-FLT_MAX or +-inf (graph preparation writes ``max(x, c)`` as ``clip(c, FLT_MAX)``)
 is no bound: that side keeps its calibrated value (``<method>, clip``).
 
-Left for later: quantization into integer weights and scales (by ``backends/tidl/numerics.py``),
-weight-range limiting, bias calibration over ``calibration_iterations``, the fixed-point kernels.
+For bias calibration (``quantize.calibrate_biases``, docs/numerics.md §9.3) each ``TensorRange`` also
+holds the float per-channel means (``channel_mean``) and each ``CalibrationResult`` the frames
+(``data``).
 """
 
 from __future__ import annotations

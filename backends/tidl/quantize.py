@@ -27,9 +27,13 @@ layer by layer in the network's order, each layer's input scales being its produ
 Anything else (another layer type, activation, or parameter combination) is a ``QuantizationError``
 naming the layer: fixed point never falls back to float inside a TIDL subgraph.
 
-Left for later: bias calibration over ``calibration_iterations`` (accuracy_level 1's third bit),
-per-channel depthwise weights (``channel_wise_quantization``), the asymmetric styles, the histogram
-weight-range method.
+* Deconv (§8.2, one group); PReLU / leaky ReLU (§8.10.1) and Sigmoid / Tanh (§8.10.2, a table) as
+  activations of the weighted layers and as layers of their own; HardSigmoid as its affine part plus
+  Clip [0, 1]; Pad and DepthToSpace (§8.11).
+* Per-channel depthwise weights with calibration bit 8 (§4.5), bias calibration with bit 4 over
+  ``calibration_iterations`` (§9.3, ``calibrate_biases``), mixed precision by the 16-bit name lists (§3).
+
+Left for later: the asymmetric styles, the histogram weight-range method, GELU/ELU, ArgMax/Reduce.
 """
 
 from __future__ import annotations
