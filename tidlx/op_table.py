@@ -1,7 +1,8 @@
 """What each op has: the coverage table of the op facets (``tidlx ops``).
 
 Each package registers its own facets when it is imported (the emulator its kernels, the TIDL
-backend its rules and layer types, the ONNX frontend the op types that import to each op);
+backend its rules and layer types, the TVM backend its Relax lowerings (``tvm.lower``, without
+importing apache-tvm), the ONNX frontend the op types that import to each op);
 ``load_facets`` imports them all, so the table shows everything tidlx knows about an op and
 where each fact is defined.
 """
@@ -17,7 +18,8 @@ from typing import Any, Dict, List
 from .ir.op import Op, declared_facets, get_op, list_ops
 
 #: The packages that register facets, imported by ``load_facets``.
-FACET_PACKAGES = ("tidlx.emulator", "tidlx.backends.tidl", "tidlx.frontends.onnx.converters")
+FACET_PACKAGES = ("tidlx.emulator", "tidlx.backends.tidl", "tidlx.backends.tvm",
+                  "tidlx.frontends.onnx.converters")
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
