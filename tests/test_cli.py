@@ -61,11 +61,12 @@ def test_run_mode_fixed_equals_the_api(tmp_path, capsys):
     np.savez(tmp_path / "in.npz", img=image)
     np.savez(tmp_path / "calib.npz", img=calib)
     argv = ["run", str(path), "--input", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz"),
-            "--mode", "fixed", "--calib", str(tmp_path / "calib.npz"), "-o", "advanced_options:calibration_frames=2"]
+            "--mode", "fixed", "--calib", str(tmp_path / "calib.npz"), "-o", "advanced_options:calibration_frames=2",
+            "-o", "advanced_options:calibration_iterations=1"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "fixed point: QuantizedModel(2 subgraph(s)" in out and "tensor_bits=8" in out
-    options = {"advanced_options:calibration_frames": 2}
+    options = {"advanced_options:calibration_frames": 2, "advanced_options:calibration_iterations": 1}
     expected = tidlx.emulate(tidlx.load(str(path)), {"img": image}, mode="fixed", options=options,
                              calib={"img": calib})
     floats = tidlx.emulate(tidlx.load(str(path)), {"img": image})
