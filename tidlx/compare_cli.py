@@ -38,7 +38,8 @@ def progress_bar(enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    labels = {"calibration": "calibrating", "compare": "float vs fixed point"}
+    labels = {"calibration": "calibrating", "quantize": "quantizing (bias calibration)",
+              "compare": "float vs fixed point"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True) as bar:
         tasks = {}
@@ -137,11 +138,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "float and in TIDL's fixed point on the same inputs (--input; else the first calibration frame), and "
         "report per model output and per TIDL layer the SQNR in dB, the largest absolute error and the share "
         "of integer values saturated, worst layers first. A layer's figures count the error of the layers "
-        "before it (they ran in fixed point too); --isolated adds each layer's own error.",
+        "before it (they ran in fixed point too); --isolated adds each layer's own error. At accuracy_level 1 "
+        "(TI's default) quantization calibrates the biases over advanced_options:calibration_iterations (50) "
+        "fixed-point runs of every calibration frame; a smaller N gives a quicker answer.",
         ["tidlx compare model.onnx --calib frames.npz",
          "tidlx compare model.onnx --calib frames.npz -o tensor_bits=16",
          "tidlx compare model.onnx --calib calib_images/ --input test.npz --top 20",
          "tidlx compare model.onnx --calib frames.npz --isolated --frames 4",
+         "tidlx compare model.onnx --calib frames.npz -o advanced_options:calibration_iterations=5",
          "tidlx compare model.onnx --calib frames.npz --json > numerics.json",
          "python -c \"import numpy as np; np.savez('frames.npz', img=np.random.rand(8, 3, 224, 224)"
          ".astype(np.float32))\"   (8 frames)"])

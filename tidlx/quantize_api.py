@@ -79,8 +79,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     the batch axis); None: the first ``frames`` (default 1) calibration frames, which the ranges were
     calibrated on (a ``QuantizedModel`` without inputs: one seeded random frame). Each layer's error
     is accumulated (it ran on fixed-point inputs); ``isolated=True`` adds each layer's own error.
-    ``progress(stage, done, total)``: after each calibration frame (``"calibration"``) and each
-    compared frame (``"compare"``).
+    ``progress(stage, done, total)``: after each calibration frame (``"calibration"``), before and
+    after quantization (``"quantize"``, which includes bias calibration) and after each compared
+    frame (``"compare"``).
 
     >>> result = tidlx.compare(mod, options={"tensor_bits": 16}, calib={"img": frames})  # doctest: +SKIP
     >>> result.outputs[0].sqnr_db, result.layers[0].layer                               # doctest: +SKIP

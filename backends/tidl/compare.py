@@ -466,7 +466,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     seeded random frame). ``frames``: at most this many (None: all given inputs, or
     ``DEFAULT_COMPARE_FRAMES`` of the calibration frames). ``isolated``: also each layer's own error.
     ``kernels``: the float kernels (float run and the host part of the fixed run). ``progress(stage,
-    done, total)`` after each calibration frame (stage ``"calibration"``) and compared frame
+    done, total)`` after each calibration frame (stage ``"calibration"``), before and after quantization
+    (``"quantize"``, 0 then 1 of 1: it includes bias calibration) and after each compared frame
     (``"compare"``).
     """
     if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
@@ -499,7 +500,13 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
         results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
                             calib_frames, progress=step)
+        # quantization includes bias calibration (accuracy_level 1): calibration_iterations fixed-point
+        # runs of every frame, with no progress of its own; a stage of one step shows it is under way
+        if progress is not None:
+            progress("quantize", 0, 1)
         qmodel = quantize_model(partitioned, opts, results)
+        if progress is not None:
+            progress("quantize", 1, 1)
         if inputs is None and frames is None:
             frames = DEFAULT_COMPARE_FRAMES
     if not qmodel.subgraphs:
@@ -512,6 +519,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     comparer = _Comparer(qmodel, isolated, [f for f in feeders if f is not None])
     out_saturation = [_Figures() for _ in out_exprs]
     shapes: List[Tuple[int, ...]] = [()] * len(out_exprs)
+    if progress is not None:
+        progress("compare", 0, len(chosen))
     for n, frame in enumerate(chosen):
         comparer.float_values.start(frame)
         try:
@@ -544,6 +553,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
                                         out_saturation[k].saturated_pct(), fed_by))
     opts = qmodel.options
     calibrated = sorted({f"{r.method} on {r.frames} frame(s)" for r in qmodel.calibration.values()})
+    bias_iterations = len(getattr(qmodel, "bias_calibration_errors", ()) or ())
+    if calibrated and bias_iterations:
+        calibrated[-1] += f", biases over {bias_iterations} iteration{'s' if bias_iterations != 1 else ''}"
     return ComparisonResult(tuple(outputs), tuple(comparer.layers()), len(chosen), where, int(opts.tensor_bits),
                             int(opts.quantization_scale_type), tuple(qmodel.subgraphs), isolated,
                             ", ".join(calibrated) or None)

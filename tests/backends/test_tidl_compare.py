@@ -203,3 +203,11 @@ def test_json_has_no_infinities():
     data = result.to_dict()
     assert data["outputs"][0]["sqnr_db"] is None and data["outputs"][0]["sqnr_note"] == "exact (no error)"
     assert "Infinity" not in result.to_json()
+
+
+def test_progress_over_calibration_quantization_and_frames():
+    seen = []
+    quiet_compare(conv_model(), frames(2, seed=3), {"advanced_options:calibration_iterations": 1}, frames(3, seed=1),
+                  progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen == [("calibration", 1, 3), ("calibration", 2, 3), ("calibration", 3, 3), ("quantize", 0, 1),
+                    ("quantize", 1, 1), ("compare", 0, 2), ("compare", 1, 2), ("compare", 2, 2)]
