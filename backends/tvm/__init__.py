@@ -32,4 +32,12 @@ def build(model, target="x86", **kwargs):
     return _build(model, target, **kwargs)
 
 
-__all__ = ["to_relax", "build", "TvmBackendError", "TvmLoweringError", "TvmNotInstalledError"]
+def export(model, directory, target="arm", **kwargs):
+    """Builds ``model`` for ``target`` and writes deploy_lib.so (LLVM) or deploy_lib.c (C) into
+    ``directory`` (see ``build.export``)."""
+    from .build import export as _export
+
+    return _export(model, directory, target, **kwargs)
+
+
+__all__ = ["to_relax", "build", "export", "TvmBackendError", "TvmLoweringError", "TvmNotInstalledError"]

@@ -208,4 +208,47 @@ def build(model, target="x86", *, tidl: Optional[str] = None, kernels: str = "fa
     return TvmModel(mod, relax_mod, executable, tvm_target, tidl, runners)
 
 
-__all__ = ["build", "TvmModel", "TARGETS", "TIDL_MODES", "target_of"]
+#: TI's artifact name of the compiled host library (TIDL-NOTES.md: deploy_lib.so beside deploy_graph.json
+#: and deploy_params.params, which Relax's VM has no counterpart of: its bytecode is inside the library)
+DEPLOY_LIB = "deploy_lib.so"
+#: the C source of the host kernels for a C target (c7x), to compile with TI's C7x toolchain
+DEPLOY_C_SOURCE = "deploy_lib.c"
+#: the cross compiler of the arm target (make system-packages installs it)
+AARCH64_CC = "aarch64-linux-gnu-gcc"
+
+
+def export(model, directory, target="arm", *, tidl: Optional[str] = None, kernels: str = "fast") -> Dict[str, str]:
+    """Builds ``model`` for ``target`` and writes its artifacts into ``directory``; returns
+    ``{artifact: path}``. An LLVM target gives ``deploy_lib.so`` (for ``arm`` cross-linked with
+    aarch64-linux-gnu-gcc); a C target (``c7x``) gives ``deploy_lib.c``, the kernels' C source.
+    TIDL subgraphs stay external calls ``tidlx.tidl_subgraph.<name>`` (on the device: TIDL's runtime)."""
+    import os
+    import shutil
+
+    built = build(model, target, tidl=tidl, kernels=kernels)
+    os.makedirs(directory, exist_ok=True)
+    kind = built.target.kind.name
+    if kind == "llvm":
+        mtriple = str(built.target.attrs.get("mtriple", ""))
+        cc = AARCH64_CC if mtriple.startswith("aarch64") else None
+        if cc is not None and shutil.which(cc) is None:
+            raise TvmBackendError(f"export for {mtriple}: the cross compiler {cc} is not installed (make system-packages, "
+                                  f"or apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)")
+        path = os.path.join(directory, DEPLOY_LIB)
+        try:
+            built.executable.export_library(path, **({"cc": cc} if cc else {}))
+        except Exception as exc:
+            raise TidlxInternalError(f"export: linking {path} failed: {type(exc).__name__}: {exc}") from exc
+        return {"lib": path}
+    if kind == "c":
+        sources = [m.inspect_source() for m in built.executable.mod.imports if m.kind == "c"]
+        if not sources:
+            raise TidlxInternalError(f"export: TVM gave no C source for {built.target}")
+        path = os.path.join(directory, DEPLOY_C_SOURCE)
+        with open(path, "w") as f:
+            f.write("\n".join(sources))
+        return {"c_source": path}
+    raise TvmBackendError(f"export: targets of kind '{kind}' are not exported (llvm or c)")
+
+
+__all__ = ["build", "export", "TvmModel", "TARGETS", "TIDL_MODES", "target_of", "DEPLOY_LIB", "DEPLOY_C_SOURCE"]
