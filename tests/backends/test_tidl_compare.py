@@ -211,3 +211,25 @@ def test_progress_over_calibration_quantization_and_frames():
                   progress=lambda stage, done, total: seen.append((stage, done, total)))
     assert seen == [("calibration", 1, 3), ("calibration", 2, 3), ("calibration", 3, 3), ("quantize", 0, 1),
                     ("quantize", 1, 1), ("compare", 0, 2), ("compare", 1, 2), ("compare", 2, 2)]
+
+
+HOST_TAIL = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 1, 2, 4), float32]) {
+  %0 = nn.relu(%x);
+  %1 = clip(%x, a_min=0f, a_max=1f);
+  %2 = add(%0, %0);
+  (%2, add(%0, %1))
+}
+'''
+
+
+def test_the_tensor_feeding_an_output():
+    """Through a host op with one computed input (twice), the subgraph output it reads; from two, none."""
+    mod = tidlx.parse_relay(HOST_TAIL)
+    result = quiet_compare(mod, {"x": X}, {"accuracy_level": 0, "deny_list": "add"}, {"x": X})
+    first, second = result.outputs
+    assert first.fed_by is not None and first.fed_by.startswith("@tidl_0:") and first.saturated_pct == 0.0
+    assert second.fed_by is None and second.saturated_pct is None
+    # add(relu, relu) = 2 relu: the same relative error as the ReLU layer
+    relu = next(layer for layer in result.layers if layer.type == "ReLU" and layer.ops == ("nn.relu",))
+    assert first.sqnr_db == pytest.approx(relu.sqnr_db, abs=1e-9)
