@@ -133,9 +133,10 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort, "numerics": numerics}
 
 
-#: The numerics answer's model: the fixed-point reference kernels are plain numpy int64, so the
-#: full-size model is too slow for a demo (resnet18 at batch 1, 256 x 704: 16 s per fixed-point
-#: run, measured; the tiny one: 0.15 s for calibration, quantization and the comparison together).
+#: The numerics answer's model. The full-size one is too slow for a demo: resnet18 at batch 1,
+#: 256 x 704, took 16 s per fixed-point run with the plain numpy int64 kernels, and 31 s for one
+#: 8-bit compare (2 calibration frames, 1 bias iteration) with the faster kernel table on a loaded
+#: machine; 8 + 16 bit with bias calibration run it about 24 times. The tiny one: about 2 s for both.
 NUMERICS_MODEL = {"backbone": "resnet18", "batch": 1, "tiny": True}
 NUMERICS_CALIBRATION_FRAMES = 4
 #: Bias calibration's iterations (TI's default is 50: each runs every calibration frame in fixed point).
