@@ -227,9 +227,14 @@ def cmd_run(args) -> int:
     mod = load_model(args)
     inputs = read_npz(args.input, "--input")
     if args.mode == "fixed":
+        from .api import partition
         from .quantize_api import emulate as emulate_fixed, quantize
 
-        qmodel = quantize(mod, options, args.calib)
+        partitioned, report = partition(mod, options)
+        if not report.subgraphs:
+            raise TidlxError(f"{args.model}: no TIDL subgraph, every op runs on the host in float, so --mode fixed "
+                             f"has nothing to run in fixed point (tidlx partition {args.model} says why)")
+        qmodel = quantize(partitioned, options, args.calib)
         print(printable(f"fixed point: {qmodel!r}"))
         outputs = emulate_fixed(qmodel, inputs)
     else:
