@@ -79,6 +79,7 @@ def test_run_mode_fixed_equals_the_api(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--calib", "calib.npz"], "--calib applies to --mode fixed"),
     (["-o", "tensor_bits=16"], "-o applies to --mode fixed"),
+    (["--mean", "1"], "--mean applies to --mode fixed"),
     (["--mode", "fixed", "-o", "tensor_bits=9"], "tensor_bits=9 is not allowed"),
     (["--mode", "fixed", "--calib", "missing.npz"], "--calib missing.npz: no such file"),
     (["--mode", "fixed", "--calib", "calib.npz", "-o", "deny_list=nn.relu"], "m.txt: no TIDL subgraph"),

@@ -118,3 +118,29 @@ def test_api_and_command_agree(files, capsys):
     data = json.loads(out)
     del data["model"]
     assert data == json.loads(result.to_json())
+
+
+def test_a_folder_of_images_with_mean_and_scale(tmp_path, capsys):
+    """--calib folder --mean --scale: the same figures as an .npz of the images preprocessed by hand."""
+    model = tmp_path / "m.txt"
+    model.write_text('#[version = "0.0.5"]\ndef @main(%x: Tensor[(1, 3, 2, 2), float32]) {\n  nn.relu(%x)\n}\n',
+                     encoding="utf-8")
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (3, 2, 2, 3)).astype(np.float32)      # H x W x C, as a decoder gives them
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for k, image in enumerate(images):
+        np.save(folder / f"{k}.npy", image)
+    mean, scale = np.array([120.0, 110.0, 100.0]), np.array([0.02, 0.03, 0.04])
+    by_hand = ((images - mean) * scale).transpose(0, 3, 1, 2).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=by_hand)
+    np.savez(tmp_path / "test.npz", x=by_hand[:1])
+    common = ("--input", tmp_path / "test.npz", "-o", "advanced_options:calibration_frames=3", "--json")
+    code, out_folder, err = run(capsys, model, "--calib", folder, "--mean", "120,110,100", "--scale", "0.02,0.03,0.04",
+                                *common)
+    assert code == 0, err
+    code, out_npz, err = run(capsys, model, "--calib", tmp_path / "calib.npz", *common)
+    assert code == 0, err
+    assert json.loads(out_folder)["outputs"] == json.loads(out_npz)["outputs"]
+    code, _, err = run(capsys, model, "--calib", folder, "--mean", "12x", *common)
+    assert code == 2 and "--mean '12x': '12x' is not a finite number" in err

@@ -214,16 +214,22 @@ def cmd_run(args) -> int:
 
     if args.output:
         npz_target(args.output, "--output")  # a bad place is an error before the run, not after
-    if args.mode == "float" and (args.calib is not None or args.option):
-        raise TidlxError(f"{'--calib' if args.calib is not None else '-o'} applies to --mode fixed (TIDL's fixed "
-                         f"point); --mode float runs the float32 emulator as it is")
+    fixed_only = [name for name, given in (("--calib", args.calib is not None), ("-o", bool(args.option)),
+                                            ("--mean", args.mean is not None), ("--scale", args.scale is not None))
+                  if given]
+    if args.mode == "float" and fixed_only:
+        raise TidlxError(f"{fixed_only[0]} applies to --mode fixed (TIDL's fixed point); --mode float runs the "
+                         f"float32 emulator as it is")
     if args.calib is not None and not os.path.exists(args.calib):
         raise TidlxError(f"--calib {args.calib}: no such file or folder")
     options = None
     if args.mode == "fixed":
         from .backends.tidl.options import TidlOptions
 
+        from .compare_cli import float_list
+
         options = TidlOptions.from_strings(list(args.option))  # a bad option is an error before loading
+        mean, scale = float_list(args.mean, "--mean"), float_list(args.scale, "--scale")
     mod = load_model(args)
     inputs = read_npz(args.input, "--input")
     if args.mode == "fixed":
@@ -234,7 +240,7 @@ def cmd_run(args) -> int:
         if not report.subgraphs:
             raise TidlxError(f"{args.model}: no TIDL subgraph, every op runs on the host in float, so --mode fixed "
                              f"has nothing to run in fixed point (tidlx partition {args.model} says why)")
-        qmodel = quantize(partitioned, options, args.calib)
+        qmodel = quantize(partitioned, options, args.calib, mean=mean, scale=scale)
         print(printable(f"fixed point: {qmodel!r}"))
         outputs = emulate_fixed(qmodel, inputs)
     else:
@@ -361,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                      help="--mode fixed: a TIDL option by TI's name (tensor_bits=16, accuracy_level=0, "
                           "advanced_options:calibration_frames=N, ...); repeatable")
+    from .compare_cli import add_preprocessing_arguments
+
+    add_preprocessing_arguments(run)
     run.set_defaults(func=cmd_run)
 
     ops = subcommand(sub, "ops", "which ops tidlx knows and what each has: kernels, TIDL rule and layer, "

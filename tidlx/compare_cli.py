@@ -52,6 +52,40 @@ def progress_bar(enabled: bool):
         yield update
 
 
+def float_list(text, option: str):
+    """``--mean 123.675,116.28,103.53`` -> [123.675, 116.28, 103.53] (one number or one per channel);
+    anything else is an error naming the option."""
+    from .ir import TidlxError
+
+    if text is None:
+        return None
+    values = []
+    for part in str(text).replace(" ", ",").split(","):
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            value = float("nan")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TidlxError(f"{option} {text!r}: {part!r} is not a finite number (write e.g. {option} "
+                             f"123.675,116.28,103.53)")
+        values.append(value)
+    if not values:
+        raise TidlxError(f"{option} {text!r}: no numbers (write e.g. {option} 123.675,116.28,103.53)")
+    return values
+
+
+def add_preprocessing_arguments(parser) -> None:
+    """--mean and --scale: a --calib folder's per-channel preprocessing (TI's input_mean/input_scale)."""
+    parser.add_argument("--mean", metavar="M[,M,...]",
+                        help="a --calib folder of images: subtract this per channel (TI's input_mean, e.g. "
+                             "123.675,116.28,103.53)")
+    parser.add_argument("--scale", metavar="S[,S,...]",
+                        help="a --calib folder of images: then multiply by this per channel (TI's input_scale, "
+                             "e.g. 0.017125,0.017507,0.017429)")
+
+
 def _percent(value) -> str:
     return "-" if value is None else f"{value:.3g}%"
 
@@ -105,10 +139,11 @@ def cmd_compare(args) -> int:
         if path is not None and not os.path.exists(path):
             raise TidlxError(f"{option} {path}: no such file or folder")
     options = TidlOptions.from_strings(list(args.option))  # a bad option is an error before loading the model
+    mean, scale = float_list(args.mean, "--mean"), float_list(args.scale, "--scale")
     mod = load_model(args)
     with progress_bar(sys.stderr.isatty()) as progress:
         result = compare(mod, args.input, options, args.calib, frames=frames, isolated=args.isolated,
-                         progress=progress)
+                         progress=progress, mean=mean, scale=scale)
     if args.json:
         import json
 
@@ -143,7 +178,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "fixed-point runs of every calibration frame; a smaller N gives a quicker answer.",
         ["tidlx compare model.onnx --calib frames.npz",
          "tidlx compare model.onnx --calib frames.npz -o tensor_bits=16",
-         "tidlx compare model.onnx --calib calib_images/ --input test.npz --top 20",
+         "tidlx compare model.onnx --calib calib_images/ --mean 123.675,116.28,103.53 "
+         "--scale 0.017125,0.017507,0.017429 --input test.npz --top 20",
          "tidlx compare model.onnx --calib frames.npz --isolated --frames 4",
          "tidlx compare model.onnx --calib frames.npz -o advanced_options:calibration_iterations=5",
          "tidlx compare model.onnx --calib frames.npz --json > numerics.json",
@@ -153,6 +189,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--calib", metavar="F",
                    help="calibration frames: an .npz with one array per input name, frames on the batch axis, or "
                         "a folder of .npy images (default: seeded random frames, with a warning)")
+    add_preprocessing_arguments(p)
     p.add_argument("--input", metavar="F.npz",
                    help="the frames to compare on (as --calib's .npz); default: the first calibration frame(s), "
                         "in-sample")

@@ -18,7 +18,8 @@ def _is_partitioned(mod: IRModule) -> bool:
     return any(fn.attrs.get("Compiler") == "tidl" for _, fn in mod.items())
 
 
-def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: str = "reference"):
+def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: str = "reference", mean=None,
+             scale=None):
     """Partitions ``mod`` for TIDL (unless it holds ``Compiler="tidl"`` subgraphs already), calibrates
     once and quantizes every subgraph; returns a ``QuantizedModel``.
 
@@ -26,6 +27,8 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     ``advanced_options:quantization_scale_type``, ``advanced_options:calibration_frames``, ...).
     ``calib``: calibration frames: a path (``.npz`` of arrays by input name, frames on the batch axis,
     or a folder of images), a mapping of arrays, or None for seeded random frames (with a warning).
+    ``mean``/``scale``: a folder's per-channel preprocessing ``(x - mean) * scale`` (TI's
+    ``input_mean``/``input_scale``).
     """
     from .backends.tidl.calibration import calibrate, _options
     from .backends.tidl.quantize import quantize_model
@@ -34,7 +37,7 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
         raise TidlxError(f"tidlx.quantize takes an IRModule (tidlx.load gives one), got {type(mod).__name__}")
     opts = _options(options)
     partitioned = mod if _is_partitioned(mod) else _api.partition(mod, opts)[0]
-    results = calibrate(partitioned, opts, calib, kernels=calibration_kernels)
+    results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale)
     return quantize_model(partitioned, opts, results)
 
 
@@ -68,7 +71,7 @@ def emulate(model, inputs: Mapping[str, "object"], *, kernels="fast", mode: str 
 
 
 def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
-            kernels: str = "reference", progress=None):
+            kernels: str = "reference", progress=None, mean=None, scale=None):
     """Float vs fixed point per model output and per TIDL layer: SQNR in dB, max abs error, % of
     values saturated; ``result.layers`` worst first (lowest SQNR), ``result.headline()``,
     ``result.to_dict()``. The figures and their definitions: ``tidlx.backends.tidl.compare``.
@@ -81,7 +84,7 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     is accumulated (it ran on fixed-point inputs); ``isolated=True`` adds each layer's own error.
     ``progress(stage, done, total)``: after each calibration frame (``"calibration"``), before and
     after quantization (``"quantize"``, which includes bias calibration) and after each compared
-    frame (``"compare"``).
+    frame (``"compare"``). ``mean``/``scale``: a ``calib`` folder's per-channel preprocessing.
 
     >>> result = tidlx.compare(mod, options={"tensor_bits": 16}, calib={"img": frames})  # doctest: +SKIP
     >>> result.outputs[0].sqnr_db, result.layers[0].layer                               # doctest: +SKIP
@@ -90,7 +93,7 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     from .backends.tidl.compare import compare as _compare
 
     return _compare(model, inputs, options, calib, frames=frames, isolated=isolated, kernels=kernels,
-                    progress=progress)
+                    progress=progress, mean=mean, scale=scale)
 
 
 __all__ = ["compare", "quantize", "emulate"]

@@ -464,7 +464,8 @@ def _frame_source(qmodel: QuantizedModel, inputs, given: Optional[CalibrationFra
 
 
 def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
-            kernels: str = "reference", progress: Optional[Progress] = None) -> ComparisonResult:
+            kernels: str = "reference", progress: Optional[Progress] = None, mean=None,
+            scale=None) -> ComparisonResult:
     """Float vs fixed point per output and per TIDL layer (the module docstring says how).
 
     ``model``: an ``IRModule`` (partitioned for TIDL with ``options`` unless it holds TIDL
@@ -473,7 +474,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     batch axis, or ``CalibrationFrames``); None: the calibration frames (a ``QuantizedModel``: one
     seeded random frame). ``frames``: at most this many (None: all given inputs, or
     ``DEFAULT_COMPARE_FRAMES`` of the calibration frames). ``isolated``: also each layer's own error.
-    ``kernels``: the float kernels (float run and the host part of the fixed run). ``progress(stage,
+    ``mean``/``scale``: preprocessing of a ``calib`` folder of images (TI's per-channel
+    ``input_mean``/``input_scale``). ``kernels``: the float kernels (float run and the host part of the fixed run). ``progress(stage,
     done, total)`` after each calibration frame (stage ``"calibration"``), before and after quantization
     (``"quantize"``, 0 then 1 of 1: it includes bias calibration) and after each compared frame
     (``"compare"``).
@@ -489,9 +491,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     given = None if inputs is None else \
         load_frames(inputs, model.module if isinstance(model, QuantizedModel) else model)
     if isinstance(model, QuantizedModel):
-        if options is not None or calib is not None:
-            raise CompareError("compare: a QuantizedModel is already quantized; options= and calib= apply to an "
-                               "IRModule")
+        if options is not None or calib is not None or mean is not None or scale is not None:
+            raise CompareError("compare: a QuantizedModel is already quantized; options=, calib=, mean= and scale= "
+                               "apply to an IRModule")
         qmodel = model
     else:
         opts = _options(options)
@@ -503,7 +505,7 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         if not any(fn.attrs.get("Compiler") == "tidl" for _, fn in partitioned.items()):
             raise CompareError("the model has no TIDL subgraph: every op runs on the host, in float, so there is no "
                                "fixed point to compare (tidlx partition MODEL says why)")
-        calib_frames = load_frames(calib, partitioned, opts.calibration_frames)
+        calib_frames = load_frames(calib, partitioned, opts.calibration_frames, mean=mean, scale=scale)
         step = None if progress is None else (lambda done, total: progress("calibration", done, total))
         # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
         results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
