@@ -475,10 +475,10 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     seeded random frame). ``frames``: at most this many (None: all given inputs, or
     ``DEFAULT_COMPARE_FRAMES`` of the calibration frames). ``isolated``: also each layer's own error.
     ``mean``/``scale``: preprocessing of a ``calib`` folder of images (TI's per-channel
-    ``input_mean``/``input_scale``). ``kernels``: the float kernels (float run and the host part of the fixed run). ``progress(stage,
-    done, total)`` after each calibration frame (stage ``"calibration"``), before and after quantization
-    (``"quantize"``, 0 then 1 of 1: it includes bias calibration) and after each compared frame
-    (``"compare"``).
+    ``input_mean``/``input_scale``). ``kernels``: the float kernels (the float run and the host
+    part of the fixed run). ``progress(stage, done, total)``: after each calibration frame (stage
+    ``"calibration"``), before and after quantization (``"quantize"``, 0 then 1 of 1: it includes
+    bias calibration), and as each compared frame starts and ends (``"compare"``).
     """
     if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
         raise CompareError(f"frames must be an integer >= 1, got {frames!r}")

@@ -47,7 +47,8 @@ def hand_sqnr(reference, fixed) -> float:
 
 def conv_model():
     r = np.random.default_rng(4)
-    params = [(r.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32), (r.standard_normal(6) * 0.1).astype(np.float32),
+    params = [(r.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32),
+              (r.standard_normal(6) * 0.1).astype(np.float32),
               (r.standard_normal((4, 6, 3, 3)) * 0.2).astype(np.float32)]
     return tidlx.parse_relay(CONV, params=params)
 
