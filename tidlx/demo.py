@@ -170,6 +170,7 @@ def _numerics(console, out_dir: str) -> dict:
     def say(text: str) -> None:
         console.print(text, markup=False)
 
+    os.makedirs(out_dir, exist_ok=True)
     console.print("[bold]6. fixed point[/bold] (TIDL's integer arithmetic; details: tidlx compare MODEL --calib F)")
     options = {"advanced_options:calibration_frames": NUMERICS_CALIBRATION_FRAMES,
                "advanced_options:calibration_iterations": NUMERICS_BIAS_ITERATIONS}
