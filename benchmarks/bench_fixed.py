@@ -110,10 +110,10 @@ def measure_peak(seconds: float = 0.3) -> dict:
         return {}
 
     @njit(nogil=True)
-    def tile_loop(w, x, offsets, c, calls):
+    def tile_loop(w, x, offsets, bias, c, calls):
         for _ in range(calls):
-            _vnni.vnni_tile(w.ctypes.data, x.ctypes.data, offsets.ctypes.data, offsets.size, c.ctypes.data,
-                            _vnni.PIXELS)
+            _vnni.vnni_tile(w.ctypes.data, x.ctypes.data, offsets.ctypes.data, offsets.size, bias.ctypes.data,
+                            c.ctypes.data, _vnni.PIXELS)
 
     @njit(nogil=True)
     def register_loop(iterations):
@@ -125,11 +125,12 @@ def measure_peak(seconds: float = 0.3) -> dict:
     x = rng.integers(0, 256, steps * _vnni.PIXELS * 4, dtype=np.int64).astype(np.uint8)
     offsets = (np.arange(steps) * _vnni.PIXELS * 4).astype(np.int64)
     c = np.zeros((_vnni.ROWS, _vnni.PIXELS), np.int32)
-    tile_loop(w, x, offsets, c, 1)
+    bias = np.zeros(_vnni.ROWS, np.int32)
+    tile_loop(w, x, offsets, bias, c, 1)
     register_loop(1)
     macs_per_call = steps * _vnni.ROWS * _vnni.PIXELS * 4
     calls = max(1, int(2e9 * seconds / macs_per_call))
-    best_tile = min(_timed(lambda: tile_loop(w, x, offsets, c, calls)) for _ in range(5))
+    best_tile = min(_timed(lambda: tile_loop(w, x, offsets, bias, c, calls)) for _ in range(5))
     iterations = max(1, int(2e9 * seconds / (24 * 64)))
     best_reg = min(_timed(lambda: register_loop(iterations)) for _ in range(5))
     return {"tile": calls * macs_per_call / best_tile / 1e9, "register": iterations * 24 * 64 / best_reg / 1e9}
@@ -144,12 +145,12 @@ def _timed(fn) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run: fewer frames, rounds and runs")
-    parser.add_argument("--frames", type=int, default=None, help="calibration frames (default 8, quick 2)")
+    parser.add_argument("--frames", type=int, default=None, help="calibration frames (default 4, quick 2)")
     parser.add_argument("--rounds", type=int, default=None, help="alternations (default 5, quick 2)")
     parser.add_argument("--repeat", type=int, default=None, help="timed runs per engine and round (default 10, quick 3)")
     parser.add_argument("--image", type=int, default=224)
     args = parser.parse_args(argv)
-    n_frames = args.frames or (2 if args.quick else 8)
+    n_frames = args.frames or (2 if args.quick else 4)
     rounds = args.rounds or (2 if args.quick else 5)
     repeat = args.repeat or (3 if args.quick else 10)
 
@@ -176,12 +177,18 @@ def main(argv=None) -> int:
           f"{len(q8.subgraphs)} subgraph(s); {n_frames} calibration frames; tidlx quantized 8 and 16 bit in "
           f"{quantize_s:.1f} s; VNNI microkernel {'on' if _vnni.AVAILABLE else 'absent (int32 numba loops)'}")
 
+    from tidlx.emulator import EmulatorConfig
+
     run_tidlx = lambda: tidlx.emulate(q8, feed)  # noqa: E731
+    one_thread = EmulatorConfig(threads=1)
+    run_tidlx_1 = lambda: q8.run(feed, config=one_thread)  # noqa: E731
     run_ort = lambda: session.run(None, feed)  # noqa: E731
     for _ in range(2):   # warm-up: plans, numba's cache, onnxruntime's first run
         run_tidlx()
+        run_tidlx_1()
         run_ort()
-    tidlx_times, ort_times, subgraph_times = [], [], []
+    tidlx_times, ort_times, subgraph_times, one_thread_times = [], [], [], []
+    load_before = os.getloadavg()[0]
     with SubgraphTimer() as timer:
         for _ in range(rounds):
             for _ in range(repeat):
@@ -189,6 +196,7 @@ def main(argv=None) -> int:
                 tidlx_times.append(_timed(run_tidlx))
                 subgraph_times.append(timer.seconds)
             ort_times.extend(_timed(run_ort) for _ in range(repeat))
+            one_thread_times.extend(_timed(run_tidlx_1) for _ in range(max(1, repeat // 2)))
     t_tidlx, t_ort = statistics.median(tidlx_times), statistics.median(ort_times)
     t_sub = statistics.median(subgraph_times)
     ratio = t_tidlx / t_ort
@@ -198,6 +206,11 @@ def main(argv=None) -> int:
     print(f"  onnxruntime int8 QDQ      {t_ort * 1e3:8.1f} ms   {2 * macs / t_ort / 1e9:6.1f} GOPS")
     verdict = "met" if ratio <= GOAL_RATIO else "MISSED"
     print(f"  ratio tidlx / onnxruntime {ratio:8.2f}x  (goal <= {GOAL_RATIO:.0f}x: {verdict})")
+    t_one = statistics.median(one_thread_times)
+    print(f"  tidlx, 1 thread           {t_one * 1e3:8.1f} ms   {2 * macs / t_one / 1e9:6.1f} GOPS "
+          f"({t_one / t_ort:.2f}x onnxruntime on {THREADS})")
+    print(f"  load average of this machine (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after the "
+          f"timed runs, on {os.cpu_count()} CPUs: other processes share the cores")
     print(f"  tidlx split: TIDL subgraph {t_sub * 1e3:.1f} ms ({100 * t_sub / t_tidlx:.0f}%), host part and "
           f"interpreter {(t_tidlx - t_sub) * 1e3:.1f} ms")
 

@@ -3,25 +3,17 @@ kernel, the tile drivers, the int32/int64 direct convolution and the requantizat
 
 Every loop computes docs/numerics.md's integers exactly: 8-bit-weight accumulators are int32 stored
 into int32 arrays (numba adds in int64 and the store truncates, which is the wrap modulo 2^32 of
-§7.2), 16-bit ones int64. Each loop works on a block ``[start, stop)`` of independent work items and
-has a ``*_blocks`` driver running ``blocks`` blocks in one numba parallel region (see
-emulator/fast/_parallel.run_blocks), so the bits do not depend on the thread count. Compiled on first
-use and cached on disk (``cache=True``).
+§7.2), 16-bit ones int64. Each loop works on a block ``[start, stop)`` of independent work items
+(fast_kernels.py runs the blocks on the emulator's thread pool), so the bits do not depend on the
+thread count. The loops release the GIL. Compiled on first use and cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ._vnni import PIXELS, ROWS, vnni_tile
-
-
-@njit(cache=True, nogil=True)
-def block_range(count, blocks, i):
-    step = (count + blocks - 1) // blocks
-    start = min(count, i * step)
-    return start, min(count, start + step)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -104,13 +96,6 @@ def pack_vnni_input(x, xb, groups, cg, c4, sh, sw, pt, pl, hs, ws, shift, start,
                                         | ((np.uint32(r2[xc]) ^ pad) << 16) | ((np.uint32(r3[xc]) ^ pad) << 24))
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def pack_vnni_input_blocks(x, xb, groups, cg, c4, sh, sw, pt, pl, hs, ws, shift, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            pack_vnni_input(x, xb, groups, cg, c4, sh, sw, pt, pl, hs, ws, shift, start, stop)
-
 
 @njit(cache=True, nogil=True)
 def requantize_plane(src, outf, at, oh, ow, ws, shift, lo, hi):
@@ -137,7 +122,7 @@ def conv_vnni(xb, wp, offsets, base, rb, out, scratch, groups, image_bytes, ws, 
     columns past the output width are computed and dropped). ``base[g, panel]`` holds the panel's
     biases minus the +128 compensation (int32), where the tile's sums start; they wrap modulo 2^32
     (§7.2). The tiles go to ``scratch`` (ROWS planes, in L2; one per block of items, allocated by the
-    caller: no allocation inside a parallel region), then each plane is requantized."""
+    caller, reused), then each plane is requantized."""
     n_out, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     panels, steps = wp.shape[1], wp.shape[2]
     og = n_out // groups
@@ -160,13 +145,6 @@ def conv_vnni(xb, wp, offsets, base, rb, out, scratch, groups, image_bytes, ws, 
             o = g * og + panel * ROWS + i
             requantize_plane(scratch[i], outf, (n * n_out + o) * oh * ow, oh, ow, ws, rb[o], lo, hi)
 
-
-@njit(cache=True, nogil=True, parallel=True)
-def conv_vnni_blocks(xb, wp, offsets, base, rb, out, scratch, groups, image_bytes, ws, lo, hi, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            conv_vnni(xb, wp, offsets, base, rb, out, scratch[i], groups, image_bytes, ws, lo, hi, start, stop)
 
 
 # --- direct convolution: int32 (8-bit weights) or int64 (16-bit) accumulators ------------------
@@ -223,16 +201,6 @@ def conv_direct_planes(x, w, bias, rb, out, sh, sw, dh, dw, pt, pl, groups, lo, 
                 start, stop)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def conv_direct_blocks(x, w, bias, rb, out, sh, sw, dh, dw, pt, pl, groups, lo, hi, wrap32, two_step, lo16, hi16,
-                       acc_proto, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            conv_direct_planes(x, w, bias, rb, out, sh, sw, dh, dw, pt, pl, groups, lo, hi, wrap32, two_step,
-                               lo16, hi16, acc_proto, start, stop)
-
-
 # --- requantization of exact int64 accumulators (BLAS path) -------------------------------------
 
 @njit(cache=True, nogil=True)
@@ -247,13 +215,6 @@ def requantize_rows(acc, bias, rb, out, lo, hi, wrap32, two_step, lo16, hi16, st
         for k in range(acc.shape[1]):
             out[r, k] = requantize(np.int64(acc[r, k]) + b, shift, lo, hi, wrap32, two_step, lo16, hi16)
 
-
-@njit(cache=True, nogil=True, parallel=True)
-def requantize_rows_blocks(acc, bias, rb, out, lo, hi, wrap32, two_step, lo16, hi16, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            requantize_rows(acc, bias, rb, out, lo, hi, wrap32, two_step, lo16, hi16, start, stop)
 
 
 # --- element-wise sum and max pool ------------------------------------------------------------
@@ -273,13 +234,6 @@ def eltwise_sum2(a, b, sa, sb, shift, lo, hi, out, start, stop):
             v = (v >> shift) + ((v >> half) & 1)
         dst[k] = min(max(v, lo), hi)
 
-
-@njit(cache=True, nogil=True, parallel=True)
-def eltwise_sum2_blocks(a, b, sa, sb, shift, lo, hi, out, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            eltwise_sum2(a, b, sa, sb, shift, lo, hi, out, start, stop)
 
 
 @njit(cache=True, nogil=True)
@@ -308,10 +262,3 @@ def max_pool_planes(x, out, kh, kw, sh, sw, pt, pl, start, stop):
                             m = line[xx]
                 row[q] = m
 
-
-@njit(cache=True, nogil=True, parallel=True)
-def max_pool_planes_blocks(x, out, kh, kw, sh, sw, pt, pl, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            max_pool_planes(x, out, kh, kw, sh, sw, pt, pl, start, stop)

@@ -26,8 +26,8 @@ Paths, all exact (docs/numerics.md §7-§8.3):
   and requantized (§7.1 or §7.4).
 
 Integer sums are exact (or exact modulo 2^32), so the bits do not depend on the thread count or
-the blocking; work is split over output pixel blocks / planes / rows with
-emulator/fast/_parallel.run_blocks (numba parallel regions inside a fast run, else the pool).
+the blocking; work is split over output channel panels / planes / rows on the emulator's thread
+pool (see _run_blocks).
 """
 
 from __future__ import annotations
@@ -54,9 +54,15 @@ def _loops():
     return loops
 
 
-def _run_blocks(count, serial, parallel, *args, min_block=1):
-    from ..fast._parallel import run_blocks
-    run_blocks(count, serial, parallel, *args, min_block=min_block)
+def _run_blocks(count, serial, *args, min_block=1):
+    """``serial(*args, start, stop)`` over ``range(count)`` in blocks on the emulator's thread pool
+    (emulator/fast/_parallel.for_blocks: capped by the run's ``threads``, dynamic hand-out of blocks).
+    Not numba parallel regions: those split work statically, and with other processes on the cores
+    a region waits for its descheduled thread (ResNet-18 8 bit, 2 threads, load average ~10 on 2
+    CPUs, one process, alternating: 1112 ms a run with regions against 68 ms on the pool, and 50 ms
+    on 1 thread)."""
+    from ..fast._parallel import for_blocks
+    for_blocks(count, lambda start, stop: serial(*args, start, stop), min_block=min_block)
 
 
 def _cache(layer) -> dict:
@@ -162,32 +168,26 @@ def _vnni_weights(layer, w, groups: int, signed_input: bool, bias: np.ndarray):
     return cache[key]
 
 
-def _most_blocks(count: int, min_block: int) -> int:
-    """At most how many blocks _parallel.run_blocks cuts ``count`` items into."""
-    from ..fast._parallel import _thread_count
-    return max(1, min(2 * _thread_count(), count))
+_scratch_buffers: Dict[tuple, np.ndarray] = {}
 
 
-_scratch_buffers = {}
-
-
-def _scratch(blocks: int, width: int) -> np.ndarray:
-    """A (blocks, ROWS, width) int32 scratch for the VNNI tiles, kept per thread and size (the tiles
-    write every value they are read for)."""
+def _scratch(width: int) -> np.ndarray:
+    """A (ROWS, width) int32 scratch for the VNNI tiles, kept per thread and width (the tiles write
+    every value that is read back)."""
     import threading
-    key = (threading.get_ident(), blocks, width)
+    key = (threading.get_ident(), width)
     buf = _scratch_buffers.get(key)
     if buf is None:
         if len(_scratch_buffers) > 64:
             _scratch_buffers.clear()
-        buf = _scratch_buffers[key] = np.empty((blocks, _vnni.ROWS, width), np.int32)
+        buf = _scratch_buffers[key] = np.empty((_vnni.ROWS, width), np.int32)
     return buf
 
 
-def _serial_tiles(xb, panels, offsets, base, rb, out, scratch, groups, image_bytes, ws, lo, hi, start, stop):
-    """One block of the VNNI tiles (the pool's or a single call), on its own scratch."""
-    _loops().conv_vnni(xb, panels, offsets, base, rb, out, _scratch(1, scratch.shape[2])[0], groups, image_bytes,
-                       ws, lo, hi, start, stop)
+def _serial_tiles(xb, panels, offsets, base, rb, out, width, groups, image_bytes, ws, lo, hi, start, stop):
+    """One block of the VNNI tiles, on this thread's scratch."""
+    _loops().conv_vnni(xb, panels, offsets, base, rb, out, _scratch(width), groups, image_bytes, ws, lo, hi,
+                       start, stop)
 
 
 def _conv_vnni(layer, x, w, geometry, plan):
@@ -205,7 +205,7 @@ def _conv_vnni(layer, x, w, geometry, plan):
     xb = np.empty(words + _vnni.PIXELS + ws + 16, np.uint32)
     xb[words:] = 0
     shift = 128 if signed else 0
-    _run_blocks(n * groups * c4, loops.pack_vnni_input, loops.pack_vnni_input_blocks, x.view(np.uint8), xb, groups,
+    _run_blocks(n * groups * c4, loops.pack_vnni_input, x.view(np.uint8), xb, groups,
                 cg, c4, sh, sw, pt, pl, hs, ws, shift, min_block=max(1, (1 << 14) // max(1, plane * phases)))
     q4, ii, jj = np.meshgrid(np.arange(c4), np.arange(kh), np.arange(kw), indexing="ij")
     phase = ((ii * dh) % sh) * sw + (jj * dw) % sw
@@ -215,10 +215,8 @@ def _conv_vnni(layer, x, w, geometry, plan):
     blocks = -(-(oh * ws) // _vnni.PIXELS)
     count = n * groups * panels.shape[1]
     item_macs = panels.shape[2] * _vnni.ROWS * _vnni.PIXELS * 4 * blocks
-    min_block = max(1, _MIN_BLOCK_MACS // item_macs)
-    scratch = _scratch(_most_blocks(count, min_block), blocks * _vnni.PIXELS)
-    _run_blocks(count, _serial_tiles, loops.conv_vnni_blocks, xb, panels, offsets, base, rb, out, scratch, groups,
-                image_bytes, ws, lo, hi, min_block=min_block)
+    _run_blocks(count, _serial_tiles, xb, panels, offsets, base, rb, out, blocks * _vnni.PIXELS, groups,
+                image_bytes, ws, lo, hi, min_block=max(1, _MIN_BLOCK_MACS // item_macs))
     return out
 
 
@@ -231,7 +229,7 @@ def _conv_direct(layer, x, w, geometry, plan, weight_bits):
     out = np.empty((n, o, oh, ow), out_dtype)
     acc_proto = np.empty(0, np.int32 if acc_bits == 32 else np.int64)
     plane_macs = w[0].size * oh * ow
-    _run_blocks(n * o, loops.conv_direct_planes, loops.conv_direct_blocks, x, w, bias, rb, out, sh, sw, dh, dw,
+    _run_blocks(n * o, loops.conv_direct_planes, x, w, bias, rb, out, sh, sw, dh, dw,
                 pt, pl, groups, lo, hi, wrap32, two_step, lo16, hi16, acc_proto,
                 min_block=max(1, _MIN_BLOCK_MACS // max(1, plane_macs)))
     return out
@@ -243,14 +241,26 @@ def _requantize_exact(acc, plan, weight_bits, out_shape):
     out_dtype, lo, hi, rb, bias, acc_bits = plan
     wrap32, two_step, lo16, hi16 = _requant_flags(weight_bits, out_dtype, acc_bits)
     out = np.empty(acc.shape, out_dtype)
-    _run_blocks(acc.shape[0], loops.requantize_rows, loops.requantize_rows_blocks, acc, bias, rb, out, lo, hi,
+    _run_blocks(acc.shape[0], loops.requantize_rows, acc, bias, rb, out, lo, hi,
                 wrap32, two_step, lo16, hi16, min_block=max(1, (1 << 18) // max(1, acc.shape[1])))
     return out.reshape(out_shape)
 
 
 def _matmul(a, b):
-    from ..fast._parallel import matmul
-    return matmul(a, b)
+    """``a @ b`` (float64 holding integers: exact in any order). Inside a fast run, where BLAS is
+    single-threaded, in blocks of 64 columns on the pool (see _run_blocks), else one BLAS call."""
+    from ..fast._parallel import splitting_products
+    out = np.empty((a.shape[0], b.shape[1]), np.float64)
+    if not splitting_products() or a.shape[0] * a.shape[1] * b.shape[1] < (1 << 21):
+        return np.matmul(a, b, out=out)
+    cols = 64
+
+    def block(start, stop):
+        np.matmul(a, b[:, start * cols:stop * cols], out=out[:, start * cols:stop * cols])
+
+    from ..fast._parallel import for_blocks
+    for_blocks(-(-b.shape[1] // cols), block)
+    return out
 
 
 def _conv_float64(layer, x, w, geometry, plan, weight_bits):
@@ -345,7 +355,7 @@ def fast_eltwise_kernel(layer, xs, tensors):
     loops = _loops()
     a, b = (np.ascontiguousarray(v).reshape(-1) for v in xs)
     out = np.empty(a.size, out_dtype)
-    _run_blocks(a.size, loops.eltwise_sum2, loops.eltwise_sum2_blocks, a, b, int(multipliers[0]),
+    _run_blocks(a.size, loops.eltwise_sum2, a, b, int(multipliers[0]),
                 int(multipliers[1]), int(rb), lo, hi, out, min_block=1 << 16)
     return [out.reshape(xs[0].shape)]
 
@@ -384,7 +394,7 @@ def fast_pool_kernel(layer, xs, tensors):
     loops = _loops()
     x = np.ascontiguousarray(x)
     out = np.empty((n, c, sizes[0], sizes[1]), x.dtype)
-    _run_blocks(n * c, loops.max_pool_planes, loops.max_pool_planes_blocks, x, out, kh, kw, sh, sw, pt, pl,
+    _run_blocks(n * c, loops.max_pool_planes, x, out, kh, kw, sh, sw, pt, pl,
                 min_block=max(1, (1 << 16) // max(1, sizes[0] * sizes[1] * kh * kw)))
     return [out]
 
