@@ -55,7 +55,7 @@ def test_options_input_and_calib(capsys, model_file, tmp_path):
     frame = tmp_path / "frame.npz"
     np.savez(frame, features=rng.standard_normal((1, 12)).astype(np.float32))
     code, out, err = run(capsys, model_file, "--calib", calib, "--input", frame, "-o", "tensor_bits=16",
-                         "-o", "advanced_options:calibration_frames=8", "--json")
+                         "-o", "advanced_options:calibration_frames=8", "--kernels", "fast", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["inputs"] == "the given input" and data["calibration"]["frames"] == 8

@@ -67,7 +67,7 @@ def cmd_check_fusion(args) -> int:
         mod = load_model(args)
         inputs = read_npz(args.input, "--input") if args.input is not None else None
         result = check_fusions(mod, list(args.option), args.calib, inputs, isolate=args.isolate, model_name=name,
-                               inputs_source=f"--input {args.input}")
+                               inputs_source=f"--input {args.input}", kernels=args.kernels)
     seen = set()
     for w in caught:
         text = str(w.message)
@@ -109,7 +109,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         ["tidlx check-fusion --builtin bn-gemm", "tidlx check-fusion model.onnx --calib frames.npz",
          "tidlx check-fusion model.onnx --calib frames.npz --input test.npz --json > fusions.json",
          "tidlx check-fusion bevdet.onnx -o max_batch_size=6 -o tensor_bits=16",
-         "tidlx check-fusion model.onnx --isolate"])
+         "tidlx check-fusion model.onnx --isolate", "tidlx check-fusion big.onnx --kernels fast"])
     add_model_arguments(p)
     for action in p._actions:  # MODEL may be left out when --builtin names the model
         if action.dest == "model":
@@ -131,6 +131,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--isolate", action="store_true",
                    help="switch each composite fusion off at its own spot only (one quantization per spot: "
                         "slower; each difference is that fusion's alone)")
+    p.add_argument("--kernels", choices=("reference", "fast"), default="reference",
+                   help="float kernels of calibration and of the float reference: reference (default: plain numpy, "
+                        "the same figures on every machine) or fast (much quicker on large models; ranges within "
+                        "3e-5 of reference, so a scale may land elsewhere in its last bit)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (for scripts)")
     p.set_defaults(func=cmd_check_fusion)
     return p

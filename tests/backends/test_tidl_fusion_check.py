@@ -262,3 +262,11 @@ def test_fusion_summary_on_the_builtin():
     assert lines[1].startswith("  at '/fc1/Gemm': max ") and "LSB" in lines[1]
     assert [line.split(":")[0].strip() for line in lines[2:]] == \
         ["as is", "deny_list=nn.batch_norm", "disabled_passes=FoldBatchNormIntoDense"]
+
+
+def test_isolate_switches_a_composite_fusion_off_at_its_own_spot():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = check_fusions(from_onnx(bn_between_gemms()), kinds=["relu/clip into layer"], isolate=True)
+    (f,) = result.fusions
+    assert f.unfused_by == "disabled_fusions=FuseActivation:/act/Relu" and f.comparison.input_identical
