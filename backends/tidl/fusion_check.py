@@ -261,11 +261,12 @@ class FusionCheckResult:
     inputs: str
     fusions: Tuple[FusionCheck, ...]
     batch_norm_options: Tuple[BatchNormOptions, ...] = ()
+    num_subgraphs: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         return {"schema": JSON_SCHEMA_VERSION, "model": self.model, "options": dict(self.options),
                 "calibration": {"frames": self.frames, "source": self.frames_source, "random": self.random_frames},
-                "inputs": self.inputs, "num_fusions": len(self.fusions),
+                "inputs": self.inputs, "num_subgraphs": self.num_subgraphs, "num_fusions": len(self.fusions),
                 "fusions": [f.to_dict() for f in self.fusions],
                 "batch_norm_options": [b.to_dict() for b in self.batch_norm_options]}
 
@@ -275,6 +276,8 @@ class FusionCheckResult:
     def lines(self) -> List[str]:
         """The answer as plain lines (what the table shows, one fusion per line)."""
         name = f"{self.model}: " if self.model else ""
+        if not self.num_subgraphs:
+            return [f"{name}no TIDL subgraph (everything runs on the host): no fusion to check"]
         out = [f"{name}{len(self.fusions)} fusion(s) applied; fused vs unfused fixed point on {self.inputs}, "
                f"both calibrated on the same {self.frames} frame(s)"]
         for f in self.fusions:
@@ -682,7 +685,7 @@ def check_fusions(mod: IRModule, options=None, calib=None, inputs: Optional[Mapp
                                 kernels)
     bn_options = _batch_norm_options(mod, base, fused, kept, checks) if BN_INTO_DENSE in wanted else ()
     return FusionCheckResult(model_name, _changed_options(base), len(frames), str(frames.source), bool(frames.random),
-                             described, tuple(checks), bn_options)
+                             described, tuple(checks), bn_options, len(fused.networks))
 
 
 def _batch_norm_options(mod: IRModule, base: Dict[str, Any], fused: _Variant, kept: Optional[_Variant],

@@ -202,8 +202,8 @@ def test_json_schema_and_determinism():
         second = check_fusions(from_onnx(bn_between_gemms())).to_json()
     assert first == second
     data = json.loads(first)
-    assert set(data) == {"schema", "model", "options", "calibration", "inputs", "num_fusions", "fusions",
-                         "batch_norm_options"}
+    assert set(data) == {"schema", "model", "options", "calibration", "inputs", "num_subgraphs", "num_fusions",
+                         "fusions", "batch_norm_options"}
     assert data["schema"] == 1 and data["num_fusions"] == len(data["fusions"]) == 2
     assert set(data["calibration"]) == {"frames", "source", "random"}
     for f in data["fusions"]:
@@ -270,3 +270,11 @@ def test_isolate_switches_a_composite_fusion_off_at_its_own_spot():
         result = check_fusions(from_onnx(bn_between_gemms()), kinds=["relu/clip into layer"], isolate=True)
     (f,) = result.fusions
     assert f.unfused_by == "disabled_fusions=FuseActivation:/act/Relu" and f.comparison.input_identical
+
+
+def test_a_model_all_on_the_host_has_no_fusion_to_check():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = check_fusions(from_onnx(bn_between_gemms()), {"allow_list:layer_name": "/no/such/layer"})
+    assert result.fusions == () and result.num_subgraphs == 0
+    assert result.lines() == ["no TIDL subgraph (everything runs on the host): no fusion to check"]
