@@ -24,3 +24,7 @@ def test_numerics_answer(tmp_path):
         assert line.count(" dB / ") == NUMERICS_WORST_LAYERS
         assert "Reshape" not in line and "Transpose" not in line   # data movement left out
     assert f"{figures[8]['depth']:.1f} dB" in out
+    # the BN feeding two GEMMs, fused vs kept, in fixed point (backends/tidl/fusion_check.py)
+    assert "the BatchNorm feeding two GEMMs, 8-bit fixed point" in out
+    assert out.count("in fixed point, fused vs the BN as its own TIDL layer") == 1
+    assert "deny_list=nn.batch_norm:" in out and "disabled_passes=FoldBatchNormIntoDense:" in out

@@ -218,10 +218,22 @@ def _numerics(console, out_dir: str) -> dict:
             + (f", {w.saturated_pct:.2g}% saturated" if w.saturated_pct else "") for w in worst))
     say("   (accumulated: the layer ran on fixed-point inputs; own: its kernel on its float inputs; saturated: "
         "values beyond the calibrated range; layers that only move values left out)")
-    # ---- the BN+GEMM fusion check goes here: a call of backends/tidl/fusion_check.py (another engineer
-    # ---- builds it), on the camera-aware model's BatchNorm feeding two GEMMs (SHARED_BN), e.g.
-    # ---- _fusion_check(console, ...) -- to be added with it; nothing is printed for it yet.
+    if depth_net == "camera_aware":
+        _fusion_check(console, mod, dict(options, tensor_bits=8), calib, held_out)
     return {bits: {o.name: o.sqnr_db for o in r.outputs} for bits, r in results.items()}
+
+
+def _fusion_check(console, mod, options, calib, inputs) -> None:
+    """The BN feeding two GEMMs (SHARED_BN) in fixed point: folded into each GEMM vs kept as a TIDL
+    BatchNorm layer (``tidlx check-fusion`` has every fusion)."""
+    from .backends.tidl.fusion_check import fusion_summary
+
+    t0 = time.perf_counter()
+    lines = fusion_summary(mod, options, calib, inputs, kernels="fast")
+    console.print(f"   the BatchNorm feeding two GEMMs, 8-bit fixed point (tidlx check-fusion; "
+                  f"{time.perf_counter() - t0:.1f} s):", markup=False)
+    for line in lines:
+        console.print("     " + line, markup=False)
 
 
 def _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir) -> None:
