@@ -36,7 +36,7 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     if not isinstance(mod, IRModule):
         raise TidlxError(f"tidlx.quantize takes an IRModule (tidlx.load gives one), got {type(mod).__name__}")
     opts = _options(options)
-    partitioned = mod if _is_partitioned(mod) else _api.partition(mod, opts)[0]
+    partitioned = mod if _is_partitioned(mod) else _api.partition(mod, options)[0]   # with disabled_passes
     results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale)
     return quantize_model(partitioned, opts, results)
 

@@ -350,16 +350,11 @@ def _batch0_size(shape: Tuple[int, ...]) -> int:
 
 
 def _options(options) -> TidlOptions:
-    if options is None:
-        return TidlOptions()
-    if isinstance(options, TidlOptions):
-        return options
-    if isinstance(options, Mapping):
-        return TidlOptions.from_dict(options)
-    if isinstance(options, (list, tuple)):
-        return TidlOptions.from_strings(options)
-    raise CalibrationError(f"options must be a TidlOptions, a dict of TI option names or key=value strings, got "
-                           f"{type(options).__name__}")
+    """TI's options from what users pass (as ``tidlx.partition`` takes them); ``disabled_passes`` is the
+    partition's business and is accepted and dropped here."""
+    from .flow import resolve_options
+
+    return resolve_options(options)[0]
 
 
 def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[str, Any]] = None,

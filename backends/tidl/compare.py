@@ -501,7 +501,7 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         if not any(fn.attrs.get("Compiler") == "tidl" for _, fn in model.items()):
             from .flow import partition_for_tidl
 
-            partitioned = partition_for_tidl(model, opts)[0]
+            partitioned = partition_for_tidl(model, options)[0]   # with disabled_passes
         if not any(fn.attrs.get("Compiler") == "tidl" for _, fn in partitioned.items()):
             raise CompareError("the model has no TIDL subgraph: every op runs on the host, in float, so there is no "
                                "fixed point to compare (tidlx partition MODEL says why)")

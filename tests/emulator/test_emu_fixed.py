@@ -275,3 +275,29 @@ def test_tiny_bevdet_in_fixed_point(bevdet):
     for s8, s16 in zip(result[8], result[16]):
         assert s8 >= 12.0
         assert s16 >= s8 + 30.0
+
+
+def test_quantize_takes_the_partition_option_disabled_passes():
+    """tidlx.quantize partitions with the options it is given, disabled_passes included: the BN between two
+    GEMMs is folded by default and stays a TIDL BatchNorm layer with FoldBatchNormIntoDense disabled."""
+    import os
+    import tempfile
+
+    from tidlx.models import bn_between_gemms
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bn.onnx")
+        bn_between_gemms(path=path)
+        mod = tidlx.load(path)
+    calib = {mod["main"].params[0].name_hint: frames(tuple(mod["main"].params[0].checked_type.shape), 4, seed=1)}
+    types = {}
+    for disabled in ("", "FoldBatchNormIntoDense"):
+        options = {"accuracy_level": 0, "advanced_options:calibration_frames": 4}
+        if disabled:
+            options["disabled_passes"] = disabled
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qmodel = tidlx.quantize(mod, options, calib=calib)
+        types[disabled] = [layer.type for sub in qmodel.subgraphs.values() for layer in sub.compute_layers()]
+    assert "BatchNorm" not in types[""]
+    assert "BatchNorm" in types["FoldBatchNormIntoDense"]
