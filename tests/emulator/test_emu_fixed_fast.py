@@ -92,8 +92,8 @@ def output_side(draw, channels, weight_bits):
     if draw(st.booleans()):
         rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
         rb = rng.integers(0, top + 1, channels).astype(np.int64)
-    else:
-        rb = draw(st.integers(0, top))
+    else:   # and shifts past the accumulator's width (every value rounds to 0 or -1)
+        rb = draw(st.one_of(st.integers(0, top), st.sampled_from([31, 32, 47, 62])))
     return bits, signed, bounds, rb
 
 
