@@ -197,7 +197,7 @@ def _numerics(console, out_dir: str) -> dict:
         say(f"   not available: {why_not}")
         return {}
     say(f"   on {name} (tiny resnet18, batch 1, {'camera-aware' if depth_net == 'camera_aware' else 'LSS'} depth "
-        f"net; the fixed-point kernels are plain numpy, too slow for the full-size model in a demo), calibrated on "
+        f"net, to keep the demo short: the full-size model is a tidlx compare run of its own), calibrated on "
         f"{NUMERICS_CALIBRATION_FRAMES} seeded random frames (bias calibration: {NUMERICS_BIAS_ITERATIONS} "
         f"iterations, TI's default is 50), compared on another (seed 2), in "
         f"{t_numerics:.2f} s for 8 and 16 bit")
