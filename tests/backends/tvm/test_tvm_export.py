@@ -1,7 +1,6 @@
 """Exported artifacts (backends/tvm/build.py export): deploy_lib.so for x86 (loaded back and run in
 TVM's VM: the same numbers) and for arm (an aarch64 ELF, cross-linked with aarch64-linux-gnu-gcc),
-deploy_lib.c for c7x. Running the aarch64 library under qemu-aarch64 needs TVM's runtime built for
-aarch64, which is not done yet (docs/tvm.md)."""
+deploy_lib.c for c7x. The aarch64 library running under qemu: test_tvm_arm.py."""
 
 from __future__ import annotations
 
