@@ -17,7 +17,7 @@ models with the same subgraph names can live side by side in one process.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 

@@ -16,7 +16,7 @@ iteratively (models have long chains).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
@@ -96,10 +96,6 @@ class LowerContext:
     def fail(self, reason: str):
         """A TvmLoweringError naming the call being lowered."""
         raise TvmLoweringError(f"{self.where}: {reason}")
-
-
-def _const_array(expr: Expr) -> Optional[np.ndarray]:
-    return expr.data if isinstance(expr, Constant) else None
 
 
 class _FunctionLowerer:

@@ -87,7 +87,6 @@ def _resize(ctx, x, out_hw, layout, method, mode, rounding, alpha, exclude, extr
     if ctx.dtype(out) != out_dtype:
         if out_dtype.startswith(("int", "uint")) and ctx.dtype(out).startswith("float"):
             info = np.iinfo(out_dtype)
-            dtype = ctx.dtype(out)
             out = ctx.emit(op.clip(ctx.emit(op.round(out)), float(info.min), float(info.max)))
         out = ctx.emit(op.astype(out, out_dtype))
     if inverse is not None:

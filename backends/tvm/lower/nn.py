@@ -131,9 +131,10 @@ def batch_norm(ctx, call, args):
     return ctx.relax.Tuple([y, mean, var])
 
 
-def _normalize(ctx, x, axes, eps, gamma, beta, gamma_axis, center, scale):
+def _normalize(ctx, x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over ``axes``, as the reference computes it."""
     op = ctx.op
-    dtype, ndim = ctx.dtype(x), len(ctx.shape(x))
+    dtype = ctx.dtype(x)
     mean = ctx.emit(op.mean(x, axes, keepdims=True))
     centered = ctx.emit(op.subtract(x, mean))
     var = ctx.emit(op.mean(ctx.emit(op.multiply(centered, centered)), axes, keepdims=True))
@@ -155,7 +156,7 @@ def layer_norm(ctx, call, args):
     x, gamma, beta = args
     a = call.attrs
     axis = a.axis % len(ctx.shape(x))
-    y = _normalize(ctx, x, [axis], a.epsilon, gamma, beta, axis, a.center, a.scale)
+    y = _normalize(ctx, x, [axis], a.epsilon)
     return _affine(ctx, y, gamma, beta, axis, a.center, a.scale)
 
 
@@ -166,7 +167,7 @@ def instance_norm(ctx, call, args):
     ndim = len(ctx.shape(x))
     axis = a.axis % ndim
     axes = [k for k in range(1, ndim) if k != axis]
-    y = _normalize(ctx, x, axes, a.epsilon, gamma, beta, axis, a.center, a.scale)
+    y = _normalize(ctx, x, axes, a.epsilon)
     return _affine(ctx, y, gamma, beta, axis, a.center, a.scale)
 
 
@@ -180,7 +181,7 @@ def group_norm(ctx, call, args):
     grouped_shape = shape[:axis] + (groups, shape[axis] // groups) + shape[axis + 1:]
     grouped = ctx.emit(ctx.op.reshape(x, grouped_shape))
     axes = [k for k in range(1, len(grouped_shape)) if k != axis]
-    y = _normalize(ctx, grouped, axes, a.epsilon, gamma, beta, axis, a.center, a.scale)
+    y = _normalize(ctx, grouped, axes, a.epsilon)
     y = ctx.emit(ctx.op.reshape(y, shape))
     return _affine(ctx, y, gamma, beta, axis, a.center, a.scale)
 
@@ -191,7 +192,7 @@ def lrn(ctx, call, args):
     x = args[0]
     shape = ctx.shape(x)
     axis = a.axis % len(shape)
-    before, after = (a.size - 1) // 2, a.size // 2
+    before = (a.size - 1) // 2  # ONNX's window: floor((size-1)/2) before, the rest after
     te, tir = ctx.te, ctx.tir
     dtype = ctx.dtype(x)
 
