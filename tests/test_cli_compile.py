@@ -284,3 +284,43 @@ def test_traces_and_diff_traces(compiled8, tmp_path, capsys):
     assert "first difference: layer 1 '/img_backbone/conv1/Conv'" in out and "1 of" in out
     assert later.name not in out
     assert main(["diff-traces", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
+
+
+def test_every_truncation_and_1000_flips_are_exit_2_on_the_cli(compiled8, tmp_path, capsys):
+    """The CLI on a small artifact (tidl_subgraph1_net.bin and its io_1.bin): every single-byte truncation
+    point and 1,000 random bit flips give exit status 2 and a 'tidlx: error:' line naming the file."""
+    net = (compiled8 / "tidl_subgraph1_net.bin").read_bytes()
+    io = (compiled8 / "tidl_subgraph1_io_1.bin").read_bytes()
+    target = tmp_path / "tidl_subgraph1_net.bin"
+    counts = {"truncations": 0, "flips": 0}
+    for n in range(len(net)):
+        target.write_bytes(net[:n])
+        code = main(["inspect", str(target)])
+        err = capsys.readouterr().err
+        counts["truncations"] += code == 2 and err.startswith("tidlx: error: ") and str(target) in err
+    rng = np.random.default_rng(3)
+    io_target = tmp_path / "tidl_subgraph1_io_1.bin"
+    for _ in range(1000):
+        which = int(rng.integers(2))
+        blob = bytearray(net if which == 0 else io)
+        bit = int(rng.integers(len(blob) * 8))
+        blob[bit // 8] ^= 1 << (bit % 8)
+        path = target if which == 0 else io_target
+        path.write_bytes(bytes(blob))
+        code = main(["inspect", str(path)])
+        err = capsys.readouterr().err
+        counts["flips"] += code == 2 and err.startswith("tidlx: error: ") and str(path) in err
+    with capsys.disabled():
+        print(f"\nCLI (tidlx inspect): {counts['truncations']}/{len(net)} truncations and {counts['flips']}/1000 bit "
+              f"flips exit 2")
+    assert counts == {"truncations": len(net), "flips": 1000}
+
+
+def test_run_dir_refuses_options_that_do_not_apply(compiled8, files):
+    import argparse
+
+    from tidlx.compiled import cmd_run_compiled
+
+    args = argparse.Namespace(model=str(compiled8), input=str(files / "x.npz"), output=None, option=["tensor_bits=16"])
+    with pytest.raises(tidlx.TidlxError, match="-o does not apply to a compiled folder"):
+        cmd_run_compiled(args)

@@ -272,6 +272,15 @@ def cmd_run_compiled(args) -> int:
     from .files import npz_target, read_npz, write_npz
     from .ir.text import printable
 
+    for option, value in (("--calib", getattr(args, "calib", None)), ("-o", getattr(args, "option", None)),
+                          ("--batch", getattr(args, "batch", None)), ("--shapes", getattr(args, "shapes", None)),
+                          ("--opset", getattr(args, "opset", None)), ("--params", getattr(args, "params", None))):
+        if value:
+            raise TidlxError(f"{option} does not apply to a compiled folder ({args.model}): its options, calibration "
+                             f"and shapes were fixed by tidlx compile")
+    if getattr(args, "mode", None) == "float":
+        raise TidlxError(f"{args.model} is a compiled folder: it runs its TIDL subgraphs in fixed point (--mode float "
+                         f"runs a model file)")
     if args.output:
         npz_target(args.output, "--output")
     compiled = load_compiled(args.model)
