@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .op import Op  # op.py imports no node class, so no cycle
 from .types import TensorType, Type
 
 
@@ -117,8 +118,6 @@ class Call(Expr):
 
     def __init__(self, op, args: Sequence[Expr], attrs=None, layer: Optional[str] = None):
         super().__init__()
-        from .op import Op
-
         if not isinstance(op, (Op, Expr)):
             raise TypeError(f"Call op must be an Op or an expression, got {type(op).__name__}")
         args = tuple(args)
@@ -134,9 +133,8 @@ class Call(Expr):
 
     @property
     def op_name(self) -> Optional[str]:
-        from .op import Op
-
-        return self.op.name if isinstance(self.op, Op) else None
+        op = self.op
+        return op.name if isinstance(op, Op) else None
 
 
 class Tuple(Expr):

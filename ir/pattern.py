@@ -60,7 +60,15 @@ _MISSING = object()
 
 
 class Pattern:
-    """Base of all patterns. Subclasses implement ``_match_node`` (structure only)."""
+    """Base of all patterns. Subclasses implement ``_match_node`` (structure only), and may
+    implement ``_may_match`` (a quick necessary test, see there)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A subclass that redefines how it matches but not its quick test gets the test that
+        # refuses nothing (an inherited test could refuse what the new _match_node accepts).
+        if "_match_node" in cls.__dict__ and "_may_match" not in cls.__dict__:
+            cls._may_match = Pattern._may_match
 
     def __init__(self):
         self._name: Optional[str] = None
@@ -161,6 +169,8 @@ class Pattern:
         """The first match of this pattern rooted at ``expr``, or None."""
         if not isinstance(expr, Expr):
             raise PatternError(f"can only match expressions, got {type(expr).__name__}")
+        if not self._may_match(expr):
+            return None
         for env in self._iter(expr, {}):
             return Match(expr, env)
         return None
@@ -189,6 +199,13 @@ class Pattern:
 
     def _match_node(self, expr, env: Dict) -> Iterator[Dict]:
         raise NotImplementedError
+
+    def _may_match(self, expr) -> bool:
+        """False only if this pattern cannot match ``expr`` whatever the captures: the
+        structure (node classes, ops, arities, tuple indices) without constraints or shared
+        captures. A plain recursive test, so matching skips the generators of the full match
+        on the many nodes that fail at once (most nodes of a model, for most patterns)."""
+        return True
 
     def dispatch_keys(self) -> Optional[frozenset]:
         """What a root node must be for this pattern to match: op names, ``ANY_CALL`` or node
@@ -226,6 +243,9 @@ class ExprPattern(Pattern):
         if expr is self.expr:
             yield env
 
+    def _may_match(self, expr):
+        return expr is self.expr
+
     def _describe(self):
         return f"is_expr({type(self.expr).__name__})"
 
@@ -234,6 +254,9 @@ class ConstantPattern(Pattern):
     def _match_node(self, expr, env):
         if isinstance(expr, Constant):
             yield env
+
+    def _may_match(self, expr):
+        return isinstance(expr, Constant)
 
     def dispatch_keys(self):
         return frozenset([Constant])
@@ -250,6 +273,9 @@ class VarPattern(Pattern):
     def _match_node(self, expr, env):
         if isinstance(expr, Var) and (self.var_name is None or expr.name_hint == self.var_name):
             yield env
+
+    def _may_match(self, expr):
+        return isinstance(expr, Var) and (self.var_name is None or expr.name_hint == self.var_name)
 
     def dispatch_keys(self):
         return frozenset([Var])
@@ -278,6 +304,11 @@ class OpPattern(Pattern):
                 yield env
         elif isinstance(expr, Call) and self._op_matches(expr.op):
             yield env
+
+    def _may_match(self, expr):
+        if isinstance(expr, Call):
+            return self._op_matches(expr.op)
+        return isinstance(expr, Op) and self._op_matches(expr)
 
     def __call__(self, *args: Pattern) -> "CallPattern":
         for op in self.op_list:
@@ -336,6 +367,28 @@ class CallPattern(Pattern):
             else:
                 yield from _match_all(self.args, expr.args, 0, env1)
 
+    def _may_match(self, expr):
+        if not isinstance(expr, Call):
+            return False
+        callee, op = self.callee, expr.op
+        if isinstance(callee, OpPattern):
+            if not callee._op_matches(op):
+                return False
+        elif isinstance(op, Op):
+            if not isinstance(callee, WildcardPattern):
+                return False
+        elif not callee._may_match(op):
+            return False
+        args = self.args
+        if args is None:
+            return True
+        if len(args) != len(expr.args):
+            return False
+        for pattern, arg in zip(args, expr.args):
+            if not pattern._may_match(arg):
+                return False
+        return True
+
     def commutative(self) -> Pattern:
         """This two-argument call pattern, or the same with the arguments swapped."""
         if self.args is None or len(self.args) != 2:
@@ -380,6 +433,13 @@ class TuplePattern(Pattern):
         elif len(self.fields) == len(expr.fields):
             yield from _match_all(self.fields, expr.fields, 0, env)
 
+    def _may_match(self, expr):
+        if not isinstance(expr, Tuple):
+            return False
+        if self.fields is None:
+            return True
+        return len(self.fields) == len(expr.fields) and all(p._may_match(f) for p, f in zip(self.fields, expr.fields))
+
     def dispatch_keys(self):
         return frozenset([Tuple])
 
@@ -398,6 +458,10 @@ class TupleGetItemPattern(Pattern):
     def _match_node(self, expr, env):
         if isinstance(expr, TupleGetItem) and (self.index is None or expr.index == self.index):
             yield from self.tuple_pattern._iter(expr.tuple_value, env)
+
+    def _may_match(self, expr):
+        return (isinstance(expr, TupleGetItem) and (self.index is None or expr.index == self.index)
+                and self.tuple_pattern._may_match(expr.tuple_value))
 
     def dispatch_keys(self):
         return frozenset([TupleGetItem])
@@ -420,6 +484,9 @@ class FunctionPattern(Pattern):
             else:
                 yield from self.body._iter(expr.body, env)
 
+    def _may_match(self, expr):
+        return isinstance(expr, Function) and (self.body is None or self.body._may_match(expr.body))
+
     def dispatch_keys(self):
         return frozenset([Function])
 
@@ -436,6 +503,9 @@ class LetPattern(Pattern):
         if isinstance(expr, Let):
             for env1 in self.value._iter(expr.value, env):
                 yield from self.body._iter(expr.body, env1)
+
+    def _may_match(self, expr):
+        return isinstance(expr, Let) and self.value._may_match(expr.value) and self.body._may_match(expr.body)
 
     def dispatch_keys(self):
         return frozenset([Let])
@@ -459,8 +529,13 @@ class AltPattern(Pattern):
             super()._check_attr_names(attrs)
 
     def _match_node(self, expr, env):
-        yield from self.left._iter(expr, env)
-        yield from self.right._iter(expr, env)
+        if self.left._may_match(expr):
+            yield from self.left._iter(expr, env)
+        if self.right._may_match(expr):
+            yield from self.right._iter(expr, env)
+
+    def _may_match(self, expr):
+        return self.left._may_match(expr) or self.right._may_match(expr)
 
     def dispatch_keys(self):
         a, b = self.left.dispatch_keys(), self.right.dispatch_keys()

@@ -85,6 +85,7 @@ class RewriteTable:
                 for k in keys:
                     self._by_key.setdefault(k, []).append(rule)
         self._cache: Dict[tuple, List[Rule]] = {}
+        self._fast: Dict[object, List[Rule]] = {}
 
     def __add__(self, other: "RewriteTable") -> "RewriteTable":
         entries = [(r.name, r.pattern, r.fn) for r in self.rules + other.rules]
@@ -94,7 +95,14 @@ class RewriteTable:
         return len(self.rules)
 
     def candidates(self, node: Expr) -> List[Rule]:
-        keys = _node_keys(node)
+        # Cached per op (calls of ops) or per node class: one dict lookup per node of a sweep.
+        cache_key = node.op if type(node) is Call and isinstance(node.op, Op) else type(node)
+        found = self._fast.get(cache_key)
+        if found is None:
+            found = self._fast[cache_key] = self._candidates_for_keys(_node_keys(node))
+        return found
+
+    def _candidates_for_keys(self, keys: tuple) -> List[Rule]:
         found = self._cache.get(keys)
         if found is None:
             seen = {}
@@ -119,9 +127,26 @@ class RewriteTable:
 class SweepContext:
     """What rules may ask about the graph during one sweep (via ``Match.users``)."""
 
-    def __init__(self, users_by_id: Dict[int, list]):
+    def __init__(self, users_by_id: Optional[Dict[int, tuple]] = None, *, order: Sequence[Expr] = (),
+                 opaque=frozenset(), root: Optional[Expr] = None):
+        # Either the users (id -> (node, users)) or the walk to compute them from when a rule
+        # first asks: most sweeps match nothing that asks, and the graph at the start of the
+        # sweep (the nodes of ``order``) does not change, so later is the same answer.
         self._users = users_by_id
+        self._order, self._opaque, self._root = order, opaque, root
         self._origin: Dict[int, tuple] = {}  # id(new node) -> (new node, original node)
+
+    def _users_by_id(self) -> Dict[int, tuple]:
+        if self._users is None:
+            users: Dict[int, tuple] = {id(n): (n, []) for n in self._order}
+            for node in self._order:
+                if id(node) in self._opaque:
+                    continue
+                for child in children(node):
+                    users[id(child)][1].append(node)
+            users[id(self._root)][1].append(None)  # the result of the whole expression is used
+            self._users = users
+        return self._users
 
     def record(self, new: Expr, original: Expr) -> None:
         if new is not original:
@@ -132,13 +157,13 @@ class SweepContext:
         return entry[1] if entry is not None and entry[0] is expr else expr
 
     def users(self, expr: Expr) -> Optional[list]:
-        found = self._users.get(id(self.original(expr)))
+        found = self._users_by_id().get(id(self.original(expr)))
         return None if found is None else list(found[1])
 
 
 def _walk_order(root: Expr, enter_external: bool) -> List[Expr]:
     """Post order from ``root`` that does not enter external functions."""
-    return post_order(root, enter=None if enter_external else (lambda node: not is_external(node)))
+    return post_order(root, enter_functions=True if enter_external else (lambda fn: not is_external(fn)))
 
 
 def _layer_of(node: Expr) -> Optional[str]:
@@ -175,22 +200,24 @@ class _Rewriter:
 
     def _sweep(self, root: Expr, fired: Counter) -> Expr:
         order = _walk_order(root, self.enter_external)
-        opaque = {id(n) for n in order if n is not root and not self.enter_external and is_external(n)}
-        users: Dict[int, tuple] = {id(n): (n, []) for n in order}
+        opaque = frozenset() if self.enter_external else \
+            {id(n) for n in order if isinstance(n, Function) and n is not root and is_external(n)}
+        ctx = SweepContext(order=order, opaque=opaque, root=root)
+        # Nodes that existed before a replacement (kept alive so ids stay unique), made when a
+        # rule first fires: until then every node is its original.
+        self._known = None
+        self._order = order
+        memo: Dict[int, Expr] = {}  # id(original) -> its replacement, for the nodes that changed
+        candidates = self.table.candidates
         for node in order:
-            if id(node) in opaque:
+            rebuilt = node if not memo or id(node) in opaque else rebuild(node, memo)
+            if rebuilt is not node:
+                ctx.record(rebuilt, node)
+                self._known[id(rebuilt)] = rebuilt
+            if not candidates(rebuilt):
+                if rebuilt is not node:
+                    memo[id(node)] = rebuilt
                 continue
-            for child in children(node):
-                users[id(child)][1].append(node)
-        users[id(root)][1].append(None)  # the result of the whole expression is used
-        ctx = SweepContext(users)
-        # Nodes that existed before a replacement (kept alive here so ids stay unique).
-        self._known: Dict[int, Expr] = {id(n): n for n in order}
-        memo: Dict[int, Expr] = {}
-        for node in order:
-            rebuilt = node if id(node) in opaque else rebuild(node, memo)
-            ctx.record(rebuilt, node)
-            self._known[id(rebuilt)] = rebuilt
             out = rebuilt
             for _ in range(self.max_local):
                 new, rule = self._apply_once(out, ctx)
@@ -204,11 +231,14 @@ class _Rewriter:
                 raise RewriteError(f"rewrite table '{self.table.name}': rules keep replacing "
                                    f"{self._describe(node)} ({self.max_local} times in a row); last rule: "
                                    f"{rule.name}")
-            memo[id(node)] = out
-        return memo[id(root)]
+            if out is not node:
+                memo[id(node)] = out
+        return memo.get(id(root), root)
 
     def _apply_once(self, node: Expr, ctx: SweepContext):
         for rule in self.table.candidates(node):
+            if not rule.pattern._may_match(node):
+                continue
             for env in rule.pattern._iter(node, {}):
                 new = rule.fn(Match(node, env, ctx))
                 if new is None or new is node:
@@ -220,6 +250,8 @@ class _Rewriter:
         return None, None
 
     def _finish(self, old: Expr, new: Expr, rule: Rule) -> Expr:
+        if self._known is None:
+            self._known = {id(n): n for n in self._order}
         layer = _layer_of(old)
         if layer:
             new = self._stamp_layer(new, layer)

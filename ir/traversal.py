@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from .op import Op
@@ -23,32 +23,74 @@ def children(expr: Expr) -> tuple:
     return ()
 
 
-def post_order(root: Expr, enter_functions: bool = True,
+_ATOMS = frozenset((Var, GlobalVar, Constant))
+_LISTED = object()  # marks, on the walk's stack, that the node below it has had its children walked
+
+
+def _never(_node) -> bool:
+    return False
+
+
+def post_order(root: Expr, enter_functions: Union[bool, Callable[[Function], bool]] = True,
                enter: Optional[Callable[[Expr], bool]] = None) -> List[Expr]:
     """Every node reachable from ``root`` once, each after all of its children.
 
-    With ``enter_functions=False`` nested Functions are listed but not entered; more
-    generally a node (other than ``root``) for which ``enter(node)`` is False is listed but
-    its children are not visited.
+    With ``enter_functions=False`` nested Functions are listed but not entered, with a
+    predicate only those it is true for are entered; more generally a node (other than
+    ``root``) for which ``enter(node)`` is False is listed but its children are not visited.
     """
+    # The hottest loop of every pass and analysis: children are read by exact node class (the
+    # general ``children`` for anything else), and a marker on the stack instead of
+    # (node, expanded) pairs.
+    if enter_functions is True:
+        function_filter = None
+    elif callable(enter_functions):
+        function_filter = enter_functions
+    else:
+        function_filter = _never
     order: List[Expr] = []
     seen = set()
-    stack = [(root, False)]
+    stack = [root]
+    pop, push, append, mark = stack.pop, stack.append, order.append, seen.add
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = pop()
+        if node is _LISTED:
+            append(pop())
             continue
-        if id(node) in seen:
+        key = id(node)
+        if key in seen:
             continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node is not root and ((isinstance(node, Function) and not enter_functions)
+        mark(key)
+        kind = type(node)
+        if kind in _ATOMS:
+            append(node)
+            continue
+        push(node)
+        push(_LISTED)
+        if node is not root and ((function_filter is not None and isinstance(node, Function)
+                                  and not function_filter(node))
                                  or (enter is not None and not enter(node))):
             continue
-        for child in reversed(children(node)):
+        if kind is Call:
+            args = node.args
+            for i in range(len(args) - 1, -1, -1):
+                child = args[i]
+                if id(child) not in seen:
+                    push(child)
+            op = node.op
+            if isinstance(op, Expr) and id(op) not in seen:
+                push(op)
+            continue
+        if kind is TupleGetItem:
+            kids = (node.tuple_value,)
+        elif kind is Tuple:
+            kids = node.fields
+        else:
+            kids = children(node)
+        for i in range(len(kids) - 1, -1, -1):
+            child = kids[i]
             if id(child) not in seen:
-                stack.append((child, False))
+                push(child)
     return order
 
 
@@ -62,16 +104,19 @@ def users(root: Expr) -> Dict[Expr, List[Expr]]:
     return out
 
 
-def free_vars(expr: Expr) -> List[Var]:
-    """Vars used but not bound inside ``expr``, in first-use order."""
+def free_vars(expr: Expr, order: Optional[List[Expr]] = None) -> List[Var]:
+    """Vars used but not bound inside ``expr``, in first-use order (``order``: its
+    ``post_order`` if the caller has it already)."""
     bound = set()
-    for node in post_order(expr):
+    if order is None:
+        order = post_order(expr)
+    for node in order:
         if isinstance(node, Function):
             bound.update(node.params)
         elif isinstance(node, Let):
             bound.add(node.var)
     out, seen = [], set()
-    for node in post_order(expr):
+    for node in order:
         if isinstance(node, Var) and node not in bound and node not in seen:
             seen.add(node)
             out.append(node)
@@ -124,6 +169,42 @@ def global_calls(root: Expr) -> List[GlobalVar]:
     return out
 
 
+def _same_types(new_children, old_children) -> bool:
+    for n, o in zip(new_children, old_children):
+        nt, ot = n._checked_type, o._checked_type
+        if nt is None or (nt is not ot and nt != ot):
+            return False
+    return True
+
+
+def carry_type(new: Expr, old: Expr) -> Expr:
+    """Gives ``new`` (a rebuilt ``old``: an op call with the same op and attributes, a tuple,
+    or a projection with the same index) the type of ``old`` when each of its children has the
+    type of the child it replaces. That is what inference would compute (a node's type depends
+    only on its op, attributes and its children's types), without the type relation: passes and
+    the partitioner rebuild whole chains below a change, and the module is typed again after.
+    Anything else is left untyped, for inference. Returns ``new``."""
+    if new is old or new._checked_type is not None or old._checked_type is None:
+        return new
+    kind = type(new)
+    if kind is not type(old):
+        return new
+    if kind is Call:
+        if new.op is not old.op or not isinstance(new.op, Op) or new.attrs is not old.attrs \
+                or len(new.args) != len(old.args) or not _same_types(new.args, old.args):
+            return new
+    elif kind is Tuple:
+        if len(new.fields) != len(old.fields) or not _same_types(new.fields, old.fields):
+            return new
+    elif kind is TupleGetItem:
+        if new.index != old.index or not _same_types((new.tuple_value,), (old.tuple_value,)):
+            return new
+    else:
+        return new
+    new._set_checked_type(old._checked_type)
+    return new
+
+
 def map_post_order(root: Expr, fn: Callable[[Expr, Expr], Expr]) -> Expr:
     """Rebuilds ``root`` bottom-up: ``fn(old, rebuilt)`` returns the node to use for ``old``.
 
@@ -138,6 +219,21 @@ def map_post_order(root: Expr, fn: Callable[[Expr, Expr], Expr]) -> Expr:
 
 def rebuild(node: Expr, memo: Dict[int, Expr]) -> Expr:
     """``node`` with each child looked up in ``memo`` (by id); ``node`` if none changed."""
+    kind = type(node)
+    if kind is Call:
+        op, args = node.op, node.args
+        new_op = memo.get(id(op), op) if isinstance(op, Expr) else op
+        changed = new_op is not op
+        for a in args:
+            if memo.get(id(a), a) is not a:
+                changed = True
+                break
+        if not changed:
+            return node
+        return carry_type(Call(new_op, tuple(memo.get(id(a), a) for a in args), node.attrs, node.layer), node)
+    if kind in _ATOMS:
+        return node
+
     def m(e):
         return memo.get(id(e), e)
 
@@ -151,10 +247,10 @@ def rebuild(node: Expr, memo: Dict[int, Expr]) -> Expr:
         fields = tuple(m(f) for f in node.fields)
         if all(a is b for a, b in zip(fields, node.fields)):
             return node
-        return Tuple(fields)
+        return carry_type(Tuple(fields), node)
     if isinstance(node, TupleGetItem):
         tv = m(node.tuple_value)
-        return node if tv is node.tuple_value else TupleGetItem(tv, node.index)
+        return node if tv is node.tuple_value else carry_type(TupleGetItem(tv, node.index), node)
     if isinstance(node, Function):
         body = m(node.body)
         return node if body is node.body else Function(node.params, body, node.ret_type, node.attrs)
@@ -166,5 +262,5 @@ def rebuild(node: Expr, memo: Dict[int, Expr]) -> Expr:
     return node
 
 
-__all__ = ["children", "post_order", "users", "free_vars", "number_bindings", "calls", "global_calls",
+__all__ = ["carry_type", "children", "post_order", "users", "free_vars", "number_bindings", "calls", "global_calls",
            "map_post_order", "rebuild", "is_binding", "Constant"]

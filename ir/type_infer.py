@@ -154,11 +154,16 @@ def _too_large(t: Type, budget: int) -> bool:
 
 
 def infer_module(mod) -> None:
-    """Types every function of the module, callees before callers."""
+    """Types every function of the module, callees before callers. A function already typed
+    is not walked again (its callees' types were known when it was typed; functions are
+    immutable), so re-typing a module after a pass costs only the functions the pass rebuilt."""
     from .traversal import global_calls
 
     done, visiting = set(), set()
     for name in list(mod.functions):
+        if name not in done and mod[name].has_type:
+            done.add(name)
+            continue
         stack = [(name, False)]
         while stack:
             fname, expanded = stack.pop()
@@ -174,6 +179,9 @@ def infer_module(mod) -> None:
                 raise VerifyError(f"@{fname} calls itself (recursion is not supported)")
             if fname not in mod:
                 raise VerifyError(f"@{fname} is called but not defined in the module")
+            if mod[fname].has_type:
+                done.add(fname)
+                continue
             visiting.add(fname)
             stack.append((fname, True))
             for gv in global_calls(mod[fname].body):

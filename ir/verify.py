@@ -12,18 +12,17 @@ from .type_infer import describe_call, infer_module
 def verify(mod) -> None:
     """Raises ``VerifyError`` (or ``TidlxTypeError``) naming function, binding and op."""
     for name, fn in mod.items():
-        numbers = number_bindings(fn)
-
-        def where(node, name=name, numbers=numbers):
-            n = numbers.get(node)
+        def where(node, name=name, fn=fn):
+            n = number_bindings(fn).get(node)  # numbered only for an error message
             return f"in @{name}, " + (f"binding %{n}" if n is not None else "result")
 
-        unbound = free_vars(fn)
+        order = post_order(fn)
+        unbound = free_vars(fn, order)
         if unbound:
             raise VerifyError(f"in @{name}: variable(s) {', '.join('%' + v.name_hint for v in unbound)} "
                               f"are used but never bound")
         defined = set()
-        for node in post_order(fn):
+        for node in order:
             binders = node.params if isinstance(node, Function) else (node.var,) if isinstance(node, Let) else ()
             for v in binders:
                 if v in defined:

@@ -31,9 +31,11 @@ import heapq
 import operator
 from typing import Callable, Dict, List, Optional, Sequence, Tuple as PyTuple
 
+from ..errors import TidlxError, TidlxInternalError
 from ..expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from ..module import IRModule
-from ..traversal import post_order
+from ..traversal import carry_type, post_order
+from ..type_infer import infer_expr_type
 from ..types import TupleType, Type
 from .graph import PartitionError, PartitionGraph, Ref, peel, type_at
 
@@ -185,7 +187,8 @@ def _build_body(graph: PartitionGraph, members: Sequence[int], outputs: Sequence
     for c in members:
         call = calls[c]
         if id(call) not in ctx.memo:
-            ctx.memo[id(call)] = Call(call.op, [ctx.translate(a) for a in call.args], call.attrs, call.layer)
+            ctx.memo[id(call)] = carry_type(Call(call.op, [ctx.translate(a) for a in call.args], call.attrs,
+                                                 call.layer), call)
     results = []
     for ref in outputs:
         if built_elsewhere is not None and ref in built_elsewhere:
@@ -268,7 +271,7 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
             op = call.op
             args = [host.translate(a) for a in call.args]
             same = all(map(operator.is_, args, call.args))
-            host.memo[id(call)] = call if same else Call(op, args, call.attrs, call.layer)
+            host.memo[id(call)] = call if same else carry_type(Call(op, args, call.attrs, call.layer), call)
             continue
         name = names[u]
         inputs, outputs = region_io[u]
@@ -299,11 +302,18 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
         new_functions[name] = fn
         gv = module.get_global_var(name)
         site = Call(gv, [host_leaf(r) for r in inputs])
+        # Typed now (by inference, against the new function alone), so that the host calls
+        # rebuilt after it keep their types (carry_type) and the module is not typed again whole.
+        try:
+            infer_expr_type(site, IRModule({name: fn}))
+        except TidlxError as exc:
+            raise TidlxInternalError(f"partitioning built an ill-typed call of @{name}: {exc}") from None
         if len(outputs) == 1:
             host_values[outputs[0]] = site
         else:
             for k, ref in enumerate(outputs):
                 host_values[ref] = TupleGetItem(site, k)
+                infer_expr_type(host_values[ref])
     body = host.translate(func.body)
     module[entry_name] = Function(func.params, body, func.ret_type, func.attrs)
     for name in names:
@@ -341,7 +351,8 @@ def _outline_composites(graph: PartitionGraph, region: Sequence[int], ctx: _Cont
         if name is None:
             for c in atom:
                 call = calls[c]
-                ctx.memo[id(call)] = Call(call.op, [ctx.translate(x) for x in call.args], call.attrs, call.layer)
+                ctx.memo[id(call)] = carry_type(Call(call.op, [ctx.translate(x) for x in call.args], call.attrs,
+                                                     call.layer), call)
             continue
         fn, inputs, outputs = _composite(graph, atom, number, name)
         number += 1
