@@ -253,11 +253,13 @@ def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str]) -> List[P
     return [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
 
 
-def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = ()) \
+def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = (),
+            timings: Optional[Dict[str, float]] = None) \
         -> Tuple[IRModule, List[PassRecord], List[Transformation]]:
     """Runs TI's graph preparation on ``mod``; returns the prepared module, what each pass did
     and the layers it removed or rewrote. Passes in ``disabled_passes`` or disabled by the
-    PassContext in effect are skipped."""
+    PassContext in effect are skipped. ``timings`` (if given) gets the seconds of each pass
+    (``prepare.<pass name>``, the pass and its layer diff)."""
     current = PassContext.current()
     disabled = set(disabled_passes) | set(current.disabled_passes)
     ctx = PassContext(opt_level=current.opt_level, config=dict(current.config), disabled_passes=sorted(disabled),
@@ -271,10 +273,13 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
         if ctx.is_disabled(p.name):
             records.append(PassRecord(p.name, "disabled", 0))
             continue
+        started = time.perf_counter()
         old_main = mod["main"]
         mod = p.run(mod, ctx)
         if mod["main"] is old_main:  # nothing fired
             records.append(PassRecord(p.name, "ran", 0))
+            if timings is not None:
+                timings[f"prepare.{p.name}"] = time.perf_counter() - started
             continue
         after = _layer_ops(mod["main"])
         merged = getattr(p, "merged_into", {})
@@ -282,6 +287,8 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
         changes += found
         records.append(PassRecord(p.name, "ran", len(found)))
         before = after
+        if timings is not None:
+            timings[f"prepare.{p.name}"] = time.perf_counter() - started
     mod.layer_types = layer_types
     if not mod["main"].has_type:
         mod.infer_types()
@@ -410,7 +417,8 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
     batch_limit = opts.batch_limit()  # a bad TIDL_RELAY_MAX_BATCH_SIZE is an error before any work
     _check_names_against(mod, opts)
     t1 = time.perf_counter()
-    prepared, records, changes = prepare(mod, opts, disabled)
+    pass_times: Dict[str, float] = {}
+    prepared, records, changes = prepare(mod, opts, disabled, pass_times)
     t2 = time.perf_counter()
     layer_types = dict(prepared.layer_types)
     ctx = RuleContext.for_function(prepared["main"], layer_types, find_groups=False)
@@ -418,6 +426,7 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
     for group in groups:
         for member in group.members:
             ctx.composites[member] = group
+    t_groups = time.perf_counter()
     with warnings.catch_warnings():
         # explain_function checks the lists against the prepared module, where layers merged
         # away by preparation are missing; they were checked against the model above.
@@ -426,7 +435,8 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
         reasons = explain_function(prepared, opts, ctx=ctx)
     t3 = time.perf_counter()
     return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,
-                    {"options": t1 - t0, "prepare": t2 - t1, "explain": t3 - t2})
+                    {"options": t1 - t0, "prepare": t2 - t1, **pass_times, "composites": t_groups - t2,
+                     "rules": t3 - t_groups, "explain": t3 - t2})
 
 
 def composite_name(calls: Sequence[Call], group: Optional[Composite]) -> str:

@@ -57,6 +57,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -326,7 +327,9 @@ class PartitionReport:
         analysis, result = flow.analysis, flow.partition
         layer_types = analysis.prepared.layer_types
         group_of = analysis.ctx.composite_of
+        started = time.perf_counter()
         networks = {n.name: n for n in build_networks(result.module)}
+        layers_seconds = time.perf_counter() - started
         subgraphs = []
         for region in result.regions:
             ops: Dict[str, int] = {}
@@ -353,11 +356,13 @@ class PartitionReport:
             host_ops.append(HostOp(call.layer, call.op_name or "call", kind, h.reason, h.macs,
                                    layer_types.get(call.layer) if call.layer else None,
                                    g.name if g is not None else None, h.supported))
-        return cls(model=model_name, strategy=flow.strategy, options=analysis.options,
-                   disabled_passes=analysis.disabled_passes, batch=analysis.batch,
-                   batch_limit=analysis.batch_limit, subgraphs=subgraphs, host_ops=host_ops,
-                   transformations=analysis.transformations, passes=analysis.passes,
-                   total_macs=result.total_macs, flow=flow, networks=tuple(networks.values()))
+        report = cls(model=model_name, strategy=flow.strategy, options=analysis.options,
+                     disabled_passes=analysis.disabled_passes, batch=analysis.batch,
+                     batch_limit=analysis.batch_limit, subgraphs=subgraphs, host_ops=host_ops,
+                     transformations=analysis.transformations, passes=analysis.passes,
+                     total_macs=result.total_macs, flow=flow, networks=tuple(networks.values()))
+        report.timings["layers"] = layers_seconds  # the layer model (layers.py), part of "report"
+        return report
 
     # -- the partitioned and the prepared module ----------------------------------------------------
     @property
