@@ -6,6 +6,16 @@ sizes. Then the whole TIDL flow, ``tidlx.partition`` (options, graph preparation
 support rules, partitioning, report), on ResNet-50 and on BEVDet-R50's image stage, against
 the bare partitioning step. Run: ``.venv/bin/python benchmarks/bench_partition.py [--quick]``.
 
+Then the whole flow stage by stage (``--stages`` runs only that part) on three graphs of
+25k/50k/100k/200k calls: a relu chain (issue 13's), ``residual_stack`` (conv/bias/relu/add
+blocks) and ``resnet_bn_stack`` (conv/batch_norm/relu/add blocks, as imported from ONNX before
+TI's preparation): each stage's seconds (the flow's own timings, wall) and the exponent k of
+t ~ n^k per stage; goal: the whole flow at 100k calls in at most 4 s.
+
+``--base DIR`` compares this checkout with another one (e.g. ``git archive <commit> | tar -x -C
+DIR``) in the same run: fresh processes of the two checkouts alternate (ABAB..., ``--rounds``),
+each timing the flow's stages on the 100k-call graphs; medians and the ratio new/old per stage.
+
 The builders (``resnet50``, ``synthetic_dag``, ``residual_stack``) are also used by
 tests/ir/test_partition_models.py.
 """
@@ -126,6 +136,27 @@ def residual_stack(num_calls: int, channels: int = 8, size: int = 8) -> IRModule
             h = call("nn.conv2d", h, weight, padding=(1, 1, 1, 1), channels=channels, kernel_size=(3, 3),
                      layer=f"{name}.conv{k}")
             h = call("nn.bias_add", h, bias, layer=f"{name}.conv{k}")
+            if k == 0:
+                h = call("nn.relu", h, layer=f"{name}.relu0")
+        y = call("nn.relu", call("add", h, y, layer=f"{name}.add"), layer=f"{name}.relu1")
+    return IRModule({"main": Function([x], y)})
+
+
+def resnet_bn_stack(num_calls: int, channels: int = 8, size: int = 8) -> IRModule:
+    """A deep ResNet-like chain of blocks conv-bn-relu-conv-bn-add-relu (7 op calls each, and
+    each batch norm's projection ``.0``), about ``num_calls`` op calls, on small tensors."""
+    x = Var("x", TensorType((1, channels, size, size)))
+    weight = const(np.full((channels, channels, 3, 3), 0.01, "float32"))
+    gamma, beta = const(np.ones((channels,), "float32")), const(np.zeros((channels,), "float32"))
+    mean, var = const(np.zeros((channels,), "float32")), const(np.ones((channels,), "float32"))
+    y = x
+    for b in range(max(1, num_calls // 7)):
+        name = f"block{b}"
+        h = y
+        for k in range(2):
+            h = call("nn.conv2d", h, weight, padding=(1, 1, 1, 1), channels=channels, kernel_size=(3, 3),
+                     layer=f"{name}.conv{k}")
+            h = TupleGetItem(call("nn.batch_norm", h, gamma, beta, mean, var, layer=f"{name}.bn{k}"), 0)
             if k == 0:
                 h = call("nn.relu", h, layer=f"{name}.relu0")
         y = call("nn.relu", call("add", h, y, layer=f"{name}.add"), layer=f"{name}.relu1")
@@ -269,8 +300,124 @@ def _chain_table(sizes) -> None:
     print(f"{'exponent':>10}{fit_exponent(sizes, part):>13.2f}{fit_exponent(sizes, flow):>12.2f}")
 
 
+# --- the whole flow, stage by stage ------------------------------------------------------------
+
+STAGE_GRAPHS = {"relu chain": relu_chain, "residual stack": residual_stack, "resnet+bn stack": resnet_bn_stack}
+#: The flow's timings, in flow order ("explain" is composites + rules, "report" includes "layers").
+STAGE_KEYS = ("options", "prepare.FoldConstant", "prepare.RemoveIdentityOps", "prepare.ConvertMaxMinToClip",
+              "prepare.SplitAsymmetricStrideConv", "prepare.MergePadIntoConv", "prepare.FoldBatchNormIntoDense",
+              "prepare", "composites", "rules", "explain", "partition", "layers", "report", "whole")
+STAGE_GOAL_SECONDS = 4.0  # issue 13: "a 100k-call model should partition in a few seconds"
+
+
+def flow_stages(graph: str, n: int) -> dict:
+    """CPU seconds of each stage of one ``tidlx.partition`` of ``STAGE_GRAPHS[graph](n)``
+    (typed first, as a frontend leaves it); keys from ``STAGE_KEYS`` that the checkout times.
+    The flow times its steps with ``time.perf_counter`` (wall); here its modules' clock is CPU
+    time, as the machine is shared."""
+    import gc
+    import types
+
+    import tidlx
+    from tidlx.backends.tidl import flow as flow_module, report as report_module
+
+    mod = STAGE_GRAPHS[graph](n)
+    mod.infer_types()
+    gc.collect()
+    cpu_clock = types.SimpleNamespace(perf_counter=time.process_time)
+    saved = flow_module.time, report_module.__dict__.get("time")
+    flow_module.time = report_module.time = cpu_clock
+    try:
+        t0 = time.process_time()
+        _, report = tidlx.partition(mod)
+        out = dict(report.timings)
+        out["whole"] = time.process_time() - t0
+    finally:
+        flow_module.time = saved[0]
+        if saved[1] is None:
+            del report_module.time
+        else:
+            report_module.time = saved[1]
+    out["calls"] = sum(1 for _ in op_calls(mod["main"].body))
+    return out
+
+
+def _print_stages(title: str, sizes, rows: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'stage':<34}" + "".join(f"{'n=' + str(n):>10}" for n in sizes) + f"{'exponent':>10}")
+    for key in STAGE_KEYS:
+        times = [rows[n].get(key) for n in sizes]
+        if any(t is None for t in times):
+            continue
+        fit = fit_exponent(sizes, [max(t, 1e-6) for t in times]) if min(times) > 1e-3 else float("nan")
+        print(f"{key:<34}" + "".join(f"{t:>10.3f}" for t in times) + f"{fit:>10.2f}")
+
+
+def _stage_tables(sizes) -> None:
+    """Each graph at each size through the whole flow once; stage seconds and exponents."""
+    for graph in STAGE_GRAPHS:
+        rows = {n: flow_stages(graph, n) for n in sizes}
+        calls = ", ".join(f"{rows[n]['calls']}" for n in sizes)
+        _print_stages(f"tidlx.partition stage by stage, {graph} ({calls} calls), CPU s", sizes, rows)
+        if 100000 in rows:
+            whole = rows[100000]["whole"]
+            print(f"whole flow at 100k: {whole:.2f} s ({'ok' if whole <= STAGE_GOAL_SECONDS else 'OVER'} "
+                  f"against the goal of {STAGE_GOAL_SECONDS:.0f} s)")
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {bench!r})
+from ab_emulator_checkouts import load_tidlx
+load_tidlx({root!r})
+import bench_partition
+print(json.dumps({{g: bench_partition.flow_stages(g, {n}) for g in bench_partition.STAGE_GRAPHS}}))
+"""
+
+
+def _ab_stages(base: str, rounds: int, n: int = 100000) -> None:
+    """This checkout (new) against ``base`` (old): alternating fresh processes, medians per stage."""
+    import json
+    import os
+    import statistics
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = {"new": os.path.dirname(here), "old": os.path.abspath(base)}
+    runs = {"new": [], "old": []}
+    for r in range(rounds):
+        for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+            code = _CHILD.format(bench=here, root=roots[side], n=n)
+            out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+            runs[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"  round {r + 1} {side}: " + ", ".join(f"{g} {v['whole']:.2f} s" for g, v in runs[side][-1].items()),
+                  flush=True)
+    for graph in STAGE_GRAPHS:
+        print(f"\n{graph}, {n} calls: median of {rounds} processes each, CPU s (old = {base})")
+        print(f"{'stage':<34}{'old':>9}{'new':>9}{'new/old':>9}")
+        for key in STAGE_KEYS:
+            old = [x[graph].get(key) for x in runs["old"]]
+            new = [x[graph].get(key) for x in runs["new"]]
+            mo = statistics.median(old) if None not in old else None
+            mn = statistics.median(new) if None not in new else None
+            if mo is None and mn is None:
+                continue
+            ratio = f"{mn / mo:>9.2f}" if mo and mn is not None else f"{'':>9}"
+            print(f"{key:<34}" + (f"{mo:>9.3f}" if mo is not None else f"{'-':>9}")
+                  + (f"{mn:>9.3f}" if mn is not None else f"{'-':>9}") + ratio)
+
+
 def main(argv=None) -> int:
-    quick = "--quick" in (argv or sys.argv[1:])
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--base" in args:
+        i = args.index("--base")
+        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
+        _ab_stages(args[i + 1], rounds)
+        return 0
+    if "--stages" in args:
+        _stage_tables((25000, 50000, 100000, 200000))
+        return 0
+    quick = "--quick" in args
     repeat = 1 if quick else 3
     tidl = PartitionLimits()          # TIDL defaults: 16 subgraphs, 864 nodes, 32 I/O
     print("partition CPU time, best of %d (graph analysis + strategy + outlining; verification of the "
@@ -298,6 +445,7 @@ def main(argv=None) -> int:
                    lambda n: synthetic_dag(n, seed=n), sizes, lambda: mask_oracle(0.6),
                    PartitionLimits(None, None, None), repeat)
     _chain_table((10000, 25000) if quick else (25000, 100000, 200000))
+    _stage_tables((10000, 25000) if quick else (25000, 50000, 100000, 200000))
     return 0
 
 
