@@ -54,8 +54,11 @@ def _attribute_value(a: onnx.AttributeProto) -> Any:
 
 
 class NodeContext:
-    def __init__(self, node: onnx.NodeProto, name: str, opset: int, inputs: Sequence[Optional[Expr]]):
+    def __init__(self, node: onnx.NodeProto, name: str, opset: int, inputs: Sequence[Optional[Expr]],
+                 rebatch=None):
         self.node = node
+        #: The ``batch=`` override that changes the model's exported batch (``graph.Rebatch``), or None.
+        self.rebatch = rebatch
         self.name = name
         self.op_type = node.op_type
         self.opset = opset

@@ -235,6 +235,7 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
                                   f"{MAX_DIM}, int64), got {shape!r}")
     if batch is not None and not (_is_dim(batch) and 0 < batch <= MAX_DIM):
         raise OnnxImportError(f"{source}: batch must be a positive int (at most {MAX_DIM}, int64), got {batch!r}")
+    primary = _primary_batch(graph, init_names, shapes) if batch is not None else None
     out = []
     for vi in graph.input:
         if vi.name in init_names and vi.name not in shapes:
@@ -252,7 +253,17 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
                                         f"[...]}}")
             dims = []
             for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
-                if axis == 0 and batch is not None:
+                if axis == 0 and batch is not None and primary is not None and dim.HasField("dim_value") \
+                        and dim.dim_value != primary[1] and int(batch) == primary[1]:
+                    dims.append(int(dim.dim_value))  # the model's own batch: nothing changes
+                elif axis == 0 and batch is not None:
+                    if primary is not None and dim.HasField("dim_value") and dim.dim_value != primary[1]:
+                        # e.g. BEVDet's mlp_input (1 x cameras x 27) beside img (cameras x 3 x H x W):
+                        # its batch is not in dim 0, and setting dim 0 would broadcast silently.
+                        raise OnnxImportError(
+                            f"{where} is {_fmt_dims(vi)}: its dim 0 ({dim.dim_value}) is not the model's batch "
+                            f"({primary[1]}, dim 0 of input '{primary[0]}'), so batch= cannot tell which of its "
+                            f"dimensions to set; give its shape with shapes={{'{vi.name}': [...]}} as well")
                     dims.append(int(batch))
                 elif dim.HasField("dim_value"):
                     if dim.dim_value < 0:
@@ -268,6 +279,49 @@ def graph_inputs(graph: onnx.GraphProto, init_names, batch: Optional[int],
             shape = tuple(dims)
         out.append(GraphInput(vi.name, shape, dtype))
     return out
+
+
+@dataclass(frozen=True)
+class Rebatch:
+    """A ``batch=`` override that changes the batch the model was exported with: ``exported``
+    (dim 0 as declared of the runtime inputs whose dim 0 the override changes; one value for
+    most models) becomes ``batch``. Converters of ops whose constant operands may carry the
+    exported batch (a Resize's ``sizes``, a Reshape's ``shape``) read it."""
+
+    exported: Tuple[int, ...]
+    batch: int
+
+    def describe_exported(self) -> str:
+        return " or ".join(str(b) for b in self.exported)
+
+
+def rebatch_of(graph: onnx.GraphProto, init_names, batch: Optional[int],
+               shapes: Optional[Mapping[str, Sequence[int]]]) -> Optional[Rebatch]:
+    """The ``Rebatch`` of a ``batch=`` override, or None when it changes no input's declared
+    static dim 0 (inputs given by ``shapes=`` are not overridden)."""
+    if batch is None:
+        return None
+    shapes = shapes or {}
+    exported = set()
+    for vi in graph.input:
+        if vi.name in shapes or vi.name in init_names or vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value") and int(dims[0].dim_value) != int(batch):
+            exported.add(int(dims[0].dim_value))
+    return Rebatch(tuple(sorted(exported)), int(batch)) if exported else None
+
+
+def _primary_batch(graph: onnx.GraphProto, init_names, shapes) -> Optional[Tuple[str, int]]:
+    """``(name, dim 0)`` of the first runtime input of rank >= 2 whose dim 0 is static: the
+    model's batch as exported (as the TIDL flow reads the batch), or None."""
+    for vi in graph.input:
+        if vi.name in shapes or vi.name in init_names or vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) >= 2:
+            return (vi.name, int(dims[0].dim_value)) if dims[0].HasField("dim_value") else None
+    return None
 
 
 def _fmt_dims(vi) -> str:

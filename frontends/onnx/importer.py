@@ -22,7 +22,7 @@ from .context import NodeContext, constant
 from .converters import CONST_OUTPUT_OPS, STATIC_OPERANDS, converter_for
 from .errors import OnnxImportError, OnnxTensorTooLargeError, UnsupportedOpsError
 from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
-                    node_names, qualified_op_type, topological_order, upgrade_opset)
+                    node_names, qualified_op_type, rebatch_of, topological_order, upgrade_opset)
 from .graph import _ONNX_TO_IR_DTYPE as _ONNX_TO_IR
 
 #: Ops never evaluated at import time even when all their inputs are constant: quantization
@@ -40,6 +40,14 @@ def from_onnx(model, batch: Optional[int] = None, shapes: Optional[Mapping[str, 
     ``batch`` sets dimension 0 of every runtime input; ``shapes`` gives whole input shapes by
     name (it also turns an input with a default initializer into a real input). ``opset``
     overrides the model's default-domain opset.
+
+    Re-batching: an input whose declared dim 0 is not the model's batch (dim 0 of the first
+    input of rank >= 2, e.g. BEVDet's ``mlp_input`` 1 x cameras x 27 beside ``img``) is refused
+    by a changed ``batch`` unless ``shapes`` gives it (setting its dim 0 would broadcast
+    silently). Constants exported with the batch follow the new one where the rule is clear: a
+    Resize's ``sizes`` (converters/resize.py) and a Reshape's constant shape with the exported
+    batch in dim 0 (converters/tensor.py), each with a ``TidlxWarning``; elsewhere the error
+    names the node, the exported and the new batch.
     """
     model, source = load_model(model)
     model = upgrade_opset(model, opset, source)
@@ -78,6 +86,7 @@ class _Importer:
         self.names = node_names(self.graph)
         self.inits = initializers(self.graph, source)
         self.inputs = graph_inputs(self.graph, self.inits.keys(), batch, shapes, source)
+        self.rebatch = rebatch_of(self.graph, self.inits.keys(), batch, shapes)
         available = set(self.inits) | {vi.name for vi in self.graph.input}
         self.order = topological_order(self.graph, available, self.names, source)
 
@@ -132,7 +141,7 @@ class _Importer:
                 and all(isinstance(x, Constant) for x in present)):
             results = self._fold(node, name, inputs)
         else:
-            ctx = NodeContext(node, name, self.opset, inputs)
+            ctx = NodeContext(node, name, self.opset, inputs, self.rebatch)
             try:
                 result = converter_for(node.domain, node.op_type, DEFAULT_DOMAINS)(ctx)
             except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as exc:

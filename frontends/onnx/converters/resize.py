@@ -2,15 +2,25 @@
 
 image.resize2d maps output to input coordinates with the ratio of the sizes, as TVM's does;
 ONNX uses the given scale. They agree whenever ``input size * scale`` is a whole number.
+
+Sizes and a changed batch: PyTorch exports ``F.interpolate(x, size=...)`` as a Resize whose
+``sizes`` is a constant holding the whole output shape, N and C included, as traced: the
+exported batch is baked in. When ``batch=`` changes the model's batch (``ctx.rebatch``) and a
+4-D Resize's sizes give N equal to the exported batch while the data's N is the new one, and C
+equal to the data's C, the Resize is a spatial resize of every image: its N follows the new
+batch (a ``TidlxWarning`` names the node and both shapes). Any other N or C in sizes that
+differs from the data's is resizing the batch or channel axis, which is not supported.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import List, Optional
 
 import numpy as np
 
+from ....ir.errors import TidlxWarning
 from ..context import NodeContext
 from . import converter
 from .tensor import _axes
@@ -37,6 +47,20 @@ def _resize2d(ctx: NodeContext, x, out_shape: List[int], method: str, coordinate
                     layout="NCHW", method=method, coordinate_transformation_mode=coordinate_mode,
                     rounding_method=rounding, cubic_alpha=float(cubic_alpha), cubic_exclude=int(cubic_exclude),
                     extrapolation_value=float(extrapolation_value))
+
+
+def _follow_batch(ctx: NodeContext, in_shape: List[int], out_shape: List[int]) -> None:
+    """The module docstring's rule: sizes carrying the exported batch follow a ``batch=`` override."""
+    rebatch = ctx.rebatch
+    if rebatch is None or len(in_shape) != 4 or out_shape[0] == in_shape[0]:
+        return
+    if out_shape[0] not in rebatch.exported or in_shape[0] != rebatch.batch or out_shape[1] != in_shape[1]:
+        return  # not the exported batch: left for _resize2d to refuse
+    sizes = list(out_shape)
+    out_shape[0] = in_shape[0]
+    warnings.warn(f"{ctx.where}: its sizes {sizes} carry the exported batch {sizes[0]}; with batch="
+                  f"{rebatch.batch} it resizes each image over H and W: {tuple(in_shape)} -> {tuple(out_shape)}",
+                  TidlxWarning, stacklevel=2)
 
 
 def _float_input(ctx: NodeContext, i: int, what: str) -> Optional[np.ndarray]:
@@ -71,6 +95,7 @@ def convert_resize(ctx: NodeContext):
         if policy == "stretch":
             for a, s in zip(axes, sizes):
                 out_shape[a] = int(s)
+            _follow_batch(ctx, in_shape, out_shape)
         else:
             ratios = [s / in_shape[a] for a, s in zip(axes, sizes)]
             scale = min(ratios) if policy == "not_larger" else max(ratios)

@@ -4,17 +4,28 @@ ConstantOfShape.
 
 Shape-like inputs (Reshape's shape, Slice's starts, Pad's pads, ...) must be constants at
 import time; the importer has folded every shape computation by then.
+
+A Reshape shape and a changed batch: a shape computed from the data (Shape -> Gather -> Concat)
+is folded with the overridden input shapes and follows ``batch=`` by itself; a shape stored as a
+constant carries the batch the model was exported with (PyTorch's ``x.view(1, 1, ...)``). When
+``batch=`` changes the model's batch (``ctx.rebatch``), the constant shape cannot hold the data
+and its dim 0 is the exported batch, dim 0 becomes the new batch if that makes the element
+counts agree (dim 0 is the batch, as for ``batch=`` itself), with a ``TidlxWarning`` naming the
+node and both shapes. Otherwise the error names the node, the exported and the new batch.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import List, Optional
 
 import numpy as np
 
 from ....ir import Constant
+from ....ir.errors import TidlxWarning
 from ..context import NodeContext
+from ..errors import OnnxImportError
 from . import converter
 from .nn import reshape
 
@@ -98,9 +109,35 @@ def onnx_reshape_target(ctx: NodeContext, in_shape, target: List[int], allowzero
 def convert_reshape(ctx: NodeContext):
     x = ctx.input(0)
     target = ctx.attr_ints("shape") if ctx.opset < 5 else ctx.const_ints(1, "shape")
-    shape = onnx_reshape_target(ctx, ctx.shape(x), target, bool(ctx.attr("allowzero", 0)))
+    allowzero = bool(ctx.attr("allowzero", 0))
+    try:
+        shape = onnx_reshape_target(ctx, ctx.shape(x), target, allowzero)
+    except OnnxImportError as exc:
+        shape = _rebatched_target(ctx, ctx.shape(x), target, allowzero, exc)
     # The target is fully resolved: a 0 in it is a zero-size dim, not "copy the input's".
     return ctx.call("reshape", x, newshape=shape, allowzero=0 in shape)
+
+
+def _rebatched_target(ctx: NodeContext, in_shape, target: List[int], allowzero: bool, error) -> tuple:
+    """The module docstring's rule for a constant Reshape shape under a changed batch; raises
+    ``error`` (with why the shape cannot follow) when it does not apply."""
+    rebatch = ctx.rebatch
+    if rebatch is None or not target:
+        raise error
+    if target[0] in rebatch.exported and -1 not in target:
+        try:
+            shape = onnx_reshape_target(ctx, in_shape, [rebatch.batch] + list(target[1:]), allowzero)
+        except OnnxImportError:
+            pass
+        else:
+            warnings.warn(f"{ctx.where}: its shape {list(target)} is a constant carrying the exported batch "
+                          f"{target[0]} in dim 0; with batch={rebatch.batch} it reshapes "
+                          f"{tuple(in_shape)} to {shape}", TidlxWarning, stacklevel=2)
+            return shape
+    raise OnnxImportError(f"{error}: the shape is a constant of the model, exported with batch "
+                    f"{rebatch.describe_exported()}, and cannot follow batch={rebatch.batch} (only a dim 0 equal to the "
+                    f"exported batch follows it, when the element counts then agree); export the model with batch "
+                    f"{rebatch.batch}, or compute the shape from the data (x.shape) in the exported code") from None
 
 
 @converter("Flatten", produces=("nn.batch_flatten", "reshape"))
