@@ -23,8 +23,10 @@ FLAGS="-O2 -std=c++17 -fPIC -DNDEBUG -DTVM_FFI_EXPORTS -DTVM_RUNTIME_EXPORTS -DT
 SOURCES="$(ls "$SP"/tvm_ffi/src/ffi/*.cc | grep -v backtrace_win) $(ls "$SP"/tvm_ffi/src/ffi/extra/*.cc) \
   $(ls "$SP"/tvm/src/runtime/*.cc) $SP/tvm/src/runtime/memory/memory_manager.cc \
   $(ls "$SP"/tvm/src/runtime/vm/*.cc | grep -v -e attn -e paged_kv -e lm_support -e kv_state -e rnn_state -e tensor_cache)"
+# One object per source, kept between runs (a source newer than its object is compiled again).
 for f in $SOURCES; do echo "$f"; done | xargs -P "${JOBS:-2}" -I{} sh -c \
-  "$CXX $FLAGS $INC -c {} -o \"$OUT/obj/\$(basename {} .cc)-\$(echo {} | md5sum | cut -c1-8).o\""
+  "o=\"$OUT/obj/\$(basename {} .cc)-\$(echo {} | md5sum | cut -c1-8).o\"; \
+   [ \"\$o\" -nt {} ] || $CXX $FLAGS $INC -c {} -o \"\$o\""
 "$CXX" -shared "$OUT"/obj/*.o -o "$OUT/libtvm_runtime.so" -ldl -lpthread
 "$CXX" -O2 -std=c++17 -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$H/include" "$HERE/driver.cc" -o "$OUT/driver" \
   -L"$OUT" -ltvm_runtime -Wl,-rpath,'$ORIGIN'
