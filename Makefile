@@ -56,11 +56,14 @@ fuzz: $(STAMP)
 
 # TVM's runtime and tidlx's driver for aarch64 (backends/tvm/arm), so tests run exported arm libraries
 # under qemu-aarch64. The apache-tvm wheel ships the runtime's sources but not a few internal headers:
-# those come from a checkout of apache/tvm (TVM_SOURCE_DIR, default a shallow clone into build/).
-TVM_SOURCE_DIR ?= build/tvm-src
-TVM_AARCH64    := build/tvm-aarch64
+# those come from a checkout of apache/tvm (TVM_SOURCE_DIR, default the commit below fetched into build/;
+# the wheel's own sources and headers take precedence, these fill the gaps; checked with this commit).
+TVM_SOURCE_DIR    ?= build/tvm-src
+TVM_SOURCE_COMMIT ?= 5d4dc8721307cf9677becacf0395c19be130e206
+TVM_AARCH64       := build/tvm-aarch64
 arm-runtime: $(STAMP)
-	test -d $(TVM_SOURCE_DIR)/include || git clone -q --depth 1 https://github.com/apache/tvm $(TVM_SOURCE_DIR)
+	test -d $(TVM_SOURCE_DIR)/include || (mkdir -p $(TVM_SOURCE_DIR) && cd $(TVM_SOURCE_DIR) && git init -q && \
+	  git fetch -q --depth 1 https://github.com/apache/tvm $(TVM_SOURCE_COMMIT) && git checkout -q FETCH_HEAD)
 	sh backends/tvm/arm/build_runtime.sh $(PY) $(TVM_SOURCE_DIR) $(TVM_AARCH64)
 
 clean:
