@@ -278,9 +278,6 @@ def cmd_run_compiled(args) -> int:
         if value:
             raise TidlxError(f"{option} does not apply to a compiled folder ({args.model}): its options, calibration "
                              f"and shapes were fixed by tidlx compile")
-    if getattr(args, "mode", None) == "float":
-        raise TidlxError(f"{args.model} is a compiled folder: it runs its TIDL subgraphs in fixed point (--mode float "
-                         f"runs a model file)")
     if args.output:
         npz_target(args.output, "--output")
     compiled = load_compiled(args.model)
