@@ -235,11 +235,7 @@ def test_bevdet_batch_6_in_mode_1_on_2_cores(tmp_path, capsys):
     assert [c.frames for c in work["tidl_0"].cores] == [3, 3]
     for a, b in zip(mode1, compiled.run(x, inference_mode=0)):
         assert np.array_equal(a, b)
-    from tidlx.compiled import cmd_run_compiled
-    import argparse
-
-    assert cmd_run_compiled(argparse.Namespace(model=str(out), input=str(tmp_path / "x.npz"),
-                                               output=str(tmp_path / "y.npz"))) == 0
+    assert main(["run", str(out), "--input", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]) == 0
     printed = capsys.readouterr().out
     assert "@tidl_0 (inference_mode 1, 2 core(s)): core 0: 3 frame(s)" in printed and "core 1: 3 frame(s)" in printed
     assert np.array_equal(np.load(tmp_path / "y.npz")["depth"], mode1[0])
@@ -316,11 +312,17 @@ def test_every_truncation_and_1000_flips_are_exit_2_on_the_cli(compiled8, tmp_pa
     assert counts == {"truncations": len(net), "flips": 1000}
 
 
-def test_run_dir_refuses_options_that_do_not_apply(compiled8, files):
-    import argparse
+def test_run_dir_refuses_options_that_do_not_apply(compiled8, files, capsys):
+    np.savez(files / "x_run.npz", img=frames(SHAPE, 6))
+    assert main(["run", str(compiled8), "--input", str(files / "x_run.npz"), "-o", "tensor_bits=16"]) == 2
+    assert "-o does not apply to a compiled folder" in capsys.readouterr().err
 
-    from tidlx.compiled import cmd_run_compiled
 
-    args = argparse.Namespace(model=str(compiled8), input=str(files / "x.npz"), output=None, option=["tensor_bits=16"])
-    with pytest.raises(tidlx.TidlxError, match="-o does not apply to a compiled folder"):
-        cmd_run_compiled(args)
+def test_run_dir_writes_traces_on_request(compiled8, files, tmp_path, capsys):
+    np.savez(files / "x_run.npz", img=frames(SHAPE, 6))
+    traces = tmp_path / "traces"
+    assert main(["run", str(compiled8), "--input", str(files / "x_run.npz"), "--debug-level", "3",
+                 "--trace-dir", str(traces)]) == 0
+    assert "wrote per-layer traces (debug_level 3)" in capsys.readouterr().out
+    assert (traces / "tidl_trace_subgraph0_layer_info.txt").is_file()
+    assert main(["run", str(files / "x_run.npz"), "--input", str(files / "x_run.npz"), "--debug-level", "3"]) == 2

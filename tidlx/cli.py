@@ -212,6 +212,12 @@ def cmd_run(args) -> int:
     from .api import emulate
     from .files import npz_target, read_npz, write_npz
 
+    if os.path.isdir(args.model):   # a compiled folder (tidlx compile): run it from its artifacts
+        from .compiled import cmd_run_compiled
+
+        return cmd_run_compiled(args)
+    if args.debug_level is not None or args.trace_dir is not None:
+        raise TidlxError("--debug-level and --trace-dir apply to a compiled folder (tidlx compile MODEL -o DIR)")
     if args.output:
         npz_target(args.output, "--output")  # a bad place is an error before the run, not after
     fixed_only = [name for name, given in (("--calib", args.calib is not None), ("-o", bool(args.option)),
@@ -346,11 +352,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "model input, by input name), print each output's shape and range, and optionally save "
                      "the outputs to an .npz under the model's output names. --mode fixed partitions it for "
                      "TIDL, calibrates on --calib, quantizes, and runs the TIDL subgraphs in TIDL's fixed point "
-                     "(the host part in float), as tidlx.emulate(mod, inputs, mode='fixed') does.",
+                     "(the host part in float), as tidlx.emulate(mod, inputs, mode='fixed') does. MODEL may be a "
+                     "folder written by tidlx compile: its TIDL subgraphs then run in fixed point from their "
+                     ".bin files, with the options they were compiled with.",
                      ["tidlx run model.onnx --input inputs.npz",
                       "tidlx run model.onnx --input inputs.npz --output outputs.npz",
                       "tidlx run model.onnx --batch 6 --input inputs_b6.npz",
                       "tidlx run model.onnx --input inputs.npz --mode fixed --calib frames.npz -o tensor_bits=16",
+                      "tidlx run out/model --input inputs.npz      (a folder from tidlx compile: from its artifacts)",
+                      "tidlx run out/model --input inputs.npz --debug-level 3 --trace-dir traces",
                       "python -c \"import numpy as np; np.savez('in.npz', img=np.zeros((1, 3, 224, 224), "
                       "np.float32))\""])
     add_model_arguments(run)
@@ -370,6 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .compare_cli import add_preprocessing_arguments
 
     add_preprocessing_arguments(run)
+    run.add_argument("--debug-level", type=int, metavar="N",
+                     help="a compiled folder: 3 writes each layer's output as TI's per-layer traces, 4 also as "
+                          "float (default: the debug_level it was compiled with)")
+    run.add_argument("--trace-dir", metavar="DIR", help="a compiled folder: where the traces go (default: DIR_traces)")
     run.set_defaults(func=cmd_run)
 
     ops = subcommand(sub, "ops", "which ops tidlx knows and what each has: kernels, TIDL rule and layer, "
