@@ -326,3 +326,15 @@ def test_run_dir_writes_traces_on_request(compiled8, files, tmp_path, capsys):
     assert "wrote per-layer traces (debug_level 3)" in capsys.readouterr().out
     assert (traces / "tidl_trace_subgraph0_layer_info.txt").is_file()
     assert main(["run", str(files / "x_run.npz"), "--input", str(files / "x_run.npz"), "--debug-level", "3"]) == 2
+
+def test_compile_takes_disabled_passes(tmp_path, capsys):
+    """disabled_passes reaches the partition: the BN between two GEMMs stays a TIDL BatchNorm layer."""
+    from tidlx.models import bn_between_gemms
+
+    bn_between_gemms(path=tmp_path / "bn.onnx")
+    types = []
+    for name, extra in (("folded", []), ("kept", ["-o", "disabled_passes=FoldBatchNormIntoDense"])):
+        assert main(["compile", str(tmp_path / "bn.onnx"), "-o", str(tmp_path / name), "-o", "accuracy_level=0"]
+                    + extra) == 0
+        types.append(open(tmp_path / name / "tidl_subgraph0.json").read().count('"BatchNorm"'))
+    assert types[0] == 0 and types[1] >= 1

@@ -58,7 +58,7 @@ def compile_model(mod: IRModule, folder, options=None, calib=None, *, force: boo
         option_strings = ([f"{k}={v}" for k, v in options.items()] if isinstance(options, Mapping)
                           else list(options) if isinstance(options, (list, tuple)) else [])
     _check_target(folder, force)
-    qmodel = quantize(mod, opts, calib)
+    qmodel = quantize(mod, options, calib)   # as given: disabled_passes reach the partition
     if calibration_name is None:
         calibration_name = (os.path.basename(os.fspath(calib)) if isinstance(calib, (str, os.PathLike))
                             else "random frames (seeded)" if calib is None else "arrays given in memory")
