@@ -1,4 +1,5 @@
-"""The ``tidlx`` command line: show, run, partition, ops, demo (also ``python -m tidlx``).
+"""The ``tidlx`` command line: show, run, ops, demo here; partition, compare, check-fusion, compile, inspect,
+diff-traces each in a ``tidlx/<name>_cli.py`` of its own (also ``python -m tidlx``).
 
 Every command that loads a model takes the same loading options (``add_model_arguments``):
 ``--params FILE`` (the constants of Relay text printed without metadata: an ``.npz`` or a TVM
