@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from . import artifact_format as fmt
+from .artifact_checks import check_subgraph
 from .artifact_format import ArtifactError
 from .network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 
@@ -306,6 +307,7 @@ def read_network(data: bytes, path: str = "<net.bin>") -> NetworkArtifact:
                      returns_tuple=bool(returns_tuple), tensor_bits=tensor_bits, quantization_style=style, **extra)
     _check_blob(dec, data, bounds[b"DATA"], path)
     _check_structure(sub, tensor_meta, path)
+    check_subgraph(sub, path)
     return NetworkArtifact(sub, (major, minor), calib, mode, cores, crc)
 
 

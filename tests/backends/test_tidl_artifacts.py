@@ -241,3 +241,49 @@ def test_flips_behind_a_recomputed_crc_are_clean_errors_or_valid(small_net):
             refused += 1
     print(f"forged flips (CRC recomputed): {refused}/1500 refused by the structural checks")
     assert refused > 0
+
+
+KERNEL_TYPES_MODEL = """
+def @main(%x: Tensor[(1, 4, 8, 8), float32]) {
+  %0 = nn.conv2d_transpose(%x, meta[relay.Constant][0], channels=4, kernel_size=[2, 2], strides=[2, 2]);
+  %1 = sigmoid(%0);
+  %2 = nn.conv2d(%1, meta[relay.Constant][1], padding=[1, 1, 1, 1], groups=4, channels=4, kernel_size=[3, 3]);
+  %3 = tanh(%2);
+  %4 = nn.leaky_relu(%3, alpha=0.1);
+  %5 = nn.pad(%4, 0f, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]);
+  %6 = nn.depth_to_space(%5, block_size=2);
+  %7 = strided_slice(%6, begin=[0, 0, 0, 0], end=[1, 1, 32, 32], strides=[1, 1, 2, 2]);
+  %8 = transpose(%7, axes=[0, 1, 3, 2]);
+  %9 = reshape(%8, newshape=[1, 2, 8, 16]);
+  %10 = split(%9, indices_or_sections=2, axis=1);
+  %11 = add(%10.0, %10.1);
+  nn.softmax(%11, axis=3)
+}
+"""
+
+
+@pytest.mark.parametrize("options", [{"tensor_bits": 8}, {"tensor_bits": 16, "accuracy_level": 9,
+                                                            "advanced_options:channel_wise_quantization": 1}])
+def test_every_kernel_type_reads_back_and_runs_the_same(options):
+    """The reader's checks of what the kernels rely on (artifact_checks.py) accept every layer type the
+    quantizer writes (deconv, depthwise per-channel conv, table and PReLU activations, pad,
+    depth-to-space, slices, transpose, reshape, softmax), and the read subgraph runs to the same bits."""
+    from tidlx.emulator.fixed.layers import run_subgraph
+
+    rng = np.random.default_rng(0)
+    consts = [rng.standard_normal((4, 4, 2, 2)).astype(np.float32),
+              rng.standard_normal((4, 1, 3, 3)).astype(np.float32)]
+    q = _quantize(tidlx.parse_relay(KERNEL_TYPES_MODEL, consts), **options)
+    seen = set()
+    for sub in q.subgraphs.values():
+        _round_trip(sub)
+        read = read_network(encode_network(sub, NetworkInfo(7, 0, 1)), "net.bin").subgraph
+        x = [rng.standard_normal(sub.tensors[t].shape).astype(np.float32) for t in sub.inputs]
+        for a, b in zip(run_subgraph(sub, x), run_subgraph(read, x)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        seen |= {layer.type for layer in sub.layers} | {"per-channel" for layer in sub.layers if layer.per_channel}
+    expected = {"Deconv", "Sigmoid", "Conv", "Tanh", "PReLU", "Pad", "DepthToSpace", "Slice", "Transpose", "Reshape",
+                "EltWise", "SoftMax"}
+    assert expected <= seen, expected - seen
+    if options.get("accuracy_level") == 9:
+        assert "per-channel" in seen
