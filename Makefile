@@ -45,7 +45,7 @@ bench: $(STAMP)
 
 # Coverage-guided fuzzing (atheris) of every input surface, FUZZ_SECONDS each; then the counts.
 FUZZ_SECONDS ?= 60
-FUZZ_SURFACES := relay onnx-bytes onnx-graph options npz
+FUZZ_SURFACES := relay onnx-bytes onnx-graph options npz artifact
 fuzz: $(STAMP)
 	$(PY) -c 'import atheris' 2>/dev/null || $(PIP) install -q atheris==2.3.0
 	rm -rf fuzz/findings

@@ -160,8 +160,65 @@ def npz_inputs(data: bytes) -> None:
     tidlx.emulate(_npz_model(), arrays, kernels="reference")
 
 
+#: A network record may hold any shapes: above this many input elements the parsed subgraph is not run.
+ARTIFACT_RUN_ELEMENTS = 1 << 16
+
+ARTIFACT_SEED_MODEL = """
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.relu(%0);
+  %2 = nn.max_pool2d(%1, pool_size=[2, 2], strides=[2, 2]);
+  %22 = nn.avg_pool2d(%1, pool_size=[2, 2], strides=[2, 2]);
+  %3 = add(%2, %22);
+  %4 = nn.global_avg_pool2d(%3);
+  %5 = nn.batch_flatten(%4);
+  nn.dense(%5, meta[relay.Constant][1], units=2)
+}
+"""
+
+_ARTIFACT_SEEDS: List[bytes] = []
+
+
+def _artifact_seeds() -> List[bytes]:
+    """Network records of a small conv/pools/add/dense subgraph at 8 and 16 bit (written by tidlx)."""
+    if not _ARTIFACT_SEEDS:
+        from tidlx.backends.tidl.artifacts import NetworkInfo, encode_network
+        rng = np.random.default_rng(0)
+        consts = [rng.standard_normal((4, 3, 3, 3)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)]
+        mod = tidlx.parse_relay(ARTIFACT_SEED_MODEL, consts)
+        frames = {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+        for bits in (8, 16):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                qmodel = tidlx.quantize(mod, {"tensor_bits": bits, "accuracy_level": 0}, calib=frames)
+            for sub in qmodel.subgraphs.values():
+                _ARTIFACT_SEEDS.append(encode_network(sub, NetworkInfo(7, 0, 1)))
+    return list(_ARTIFACT_SEEDS)
+
+
+def artifact(data: bytes) -> None:
+    """A network record (tidl_subgraph<N>_net.bin) read and, when small, run in fixed point. The size
+    and CRC-32 of a record with the right magic are fixed up first, so the fuzzer reaches the parser
+    and the runtime behind the envelope (a damaged envelope is tested in tests/backends)."""
+    import struct
+
+    from tidlx.emulator.fixed import artifact_format as fmt
+    from tidlx.emulator.fixed.artifact_reader import read_network
+    from tidlx.emulator.fixed.layers import run_subgraph
+
+    blob = bytearray(data)
+    if len(blob) >= fmt.NET_HEADER_SIZE and blob[:8] == fmt.NET_MAGIC:
+        struct.pack_into("<Q", blob, 16, len(blob))
+        struct.pack_into("<I", blob, fmt.NET_CRC_OFFSET, fmt.crc32(bytes(blob), fmt.NET_CRC_OFFSET))
+    sub = read_network(bytes(blob), "fuzz_net.bin").subgraph
+    shapes = [sub.tensors[t].shape for t in sub.inputs]
+    if sum(int(np.prod(s)) for s in shapes) <= ARTIFACT_RUN_ELEMENTS:
+        run_subgraph(sub, [np.ones(s, np.float32) for s in shapes])
+
+
 SURFACES: Dict[str, Callable[[bytes], None]] = {
     "relay": relay_text, "onnx-bytes": onnx_bytes, "onnx-graph": onnx_graph, "options": options, "npz": npz_inputs,
+    "artifact": artifact,
 }
 
 
@@ -174,6 +231,8 @@ def seeds(surface: str) -> List[bytes]:
         return [bytes([i] * 12) for i in range(8)]
     if surface == "options":
         return list(OPTION_SEEDS)
+    if surface == "artifact":
+        return _artifact_seeds()
     return list(NPZ_SEEDS)
 
 

@@ -74,3 +74,17 @@ def test_mutated_inputs_give_clean_errors(surface):
         assert exc is None, f"{surface}: {type(exc).__name__}: {exc} on {data!r}"
 
     run()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(range(len(seeds("artifact")))),
+       st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 7)), min_size=1, max_size=3))
+def test_forged_network_records_read_and_run_or_give_clean_errors(seed, flips):
+    """Bit flips behind a fixed-up size and CRC (a forged record, the fuzz surface 'artifact'): each
+    record either runs or is an ArtifactError / FixedPointError; most flips land in weights and
+    parameters, which is where the runtime's assumptions live."""
+    data = bytearray(seeds("artifact")[seed])
+    for pos, bit in flips:
+        data[pos % len(data)] ^= 1 << bit
+    exc = check("artifact", bytes(data))
+    assert exc is None, f"{type(exc).__name__}: {exc}"
