@@ -35,6 +35,7 @@ class RuleContext:
         self.graph_outputs = frozenset(outputs)
         self.layer_types: Dict[str, str] = dict(layer_types or {})
         self.composites: Dict[Expr, "object"] = {}
+        self._calls: Optional[List[Call]] = None
         if find_groups:
             from .composites import find_composites
 
@@ -83,11 +84,13 @@ class RuleContext:
         return self.composites.get(expr)
 
     def calls(self) -> List[Call]:
-        """The op calls of the function, in post order."""
+        """The op calls of the function, in post order (walked once: the IR is immutable)."""
         from ...ir.op import Op
 
-        return [n for n in post_order(self.function.body, enter_functions=False)
-                if isinstance(n, Call) and isinstance(n.op, Op)]
+        if self._calls is None:
+            self._calls = [n for n in post_order(self.function.body, enter_functions=False)
+                           if isinstance(n, Call) and isinstance(n.op, Op)]
+        return list(self._calls)
 
     def layer_names(self) -> List[str]:
         seen: Dict[str, None] = {}

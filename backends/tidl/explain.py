@@ -101,18 +101,31 @@ def explain(call: Call, ctx: RuleContext, options: Optional[TidlOptions] = None,
     The batch limit is ``batch_limit`` when given, else ``options.batch_limit()`` (the option,
     else the environment variable, read now)."""
     options = TidlOptions() if options is None else options
+    limit = options.batch_limit() if batch_limit is None else batch_limit
+    return _explain(call, ctx, options, limit, {}, {})
+
+
+def _explain(call: Call, ctx: RuleContext, options: TidlOptions, limit: BatchLimit,
+             rule_memo: Dict[Call, Optional[str]], batch_memo: Dict[Call, Optional[str]]) -> Optional[HostReason]:
+    """``explain`` with the rule and batch verdicts of calls already judged (each member of a
+    composite is judged once, not once per member)."""
     group = ctx.composite_of(call)
     members = _members(call, group)
     reason = _list_reason(call, members, ctx, options, group)
     if reason is not None:
         return reason
     for m in members:
-        message = check_call(m, ctx, absorbed=group is not None)
+        if m in rule_memo:
+            message = rule_memo[m]
+        else:
+            message = rule_memo[m] = check_call(m, ctx, absorbed=group is not None)
         if message:
             return HostReason("rule", _in_group(call, m, group, message))
-    limit = options.batch_limit() if batch_limit is None else batch_limit
     for m in members:
-        message = batch_reason(m, limit, ctx)
+        if m in batch_memo:
+            message = batch_memo[m]
+        else:
+            message = batch_memo[m] = batch_reason(m, limit, ctx)
         if message:
             return HostReason("batch", _in_group(call, m, group, message))
     return None
@@ -138,8 +151,10 @@ def explain_function(target: Union[Function, IRModule], options: Optional[TidlOp
             options.check_layer_types(set(ctx.layer_types.values()))
     limit = options.batch_limit()  # resolved once for the whole function
     out: Dict[Call, HostReason] = {}
+    rule_memo: Dict[Call, Optional[str]] = {}
+    batch_memo: Dict[Call, Optional[str]] = {}
     for call in ctx.calls():
-        reason = explain(call, ctx, options, batch_limit=limit)
+        reason = _explain(call, ctx, options, limit, rule_memo, batch_memo)
         if reason is not None:
             out[call] = reason
     return out

@@ -279,6 +279,26 @@ def test_rank_and_dynamic_shapes():
     assert "input 0 has a dynamic shape (-1, 16); TIDL needs static shapes" in check(dynamic)
 
 
+def test_type_rules_check_inputs_as_well_as_the_output():
+    # the output alone passes: the common-case shortcut must still look at every input
+    flat = ir.call("reshape", var("x", (1, 2, 3, 2, 2, 5, 6)), newshape=(1, 2, 6, 60))
+    assert "input 0 has rank 7 (shape (1, 2, 3, 2, 2, 5, 6)); TIDL tensors have at most 6 dims" in check(flat)
+    as_float = ir.call("cast", var("i", (1, 4), "int8"), dtype="float32")
+    assert check(as_float) is None  # cast is exempt from the dtype rule
+    summed = ir.call("add", var("f", (1, 4)), ir.call("cast", var("j", (1, 4), "int8"), dtype="float32"))
+    assert check(summed) is None
+
+
+def test_batch_counts_non_constant_inputs():
+    from tidlx.backends.tidl.rules import call_batch
+
+    merged = ir.call("reshape", var("x", (6, 16, 4)), newshape=(1, 96, 4))
+    assert call_batch(merged) == 6
+    scaled = ir.call("multiply", var("y", (1, 16)), const(np.ones((6, 16), "float32")))
+    assert call_batch(scaled) == 6  # the output's batch; the constant input is not counted
+    assert call_batch(ir.call("add", var("z", (1, 16)), const(np.ones((1, 16), "float32")))) == 1
+
+
 # -- batch limit -------------------------------------------------------------------------------
 
 def batch6_conv():

@@ -7,6 +7,7 @@ from typing import Optional
 
 from ....ir.expr import Call, Constant
 from ....ir.op import CUSTOM_OP, Op
+from ....ir.types import TensorType
 from ._base import TIDL_NO_LAYER, TIDL_RULE, fmt_shape, tensor_types, where
 
 #: TIDL tensors are N, D1, D2, C, H, W.
@@ -42,6 +43,8 @@ def _dtype_reason(call: Call, what: str, dtype: str) -> str:
 def type_reason(call: Call) -> Optional[str]:
     """Static shapes, rank <= 6 and float32 for the call's inputs and output (op exemptions from
     the rule table: integer indices, integer argmax results, casts)."""
+    if _plain_float_tensors(call):
+        return None  # nothing below can object (the common case, checked without building the list)
     info = call.op.get_attr(TIDL_RULE)
     tensors = []
     for i, arg in enumerate(call.args):
@@ -61,6 +64,21 @@ def type_reason(call: Call) -> Optional[str]:
     return None
 
 
+def _plain_float_tensors(call: Call) -> bool:
+    """Whether the call's result and inputs are all float32 tensors (not tuples) of static
+    shape and rank <= MAX_RANK: then type_reason has nothing to say."""
+    t = call.checked_type
+    if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
+            or (t.shape and min(t.shape) < 0):
+        return False
+    for arg in call.args:
+        t = arg.checked_type
+        if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
+                or (t.shape and min(t.shape) < 0):
+            return False
+    return True
+
+
 def _batch_tensors(call: Call):
     """(what, type) of the tensors whose axis 0 is the call's batch: its result and its
     non-constant inputs, rank >= 2."""
@@ -74,7 +92,22 @@ def _batch_tensors(call: Call):
 def call_batch(call: Call) -> int:
     """The batch a call works on: axis 0 of its result and of its non-constant inputs (rank >= 2),
     the largest. Inputs count too: a reshape of N x ... to 1 x N x ... still handles N frames."""
-    return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
+    batch = 1
+    t = call.checked_type
+    if t.__class__ is TensorType:  # the common case without building _batch_tensors' list
+        if len(t.shape) >= 2 and t.shape[0] > batch:
+            batch = t.shape[0]
+    else:
+        return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
+    for arg in call.args:
+        if isinstance(arg, Constant):
+            continue
+        t = arg.checked_type
+        if t.__class__ is not TensorType:
+            return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
+        if len(t.shape) >= 2 and t.shape[0] > batch:
+            batch = t.shape[0]
+    return batch
 
 
 def model_batch(ctx) -> int:
