@@ -156,6 +156,8 @@ def saturate_kernel(layer, xs, tensors):
     """A standalone ReLU/ReLU6/Clip layer: the input saturated to the layer's bounds, scale kept (§8.10)."""
     out = _out(layer, tensors).fixed_type
     arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    if layer.bounds is None:
+        raise FixedPointError("a saturation layer needs its bounds")
     lo, hi = layer.bounds
     return [arith.round_sat(xs[0], 0, lo, hi).astype(out.dtype)]
 
@@ -268,6 +270,9 @@ def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
                 outs = kernel(layer, list(ins), sub.tensors)
             except FixedPointError as exc:
                 raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: {exc}") from exc
+            if len(outs) != len(layer.outputs):     # an unset output would fail later, far from its cause
+                raise FixedPointError(f"@{sub.name}: layer {layer.describe()} made {len(outs)} output(s), the layer "
+                                      f"has {len(layer.outputs)}")
             for t, v in zip(layer.outputs, outs):
                 expected = sub.tensors[t]
                 if v.dtype != expected.dtype or tuple(v.shape) != expected.shape:

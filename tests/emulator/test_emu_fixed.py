@@ -301,3 +301,25 @@ def test_quantize_takes_the_partition_option_disabled_passes():
         types[disabled] = [layer.type for sub in qmodel.subgraphs.values() for layer in sub.compute_layers()]
     assert "BatchNorm" not in types[""]
     assert "BatchNorm" in types["FoldBatchNormIntoDense"]
+
+
+def test_a_layer_record_that_does_not_fit_its_kernel_is_a_clean_error():
+    """A subgraph built in memory (not read from an artifact, whose reader checks this): a ReLU layer
+    without bounds and a layer with more outputs than its kernel makes are FixedPointErrors."""
+    import dataclasses
+
+    from tidlx.emulator.fixed.network import QuantizedSubgraph, QuantizedTensor
+
+    tensors = (QuantizedTensor(0, "x", (1, 2), 8, True, 1.0), QuantizedTensor(1, "y", (1, 2), 8, True, 1.0),
+               QuantizedTensor(2, "z", (1, 2), 8, True, 1.0))
+    data_in = QuantizedLayer(0, "x", "Data", 0, (), (0,))
+    relu = QuantizedLayer(1, "relu", "ReLU", 14, (0,), (1,), bounds=(0, 127))
+    data_out = QuantizedLayer(2, "out", "Data", 0, (1,), ())
+    sub = QuantizedSubgraph("tidl_0", (data_in, relu, data_out), tensors, (0,), (1,), False, 8, 2)
+    x = np.array([[-3, 5]], np.int8)
+    assert run_subgraph(sub, [x])[0].tolist() == [[0.0, 5.0]]
+    for broken, message in ((dataclasses.replace(relu, bounds=None), "needs its bounds"),
+                            (dataclasses.replace(relu, outputs=(1, 2)), "made 1 output")):
+        bad = dataclasses.replace(sub, layers=(data_in, broken, data_out))
+        with pytest.raises(FixedPointError, match=message):
+            run_subgraph(bad, [x])
