@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TidlxError
-from ..expr import Constant, Tuple
-from ..pattern import is_op, is_tuple, is_tuple_get_item
+from ..expr import Call, Constant, Tuple
+from ..op import Op
+from ..pattern import ANY_CALL, Pattern, is_tuple, is_tuple_get_item
 from ..rewrite import RewriteTable
 from ..transform import PassContext, PassError, module_pass, register_config
 from ..type_infer import describe_call
@@ -66,6 +67,35 @@ def constant_evaluator():
 
 def _all_args_constant(call) -> bool:
     return all(isinstance(a, Constant) for a in call.args)
+
+
+def _is_call_of_constants(expr) -> bool:
+    if not isinstance(expr, Call) or not isinstance(expr.op, Op):
+        return False
+    for arg in expr.args:
+        if not isinstance(arg, Constant):
+            return False
+    return True
+
+
+class _CallOfConstants(Pattern):
+    """``is_op().where(_all_args_constant)`` as one structural test: any op call whose
+    arguments are all constants. The rule is a candidate at every call of a model, so its
+    quick test (``_may_match``) refuses the calls with a non-constant argument at once,
+    before the matcher's generators run."""
+
+    def _may_match(self, expr) -> bool:
+        return _is_call_of_constants(expr)
+
+    def _match_node(self, expr, env):
+        if _is_call_of_constants(expr):
+            yield env
+
+    def dispatch_keys(self):
+        return frozenset([ANY_CALL])
+
+    def _describe(self):
+        return "is_op().where(_all_args_constant)"
 
 
 def _result_bytes(t) -> int:
@@ -122,7 +152,7 @@ def fold_constant_table(max_growth: float = 16.0, fold_qnn: bool = False) -> Rew
         return m.expr.tuple_value.fields[m.expr.index]
 
     return RewriteTable([
-        ("fold_call", is_op().where(_all_args_constant), fold_call),
+        ("fold_call", _CallOfConstants(), fold_call),
         ("project_tuple", is_tuple_get_item(is_tuple()), project_tuple),
     ], name="FoldConstant")
 
