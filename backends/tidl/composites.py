@@ -244,22 +244,26 @@ def _node_key(node: Expr):
 
 
 def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None,
-                    exclude: Iterable[Expr] = (), disabled_fusions: Iterable[str] = ()) -> List[Composite]:
+                    exclude: Iterable[Expr] = (), disabled_fusions: Iterable[str] = (), *,
+                    context=None) -> List[Composite]:
     """The composite groups of ``function``, each a list of calls TIDL runs as one layer.
 
     Nodes are visited from the outputs back, so the largest pattern ending at a node is taken
     before its parts; a match is kept only when every inner value is used inside the group only
     and none of its nodes is in an earlier group. Nodes in ``exclude`` join no group. A match
     performing a fusion of ``disabled_fusions`` (``"FuseActivation"`` or
-    ``"FuseActivation:<layer of the relu>"``, see the module docstring) is refused."""
+    ``"FuseActivation:<layer of the relu>"``, see the module docstring) is refused. ``context``
+    (a RuleContext of ``function``) lends its walk and users instead of walking again."""
     if isinstance(function, Function):
         root = function.body
     else:
         root = function
     specs = list(composite_specs() if specs is None else specs)
-    order = post_order(root, enter_functions=False)
+    if context is not None and context.function is function:
+        order, node_users = context.post_order(), context.users
+    else:
+        order, node_users = post_order(root, enter_functions=False), users(root)
     position = {node: i for i, node in enumerate(order)}
-    node_users = users(root)
     keyed = [(spec, spec.pattern.dispatch_keys()) for spec in specs]
     excluded = {id(node) for node in exclude}
     switched_off = parse_disabled_fusions(disabled_fusions)

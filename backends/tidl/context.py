@@ -35,6 +35,7 @@ class RuleContext:
         self.graph_outputs = frozenset(outputs)
         self.layer_types: Dict[str, str] = dict(layer_types or {})
         self.composites: Dict[Expr, "object"] = {}
+        self._order: Optional[List[Expr]] = None
         self._calls: Optional[List[Call]] = None
         if find_groups:
             from .composites import find_composites
@@ -83,13 +84,19 @@ class RuleContext:
         """The composite group ``expr`` belongs to, or None."""
         return self.composites.get(expr)
 
+    def post_order(self) -> List[Expr]:
+        """The nodes of the function's body in post order, not entering inner functions (walked
+        once: the IR is immutable). A new list each time."""
+        if self._order is None:
+            self._order = post_order(self.function.body, enter_functions=False)
+        return list(self._order)
+
     def calls(self) -> List[Call]:
-        """The op calls of the function, in post order (walked once: the IR is immutable)."""
+        """The op calls of the function, in post order."""
         from ...ir.op import Op
 
         if self._calls is None:
-            self._calls = [n for n in post_order(self.function.body, enter_functions=False)
-                           if isinstance(n, Call) and isinstance(n.op, Op)]
+            self._calls = [n for n in self.post_order() if isinstance(n, Call) and isinstance(n.op, Op)]
         return list(self._calls)
 
     def layer_names(self) -> List[str]:

@@ -321,17 +321,19 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
 
 # -- composites that respect the user's lists ----------------------------------------------------
 
-def composites_for(fn: Function, options: TidlOptions, layer_types: Mapping[str, str]) -> List[Composite]:
+def composites_for(fn: Function, options: TidlOptions, layer_types: Mapping[str, str],
+                   context: Optional[RuleContext] = None) -> List[Composite]:
     """The composite groups of ``fn``; members the user's lists keep off TIDL are not grouped
     (the other members are regrouped around them, e.g. BN + ReLU after a denied conv). Fusions in
-    the option ``disabled_fusions`` are not made (composites.py)."""
-    groups = find_composites(fn, disabled_fusions=options.disabled_fusions)
+    the option ``disabled_fusions`` are not made (composites.py). ``context``: a RuleContext of
+    ``fn`` whose walk and users the search reuses."""
+    groups = find_composites(fn, disabled_fusions=options.disabled_fusions, context=context)
     if not _has_lists(options):
         return groups
     denied = [c for g in groups for c in g.calls if list_denial(c, options, layer_types)]
     if not denied:
         return groups
-    return find_composites(fn, exclude=denied, disabled_fusions=options.disabled_fusions)
+    return find_composites(fn, exclude=denied, disabled_fusions=options.disabled_fusions, context=context)
 
 
 # -- the flow -----------------------------------------------------------------------------------
@@ -422,7 +424,7 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
     t2 = time.perf_counter()
     layer_types = dict(prepared.layer_types)
     ctx = RuleContext.for_function(prepared["main"], layer_types, find_groups=False)
-    groups = composites_for(prepared["main"], opts, layer_types)
+    groups = composites_for(prepared["main"], opts, layer_types, context=ctx)
     for group in groups:
         for member in group.members:
             ctx.composites[member] = group
