@@ -168,8 +168,12 @@ def upgrade_opset(model: onnx.ModelProto, override: Optional[int], source: str) 
     extra = [init for init in model.graph.initializer if init.name not in declared]
     if extra:
         model = _copy(model)
-        model.graph.input.extend(onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
-                                 for i in extra)
+        for i, init in enumerate(extra):
+            try:
+                model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+            except (UnicodeError, ValueError, TypeError) as exc:   # a name that is not UTF-8, a bad element type
+                raise OnnxImportError(f"{source}: initializer {i} ({init.name!r}) cannot be declared for the opset "
+                                      f"conversion: {exc}") from None
     try:
         converted = version_converter.convert_version(model, SUPPORTED_MIN_OPSET)
     except Exception as exc:  # the converter raises RuntimeError, ValidationError, ... on what it cannot adapt
