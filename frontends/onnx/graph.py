@@ -135,6 +135,27 @@ def _check_model(model: onnx.ModelProto, source: str) -> None:
                             f"truncated or of another format)")
     if not model.graph.output:
         raise OnnxGraphError(f"{source}: the graph declares no outputs")
+    _check_names(model.graph, source)
+
+
+def _check_names(graph: onnx.GraphProto, source: str) -> None:
+    """Every tensor name is text: protobuf hands back bytes for a string that is not valid UTF-8, and
+    such a name cannot be written into any other proto (the size checks and the opset conversion do)."""
+    def bad(name, where: str) -> None:
+        if isinstance(name, bytes):
+            raise OnnxGraphError(f"{source}: {where} has a name that is not valid UTF-8: {name!r}")
+
+    for kind, values in (("graph input", graph.input), ("graph output", graph.output),
+                         ("value_info", graph.value_info)):
+        for i, vi in enumerate(values):
+            bad(vi.name, f"{kind} {i}")
+    for i, init in enumerate(graph.initializer):
+        bad(init.name, f"initializer {i}")
+    for i, node in enumerate(graph.node):
+        for j, name in enumerate(node.input):
+            bad(name, f"node {i} input {j}")
+        for j, name in enumerate(node.output):
+            bad(name, f"node {i} output {j}")
 
 
 def default_opset(model: onnx.ModelProto, override: Optional[int], source: str) -> int:
