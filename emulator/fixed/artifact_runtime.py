@@ -263,8 +263,12 @@ def run_subgraph_on_cores(run_: SubgraphRun, inputs: Sequence[np.ndarray],
                           observers: Sequence[Callable[[FixedObservation], None]] = ()) -> Tuple[list, SubgraphWork]:
     """One call of a subgraph in its inference mode: its outputs and the work per core."""
     if run_.mode == 0 or run_.num_cores == 1:
+        from .kernel_set import fixed_layer_kernels
+
         sub = run_.subgraph
-        outs = run_subgraph(sub, inputs, observers)
+        # one core: the fast kernels (the plain ones' bits); split runs keep the plain kernels, each
+        # emulated core a thread of its own, without the fast kernels' thread pool inside
+        outs = run_subgraph(sub, inputs, observers, kernels=fixed_layer_kernels("fast"))
         batch = sub.tensors[0].shape[0] if sub.tensors and sub.tensors[0].shape else 1
         work = [CoreWork(0, batch, 0, sum(layer_macs(x, sub.tensors) for x in sub.layers), len(sub.layers))]
         return outs, SubgraphWork(sub.name, run_.mode, 1, work)
