@@ -41,7 +41,8 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 # Coverage-guided fuzzing (atheris) of every input surface, FUZZ_SECONDS each; then the counts.
 FUZZ_SECONDS ?= 60
