@@ -51,7 +51,9 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...ir.expr import Call, Constant, Expr, Function, TupleGetItem
-from ...ir.pattern import ANY_CALL, Pattern, is_constant, is_op, is_tuple_get_item, wildcard
+from ...ir.op import Op
+from ...ir.pattern import (ANY_CALL, AltPattern, CallPattern, OpPattern, Pattern, is_constant, is_op,
+                           is_tuple_get_item, wildcard)
 from ...ir.traversal import post_order, users
 from ...ir.types import TensorType
 from .rules import is_channelwise
@@ -243,6 +245,43 @@ def _node_key(node: Expr):
     return type(node)
 
 
+def _branches(pattern: Pattern) -> Optional[List[Tuple[Optional[frozenset], Tuple[Optional[frozenset], ...]]]]:
+    """A two-level necessary test for ``pattern`` at a node: its alternatives as ``(the op
+    names the call may have (None: any op), the dispatch keys of each argument)``; None when
+    some alternative is not a call of ops with argument patterns (then no quick test)."""
+    if isinstance(pattern, AltPattern):
+        left, right = _branches(pattern.left), _branches(pattern.right)
+        return None if left is None or right is None else left + right
+    if isinstance(pattern, CallPattern) and isinstance(pattern.callee, OpPattern) and pattern.args is not None:
+        names = frozenset(op.name for op in pattern.callee.op_list) or None
+        return [(names, tuple(a.dispatch_keys() for a in pattern.args))]
+    return None
+
+
+def _may_take(branches, node: Expr) -> bool:
+    """False only if no alternative of ``_branches`` can match ``node``: the call's op, its
+    arity and each argument's op or node class (as ``Pattern.dispatch_keys`` says them). The
+    full match would refuse the same nodes, more slowly: most nodes fail every pattern here."""
+    if not isinstance(node, Call) or not isinstance(node.op, Op):
+        return False
+    name, args = node.op.name, node.args
+    for names, arg_keys in branches:
+        if (names is not None and name not in names) or len(arg_keys) != len(args):
+            continue
+        for keys, arg in zip(arg_keys, args):
+            if keys is None:
+                continue
+            if isinstance(arg, Call):
+                if ANY_CALL in keys or (isinstance(arg.op, Op) and arg.op.name in keys):
+                    continue
+                break
+            if type(arg) not in keys:
+                break
+        else:
+            return True
+    return False
+
+
 def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]] = None,
                     exclude: Iterable[Expr] = (), disabled_fusions: Iterable[str] = (), *,
                     context=None) -> List[Composite]:
@@ -264,7 +303,7 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
     else:
         order, node_users = post_order(root, enter_functions=False), users(root)
     position = {node: i for i, node in enumerate(order)}
-    keyed = [(spec, spec.pattern.dispatch_keys()) for spec in specs]
+    keyed = [(spec, spec.pattern.dispatch_keys(), _branches(spec.pattern)) for spec in specs]
     excluded = {id(node) for node in exclude}
     switched_off = parse_disabled_fusions(disabled_fusions)
     blocker = object()  # pre-claims excluded nodes so that no group can take them
@@ -274,8 +313,9 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
         if node in claimed or not isinstance(node, (Call, TupleGetItem)):
             continue
         key = _node_key(node)
-        candidates = [spec for spec, keys in keyed
-                      if keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)]
+        candidates = [spec for spec, keys, branches in keyed
+                      if (keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys))
+                      and (branches is None or _may_take(branches, node))]
         for spec in candidates:
             group = _try(spec, node, node_users, claimed, position, switched_off)
             if group is not None:

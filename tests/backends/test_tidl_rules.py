@@ -465,6 +465,32 @@ def test_gelu_is_a_composite_and_its_erf_goes_to_tidl(pytorch_form):
     assert explain(lone, RuleContext.for_expr(lone)).message == "erf: TIDL has no layer for erf"
 
 
+def test_the_quick_composite_test_never_refuses_a_match():
+    from tidlx.backends.tidl.composites import _branches, _may_take, composite_specs
+    from tidlx.ir.traversal import post_order
+
+    x = var("x", (1, 8, 4, 4))
+    bn_call = ir.call("nn.batch_norm", ir.call("nn.bias_add", ir.call("nn.conv2d", x, ones(8, 8, 3, 3),
+                                                                      padding=(1, 1)), values(8)),
+                      ones(8), ones(8), ones(8), ones(8))
+    hs = ir.call("clip", ir.call("add", const(0.5), ir.call("multiply", TupleGetItem(bn_call, 0), const(0.2))),
+                 a_min=0.0, a_max=1.0)
+    channel = ir.call("nn.relu", ir.call("add", ir.call("multiply", values(8, 1, 1), hs), values(8, 1, 1)))
+    dense = ir.call("nn.relu", ir.call("add", ir.call("nn.dense", ir.call("reshape", channel, newshape=(1, 128)),
+                                                      ones(4, 128)), values(4)))
+    graphs = [gelu_graph(False)[0], gelu_graph(True)[0], Function([x], ir.call("add", channel, channel)),
+              Function([x], dense), conv_bn_relu_graph()[0]]
+    matched = 0
+    for spec in composite_specs():
+        branches = _branches(spec.pattern)
+        for fn in graphs:
+            for node in post_order(fn.body):
+                if spec.pattern.match(node) is not None:
+                    matched += branches is not None
+                    assert branches is None or _may_take(branches, node), (spec.name, node)
+    assert matched >= 8  # the graphs do exercise the patterns that have the quick test
+
+
 def test_composites_on_a_long_chain_are_fast():
     x = var("x", (1, 4, 8, 8))
     y = x
