@@ -14,7 +14,8 @@ t ~ n^k per stage; goal: the whole flow at 100k calls in at most 4 s.
 
 ``--base DIR`` compares this checkout with another one (e.g. ``git archive <commit> | tar -x -C
 DIR``) in the same run: fresh processes of the two checkouts alternate (ABAB..., ``--rounds``),
-each timing the flow's stages on the 100k-call graphs; medians and the ratio new/old per stage.
+each timing the flow's stages on the 100k-call graphs (``--sizes 25000,200000``: other sizes, one
+table each); medians and the ratio new/old per stage.
 
 The builders (``resnet50``, ``synthetic_dag``, ``residual_stack``) are also used by
 tests/ir/test_partition_models.py.
@@ -412,7 +413,9 @@ def main(argv=None) -> int:
     if "--base" in args:
         i = args.index("--base")
         rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
-        _ab_stages(args[i + 1], rounds)
+        sizes = [int(n) for n in args[args.index("--sizes") + 1].split(",")] if "--sizes" in args else [100000]
+        for n in sizes:
+            _ab_stages(args[i + 1], rounds, n)
         return 0
     if "--stages" in args:
         _stage_tables((25000, 50000, 100000, 200000))
