@@ -48,20 +48,14 @@ from ...ir.module import IRModule
 from ...ir.op import Op
 from ...ir.traversal import post_order
 from ...ir.types import TensorType, TupleType
+from ...emulator.fixed.artifact_format import LAYER_TYPE_IDS as _FORMAT_LAYER_TYPE_IDS
 from .composites import MEMBER, composite_specs
 from .layer_params import (NO_ACTIVATION, TIDL_ACTIVATION, TIDL_PARAMS, Activation, BatchNormParams, NoParams)
 from .rules import TIDL_LAYER
 
-#: TIDL's layer types and their numbers in the network record.
-LAYER_TYPE_IDS = {
-    "Data": 0, "Conv": 1, "Pool": 2, "ReLU": 3, "PReLU": 4, "EltWise": 5, "InnerProduct": 6, "SoftMax": 7,
-    "BatchNorm": 8, "Bias": 9, "Scale": 10, "Deconv": 11, "Concat": 12, "Split": 13, "Slice": 14, "Crop": 15,
-    "Flatten": 16, "DropOut": 17, "ArgMax": 18, "DetectionOutput": 19, "Shuffle": 20, "Resize": 21,
-    "RoiPool": 22, "OdPostProcess": 23, "DepthToSpace": 24, "Sigmoid": 25, "Pad": 26, "ColorConversion": 27,
-    "OdOutputReformat": 28, "DataConvert": 29, "Custom": 30, "BatchReshape": 31, "Reduce": 32,
-    "ScatterElements": 33, "Squeeze": 34, "Tanh": 35, "HardSigmoid": 36, "ELU": 37, "Reshape": 38,
-    "ConstData": 39, "Gather": 40, "Transpose": 41, "LayerNorm": 42,
-}
+#: TIDL's layer types and their numbers in the network record: one table, the artifact format's (the
+#: reader checks a layer's type name against its id).
+LAYER_TYPE_IDS = _FORMAT_LAYER_TYPE_IDS
 
 COMPOSITE_PREFIX = "tidl."
 

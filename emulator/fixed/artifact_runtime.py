@@ -31,10 +31,11 @@ import numpy as np
 
 from ...ir.errors import TidlxInternalError
 from ...ir.text import printable
-from ..interpreter import CALL_GLOBAL, CUSTOM, EmulatorError, run
-from ..registry import KernelSet, PlanTransform, kernel_set
+from ..interpreter import EmulatorError, run
+from ..registry import KernelSet, kernel_set
 from . import arith
 from .arith import FixedPointError
+from .kernel_set import fixed_layer_kernels, global_call_transform
 from .layers import KERNELS, FixedObservation, run_subgraph
 from .network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 
@@ -263,8 +264,6 @@ def run_subgraph_on_cores(run_: SubgraphRun, inputs: Sequence[np.ndarray],
                           observers: Sequence[Callable[[FixedObservation], None]] = ()) -> Tuple[list, SubgraphWork]:
     """One call of a subgraph in its inference mode: its outputs and the work per core."""
     if run_.mode == 0 or run_.num_cores == 1:
-        from .kernel_set import fixed_layer_kernels
-
         sub = run_.subgraph
         # one core: the fast kernels (the plain ones' bits); split runs keep the plain kernels, each
         # emulated core a thread of its own, without the fast kernels' thread pool inside
@@ -307,19 +306,9 @@ def artifact_kernel_set(runs: Mapping[str, SubgraphRun], host: Union[str, Kernel
     """A kernel set running each subgraph of ``runs`` (by global function name) in its inference mode
     and everything else with the ``host`` set."""
     base = kernel_set(host)
-    steps = {name: _ArtifactStep(r) for name, r in runs.items()}
-
-    def apply(raw_steps: list, result_slot: int) -> list:
-        out = []
-        for step in raw_steps:
-            kind, slot, ins, payload, node = step
-            if kind == CALL_GLOBAL and payload in steps:
-                step = (CUSTOM, slot, ins, steps[payload], node)
-            out.append(step)
-        return out
-
+    transform = global_call_transform("tidl-artifacts", {name: _ArtifactStep(r) for name, r in runs.items()})
     return KernelSet(f"artifacts+{base.name}", base.facets,
-                     (PlanTransform("tidl-artifacts", apply, hides_values=False),) + base.transforms, base.context)
+                     (transform,) + base.transforms, base.context)
 
 
 def run_artifacts(mod, inputs, kernels: KernelSet, *, fixed_observers: Sequence = (), config=None,

@@ -55,9 +55,9 @@ class _FixedSubgraphStep:
         return tuple(outs) if self.subgraph.returns_tuple else outs[0]
 
 
-def _subgraph_transform(subgraphs: Mapping[str, QuantizedSubgraph], kernels: Mapping[str, Kernel]) -> PlanTransform:
-    steps = {name: _FixedSubgraphStep(sub, kernels) for name, sub in subgraphs.items()}
-
+def global_call_transform(name: str, steps: Mapping[str, object]) -> PlanTransform:
+    """The plan transform ``name``: every call of a global function named in ``steps`` becomes that custom
+    step (the fixed-point subgraphs here, the artifacts' subgraphs in artifact_runtime.py)."""
     def apply(raw_steps: list, result_slot: int) -> list:
         out = []
         for step in raw_steps:
@@ -67,7 +67,11 @@ def _subgraph_transform(subgraphs: Mapping[str, QuantizedSubgraph], kernels: Map
             out.append(step)
         return out
 
-    return PlanTransform("tidl-fixed", apply, hides_values=False)
+    return PlanTransform(name, apply, hides_values=False)
+
+
+def _subgraph_transform(subgraphs: Mapping[str, QuantizedSubgraph], kernels: Mapping[str, Kernel]) -> PlanTransform:
+    return global_call_transform("tidl-fixed", {name: _FixedSubgraphStep(sub, kernels) for name, sub in subgraphs.items()})
 
 
 def fixed_layer_kernels(fixed: Union[str, Mapping[str, Kernel]] = "fast") -> Dict[str, Kernel]:
@@ -111,4 +115,4 @@ def run_fixed(mod, inputs: Mapping[str, np.ndarray], kernels: KernelSet, *, obse
         _FIXED_OBSERVERS.reset(token)
 
 
-__all__ = ["fixed_layer_kernels", "fixed_point_kernel_set", "run_fixed"]
+__all__ = ["fixed_layer_kernels", "fixed_point_kernel_set", "global_call_transform", "run_fixed"]
