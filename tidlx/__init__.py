@@ -3,7 +3,8 @@
 Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``partition``, ``IRModule.astext``,
 ``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``, ``register_op`` (a custom op with
 every facet in one call), ``quantize`` (a ``QuantizedModel`` that ``emulate`` runs in fixed point),
-``compare`` (float vs fixed point per output and per TIDL layer).
+``compare`` (float vs fixed point per output and per TIDL layer), ``compile_model`` / ``load_compiled``
+(a compiled folder of TIDL artifacts: write it, read and run it).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from .custom_op import register_op, unregister_op  # noqa: F401
 from .compiled import compile_model, load_compiled  # noqa: F401  (a compiled folder: write it, read and run it)
 
 __version__ = "0.1.0"
-__all__ = ["IRModule", "TidlxError", "compare", "emulate", "load", "models", "parse_relay", "partition", "quantize",
-           "register_op", "structural_equal", "unregister_op"]
+__all__ = ["IRModule", "TidlxError", "compare", "compile_model", "emulate", "load", "load_compiled", "models",
+           "parse_relay", "partition", "quantize", "register_op", "structural_equal", "unregister_op"]
 
 
 def __getattr__(name):

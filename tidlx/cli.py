@@ -434,6 +434,16 @@ def warn_line(message) -> str:
     return f"tidlx: warning: {printable(message, keep=chr(10))}"
 
 
+def print_warnings_once(caught) -> None:
+    """Warnings caught while a command ran, each text once, as ``tidlx: warning:`` lines on stderr."""
+    seen = set()
+    for w in caught:
+        text = str(w.message)
+        if text not in seen:
+            seen.add(text)
+            print(warn_line(text), file=sys.stderr)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     # Warnings the user should act on, as one line each, not Python's source-location format.
     if issubclass(category, TidlxWarning):

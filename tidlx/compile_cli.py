@@ -40,7 +40,7 @@ def _split_o(values, out):
 
 
 def cmd_compile(args) -> int:
-    from .cli import load_model, warn_line
+    from .cli import load_model, print_warnings_once
     from .compiled import compile_model, load_compiled
     from .ir.text import printable
 
@@ -51,12 +51,7 @@ def cmd_compile(args) -> int:
         warnings.simplefilter("always")
         mod = load_model(args)
         written = compile_model(mod, folder, options, args.calib, force=args.force, option_strings=options)
-    seen = set()
-    for w in caught:
-        text = str(w.message)
-        if text not in seen:
-            seen.add(text)
-            print(warn_line(text), file=sys.stderr)
+    print_warnings_once(caught)
     compiled = load_compiled(written)   # what was written reads back: the folder is complete
     layers = sum(len(s.network.subgraph.compute_layers()) for s in compiled.subgraphs.values())
     print(printable(f"wrote {written}: {len(compiled.subgraphs)} TIDL subgraph(s), {layers} layers, "
@@ -114,7 +109,7 @@ def _subgraph_table(title: str, rows):
 def cmd_inspect(args) -> int:
     from .cli import make_console
     from .compiled import load_compiled
-    from .emulator.fixed.artifact_format import NET_MAGIC, IO_MAGIC
+    from .emulator.fixed.artifact_format import IO_MAGIC
     from .emulator.fixed.artifact_reader import read_io, read_network
 
     path = args.path

@@ -43,7 +43,7 @@ def cmd_check_fusion(args) -> int:
 
     from .backends.tidl.flow import resolve_options
     from .backends.tidl.fusion_check import check_fusions
-    from .cli import load_model, make_console, warn_line
+    from .cli import load_model, make_console, print_warnings_once
     from .files import read_npz
     from .ir import TidlxError
     from .ir.text import printable
@@ -68,12 +68,7 @@ def cmd_check_fusion(args) -> int:
         inputs = read_npz(args.input, "--input") if args.input is not None else None
         result = check_fusions(mod, list(args.option), args.calib, inputs, isolate=args.isolate, model_name=name,
                                inputs_source=f"--input {args.input}", kernels=args.kernels)
-    seen = set()
-    for w in caught:
-        text = str(w.message)
-        if text not in seen:
-            seen.add(text)
-            print(warn_line(text), file=sys.stderr)
+    print_warnings_once(caught)
     if args.json:
         sys.stdout.write(result.to_json())
         return 0

@@ -36,7 +36,7 @@ def cmd_partition(args) -> int:
     from rich.text import Text
 
     from .backends.tidl.flow import compare_strategies, partition_for_tidl
-    from .cli import load_model, make_console, warn_line
+    from .cli import load_model, make_console, print_warnings_once
     from .ir.partition import get_strategy
     from .ir.text import printable
 
@@ -57,12 +57,7 @@ def cmd_partition(args) -> int:
             result = compare_strategies(mod, list(args.option), model_name=name)
         else:
             module, report = partition_for_tidl(mod, list(args.option), args.strategy, model_name=name)
-    seen = set()
-    for w in caught:
-        text = str(w.message)
-        if text not in seen:
-            seen.add(text)
-            print(warn_line(text), file=sys.stderr)
+    print_warnings_once(caught)
     if compare:
         if args.json:
             sys.stdout.write(result.to_json())

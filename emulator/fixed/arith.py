@@ -359,7 +359,7 @@ def eltwise_product(inputs: Sequence[np.ndarray], round_bits: int, out: FixedTyp
     try:
         np.broadcast_shapes(*(a.shape for a, _ in typed))
     except ValueError as e:
-        raise FixedPointError(f"element-wise product: input shapes do not broadcast") from e
+        raise FixedPointError("element-wise product: input shapes do not broadcast") from e
     acc = typed[0][0]
     for a, _ in typed[1:]:
         acc = wrap_accumulator(acc * a, acc_bits)
