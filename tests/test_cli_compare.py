@@ -144,3 +144,21 @@ def test_a_folder_of_images_with_mean_and_scale(tmp_path, capsys):
     assert json.loads(out_folder)["outputs"] == json.loads(out_npz)["outputs"]
     code, _, err = run(capsys, model, "--calib", folder, "--mean", "12x", *common)
     assert code == 2 and "--mean '12x': '12x' is not a finite number" in err
+
+
+def test_relay_text_with_a_tvm_params_file(capsys):
+    """Relay text printed without metadata plus TVM's params file (--params, as every loading command takes
+    it): the weights are constants, so the conv is a TIDL layer and is compared (without --params the conv
+    stays on the host, "the weight is not a constant", and only the ReLU is compared)."""
+    import os
+
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "tvm_params")
+    code, out, _ = run(capsys, os.path.join(data, "conv.txt"), "--params", os.path.join(data, "conv.params"),
+                       "-o", "advanced_options:calibration_iterations=1", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert any(layer["op"].startswith("Conv") for layer in doc["layers"]) and doc["outputs"][0]["sqnr_db"] > 20
+    code, out, _ = run(capsys, os.path.join(data, "conv.txt"), "-o", "advanced_options:calibration_iterations=1",
+                       "--json")
+    assert code == 0 and [layer["op"].split(" ")[0] for layer in json.loads(out)["layers"]
+                          if layer["op"].split(" ")[0] != "Data"] == ["ReLU"]
