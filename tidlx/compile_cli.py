@@ -23,7 +23,7 @@ import warnings
 
 from .ir import TidlxError
 
-COMMAND_ORDER = 40
+COMMAND_ORDER = 50
 
 
 def _split_o(values, out):

@@ -21,7 +21,7 @@ import numpy as np
 
 from .ir import TidlxError
 
-COMMAND_ORDER = 45
+COMMAND_ORDER = 55
 
 _TRACE = re.compile(r"^(?P<base>.*?)(?P<id>\d{4,})_(?P<n>\d{4,})_(?P<d1>\d{4,})_(?P<d2>\d{5,})_(?P<c>\d{5,})_"
                     r"(?P<w>\d{5,})x(?P<h>\d{5,})\.y$")
