@@ -254,35 +254,28 @@ def _method(options: TidlOptions) -> str:
     return HISTOGRAM
 
 
-class _Recorder:
-    """The observer: routes each observed value to the tensors of the subgraphs it belongs to."""
+class TidlTensorSources:
+    """Where each tensor of the TIDL subgraphs of ``mod`` gets its float value in a run: a layer's outputs
+    from its Composite call, a subgraph input from the host value, model input or constant the host calls
+    it with. Calibration and ``compare`` read the float run through it. ``error`` (with ``who`` in its
+    message) is raised for a subgraph input the run cannot show; ``calls`` counts each subgraph's calls."""
 
-    def __init__(self, mod: IRModule, networks: Tuple[TidlNetwork, ...], n_frames: int, method: str,
-                 entry: str = "main"):
-        self.networks = networks
-        self.stats: Dict[str, Dict[int, _TensorStats]] = {}
-        self.layer_of_tensor: Dict[Tuple[str, int], TidlLayer] = {}
+    def __init__(self, mod: IRModule, networks, error, who: str, entry: str = "main"):
+        by_name = {net.name: net for net in networks}
         # id(node) -> [(subgraph, tensor ids)]: a composite call inside a subgraph, or an argument of a
         # subgraph call in a host function (the boundary values the host computes)
         self.targets: Dict[int, List[Tuple[str, Tuple[int, ...]]]] = {}
         # input name of @entry -> [(subgraph, tensor id)]: subgraph inputs that are model inputs
         self.from_inputs: Dict[str, List[Tuple[str, int]]] = {}
         self.constant_inputs: List[Tuple[str, int, np.ndarray]] = []
-        by_name = {net.name: net for net in networks}
-        for net in networks:
-            self.stats[net.name] = {t.id: _TensorStats(t.name, _batch0_size(t.shape), n_frames, method == HISTOGRAM)
-                                    for t in net.tensors}
-            for layer in net.layers:
-                for tid in layer.outputs:
-                    if not layer.is_data:
-                        self.layer_of_tensor[(net.name, tid)] = layer
+        self.calls: Dict[str, int] = {}
+        for net in by_name.values():
             for node in post_order(mod[net.name].body, enter_functions=False):
                 if isinstance(node, Call) and isinstance(node.op, Function):
                     layer = net.layer_of(node.op)
                     if layer is None:
                         raise TidlxInternalError(f"@{net.name}: a Composite call without its layer")
                     self.targets.setdefault(id(node), []).append((net.name, layer.outputs))
-        calls: Dict[str, int] = {}
         for name, fn in mod.items():
             if name in by_name:
                 continue
@@ -291,22 +284,59 @@ class _Recorder:
                 if not (isinstance(node, Call) and isinstance(node.op, GlobalVar) and node.op.name_hint in by_name):
                     continue
                 net = by_name[node.op.name_hint]
-                calls[net.name] = calls.get(net.name, 0) + 1
+                self.calls[net.name] = self.calls.get(net.name, 0) + 1
                 for arg, tid in zip(node.args, net.inputs):
                     if isinstance(arg, Constant):
                         self.constant_inputs.append((net.name, tid, arg.data))
                     elif isinstance(arg, Var):
                         if name != entry or id(arg) not in params:
-                            raise CalibrationError(f"@{name}: the input %{arg.name_hint} of @{net.name} is neither "
-                                                   f"an input of @{entry} nor a computed value; calibration cannot "
-                                                   f"see it")
+                            raise error(f"@{name}: the input %{arg.name_hint} of @{net.name} is neither an input "
+                                        f"of @{entry} nor a computed value; {who} cannot see it")
                         self.from_inputs.setdefault(params[id(arg)], []).append((net.name, tid))
                     else:
                         self.targets.setdefault(id(arg), []).append((net.name, (tid,)))
+
+    def given(self, frame: Mapping[str, np.ndarray]):
+        """(subgraph, tensor id, value) of the tensors known before the run: constants and model inputs."""
+        for subgraph, tid, data in self.constant_inputs:
+            yield subgraph, tid, data
+        for name, places in self.from_inputs.items():
+            for subgraph, tid in places:
+                yield subgraph, tid, frame[name]
+
+    def observed(self, observation):
+        """(subgraph, tensor id, value) of the tensors an interpreter observation holds (none: not one)."""
+        targets = self.targets.get(id(observation.node))
+        if targets is None:
+            return
+        values = _flatten(observation.value)
+        for subgraph, tids in targets:
+            if len(values) != len(tids):
+                raise TidlxInternalError(f"@{subgraph}: {len(values)} value(s) observed for tensors {tids}")
+            for tid, value in zip(tids, values):
+                yield subgraph, tid, value
+
+
+class _Recorder:
+    """The observer: routes each observed value to the tensors of the subgraphs it belongs to."""
+
+    def __init__(self, mod: IRModule, networks: Tuple[TidlNetwork, ...], n_frames: int, method: str,
+                 entry: str = "main"):
+        self.networks = networks
+        self.stats: Dict[str, Dict[int, _TensorStats]] = {}
+        self.layer_of_tensor: Dict[Tuple[str, int], TidlLayer] = {}
         for net in networks:
-            if calls.get(net.name, 0) != 1:
-                raise CalibrationError(f"@{net.name} is called {calls.get(net.name, 0)} times by the host part; "
-                                       f"calibration needs each TIDL subgraph called exactly once")
+            self.stats[net.name] = {t.id: _TensorStats(t.name, _batch0_size(t.shape), n_frames, method == HISTOGRAM)
+                                    for t in net.tensors}
+            for layer in net.layers:
+                for tid in layer.outputs:
+                    if not layer.is_data:
+                        self.layer_of_tensor[(net.name, tid)] = layer
+        self.sources = TidlTensorSources(mod, networks, CalibrationError, "calibration", entry)
+        for net in networks:
+            if self.sources.calls.get(net.name, 0) != 1:
+                raise CalibrationError(f"@{net.name} is called {self.sources.calls.get(net.name, 0)} times by the "
+                                       f"host part; calibration needs each TIDL subgraph called exactly once")
         self.frame = 0
         self.seen: set = set()
 
@@ -318,23 +348,13 @@ class _Recorder:
         self.seen.add((subgraph, tid))
 
     def __call__(self, observation) -> None:
-        targets = self.targets.get(id(observation.node))
-        if targets is None:
-            return
-        values = _flatten(observation.value)
-        for subgraph, tids in targets:
-            if len(values) != len(tids):
-                raise TidlxInternalError(f"@{subgraph}: {len(values)} value(s) observed for tensors {tids}")
-            for tid, value in zip(tids, values):
-                self.record(subgraph, tid, value)
+        for subgraph, tid, value in self.sources.observed(observation):
+            self.record(subgraph, tid, value)
 
     def run_frame(self, mod: IRModule, frame: Mapping[str, np.ndarray], kernels: str) -> None:
         self.seen = set()
-        for subgraph, tid, data in self.constant_inputs:
-            self.record(subgraph, tid, data)
-        for name, places in self.from_inputs.items():
-            for subgraph, tid in places:
-                self.record(subgraph, tid, frame[name])
+        for subgraph, tid, value in self.sources.given(frame):
+            self.record(subgraph, tid, value)
         run(mod, frame, kernels=kernels, observers=[self])
         for net in self.networks:
             missing = [t.name for t in net.tensors if (net.name, t.id) not in self.seen]

@@ -60,12 +60,11 @@ from ...emulator.fixed.arith import FixedPointError, data_convert_to_fixed
 from ...emulator.fixed.layers import KERNELS, FixedObservation
 from ...emulator.fixed.network import QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError, TidlxInternalError, TidlxWarning
-from ...ir.expr import Call, Constant, Function, GlobalVar, Tuple as TupleExpr, TupleGetItem, Var
+from ...ir.expr import Call, Constant, Function, GlobalVar, Tuple as TupleExpr, TupleGetItem
 from ...ir.module import IRModule
-from ...ir.traversal import post_order
 from ...ir.types import TupleType
 from . import metrics
-from .calibration import _options, calibrate
+from .calibration import TidlTensorSources, _options, calibrate
 from .frames import CalibrationFrames, load_frames, random_frames
 from .layers import TidlNetwork
 from .quantize import QuantizedModel, quantize_model
@@ -259,65 +258,19 @@ class _Figures:
 # -- where the float values of TIDL tensors are ----------------------------------------------------
 
 class _FloatValues:
-    """The float run's observer: keeps the value of every tensor of every TIDL subgraph for one frame
-    (a layer's output from its Composite call; a subgraph input from the host value, model input
-    or constant it is called with), as calibration sees them."""
+    """The float run's observer: keeps the value of every tensor of every TIDL subgraph for one frame,
+    from where calibration finds them (``calibration.TidlTensorSources``)."""
 
     def __init__(self, mod: IRModule, networks: Mapping[str, TidlNetwork]):
-        self.targets: Dict[int, List[Tuple[str, Tuple[int, ...]]]] = {}
-        self.from_inputs: List[Tuple[str, str, int]] = []
-        self.constants: List[Tuple[str, int, np.ndarray]] = []
-        for name, net in networks.items():
-            for node in post_order(mod[name].body, enter_functions=False):
-                if isinstance(node, Call) and isinstance(node.op, Function):
-                    layer = net.layer_of(node.op)
-                    if layer is None:
-                        raise TidlxInternalError(f"@{name}: a Composite call without its layer")
-                    self.targets.setdefault(id(node), []).append((name, layer.outputs))
-        main_params = {id(p): p.name_hint for p in mod["main"].params}
-        for fname, fn in mod.items():
-            if fname in networks:
-                continue
-            for node in post_order(fn.body, enter_functions=False):
-                if not (isinstance(node, Call) and isinstance(node.op, GlobalVar) and node.op.name_hint in networks):
-                    continue
-                net = networks[node.op.name_hint]
-                for arg, tid in zip(node.args, net.inputs):
-                    if isinstance(arg, Constant):
-                        self.constants.append((net.name, tid, arg.data))
-                    elif isinstance(arg, Var):
-                        if fname != "main" or id(arg) not in main_params:
-                            raise CompareError(f"@{fname}: the input %{arg.name_hint} of @{net.name} is neither an "
-                                               f"input of @main nor a computed value; compare cannot see it")
-                        self.from_inputs.append((net.name, main_params[id(arg)], tid))
-                    else:
-                        self.targets.setdefault(id(arg), []).append((net.name, (tid,)))
+        self.sources = TidlTensorSources(mod, networks.values(), CompareError, "compare")
         self.values: Dict[Tuple[str, int], np.ndarray] = {}
 
     def start(self, frame: Mapping[str, np.ndarray]) -> None:
-        self.values = {(sub, tid): np.asarray(data) for sub, tid, data in self.constants}
-        for sub, name, tid in self.from_inputs:
-            self.values[(sub, tid)] = np.asarray(frame[name])
+        self.values = {(sub, tid): np.asarray(value) for sub, tid, value in self.sources.given(frame)}
 
     def __call__(self, observation) -> None:
-        targets = self.targets.get(id(observation.node))
-        if targets is None:
-            return
-        values = _flatten(observation.value)
-        for sub, tids in targets:
-            if len(values) != len(tids):
-                raise TidlxInternalError(f"@{sub}: {len(values)} value(s) observed for tensors {tids}")
-            for tid, value in zip(tids, values):
-                self.values[(sub, tid)] = np.asarray(value)
-
-
-def _flatten(value) -> List[Any]:
-    if isinstance(value, (tuple, list)):
-        out: List[Any] = []
-        for v in value:
-            out.extend(_flatten(v))
-        return out
-    return [value]
+        for sub, tid, value in self.sources.observed(observation):
+            self.values[(sub, tid)] = np.asarray(value)
 
 
 def _dequantized(q: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
