@@ -13,7 +13,6 @@ from .ir import IRModule, TidlxError, structural_equal  # noqa: F401
 from .api import load, parse_relay, partition  # noqa: F401
 from .quantize_api import compare, emulate, quantize  # noqa: F401  (fixed point: emulate, float vs fixed: compare)
 from .custom_op import register_op, unregister_op  # noqa: F401
-from .compiled import compile_model, load_compiled  # noqa: F401  (a compiled folder: write it, read and run it)
 
 __version__ = "0.1.0"
 __all__ = ["IRModule", "TidlxError", "compare", "compile_model", "emulate", "load", "load_compiled", "models",
@@ -21,9 +20,11 @@ __all__ = ["IRModule", "TidlxError", "compare", "compile_model", "emulate", "loa
 
 
 def __getattr__(name):
-    # tidlx.models imports onnx; load it only when asked for.
-    if name == "models":
-        import importlib
+    # tidlx.models imports onnx, tidlx.compiled the artifact reader and runtime (~40 ms): loaded when asked for.
+    import importlib
 
+    if name == "models":
         return importlib.import_module(".models", __name__)
+    if name in ("compile_model", "load_compiled"):   # a compiled folder: write it, read and run it
+        return getattr(importlib.import_module(".compiled", __name__), name)
     raise AttributeError(f"module 'tidlx' has no attribute '{name}'")
