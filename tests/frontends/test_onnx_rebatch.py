@@ -86,12 +86,31 @@ def test_a_resize_of_the_batch_axis_is_still_refused():
         from_onnx(model, batch=6)  # sizes' N (2) is not the exported batch (1)
 
 
-def test_a_reshape_that_cannot_follow_the_batch_names_the_node_and_why():
-    # The view puts the batch in dim 1 ((1, N, ...), as BEVDet's (B, cameras, ...)): dim 0 is not
-    # the exported batch, so the shape cannot follow batch=3.
-    model = resize_reshape_model(2, reshape_dim0=1)
+def _view_model(batch: int, view) -> onnx.ModelProto:
+    model = resize_reshape_model(batch, reshape_dim0=1)
     shape = next(i for i in model.graph.initializer if i.name == "shape")
-    shape.CopyFrom(numpy_helper.from_array(np.array([1, 2, CHANNELS, 60], np.int64), "shape"))
+    shape.CopyFrom(numpy_helper.from_array(np.array(view, np.int64), "shape"))
+    return model
+
+
+def test_a_view_with_the_batch_after_leading_ones_follows_the_batch():
+    # BEVDet's view transformer reshapes (B*N, ...) to (1, N, ...): cameras in dim 1 after a 1.
+    x = np.random.default_rng(1).standard_normal((3, CHANNELS, HEIGHT, WIDTH)).astype(np.float32)
+    expected = onnxruntime_run(_view_model(3, [1, 3, CHANNELS, 60]), x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = from_onnx(_view_model(2, [1, 2, CHANNELS, 60]), batch=3)
+    messages = [str(w.message) for w in caught if issubclass(w.category, TidlxWarning)]
+    assert any("node 'flat' (Reshape)" in m and "[1, 2, 4, 60]" in m and "in dim 1" in m and "(1, 3, 4, 60)" in m
+               for m in messages), messages
+    got = tidlx.emulator.run(mod, {"x": x})[0]
+    assert got.shape == expected.shape == (1, 3, CHANNELS, 60)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_reshape_that_cannot_follow_the_batch_names_the_node_and_why():
+    # The exported batch (2) sits after a dim that is not 1: nothing says it is the batch.
+    model = _view_model(2, [CHANNELS, 2, 60])
     from_onnx(model)  # as exported it imports
     with pytest.raises(OnnxImportError) as info:
         with warnings.catch_warnings():

@@ -9,9 +9,10 @@ A Reshape shape and a changed batch: a shape computed from the data (Shape -> Ga
 is folded with the overridden input shapes and follows ``batch=`` by itself; a shape stored as a
 constant carries the batch the model was exported with (PyTorch's ``x.view(1, 1, ...)``). When
 ``batch=`` changes the model's batch (``ctx.rebatch``), the constant shape cannot hold the data
-and its dim 0 is the exported batch, dim 0 becomes the new batch if that makes the element
-counts agree (dim 0 is the batch, as for ``batch=`` itself), with a ``TidlxWarning`` naming the
-node and both shapes. Otherwise the error names the node, the exported and the new batch.
+and its batch dim is the exported batch, that dim becomes the new batch if that makes the element
+counts agree, with a ``TidlxWarning`` naming the node and both shapes. The batch dim is dim 0 (as
+for ``batch=`` itself) or, after leading 1s, the first other dim (``x.view(1, N, ...)``: BEVDet's
+view transformer puts the cameras in dim 1). Otherwise the error names the node, the exported and the new batch.
 """
 
 from __future__ import annotations
@@ -124,19 +125,25 @@ def _rebatched_target(ctx: NodeContext, in_shape, target: List[int], allowzero: 
     rebatch = ctx.rebatch
     if rebatch is None or not target:
         raise error
-    if target[0] in rebatch.exported and -1 not in target:
-        try:
-            shape = onnx_reshape_target(ctx, in_shape, [rebatch.batch] + list(target[1:]), allowzero)
-        except OnnxImportError:
-            pass
-        else:
-            warnings.warn(f"{ctx.where}: its shape {list(target)} is a constant carrying the exported batch "
-                          f"{target[0]} in dim 0; with batch={rebatch.batch} it reshapes "
-                          f"{tuple(in_shape)} to {shape}", TidlxWarning, stacklevel=2)
-            return shape
+    if -1 not in target:
+        # The batch dim: dim 0, or the first dim after leading 1s (a view (1, cameras, ...) of a
+        # camera batch, as BEVDet's view transformer reshapes it).
+        for i, d in enumerate(target):
+            if d in rebatch.exported:
+                try:
+                    shape = onnx_reshape_target(ctx, in_shape, list(target[:i]) + [rebatch.batch] + list(target[i + 1:]),
+                                                allowzero)
+                except OnnxImportError:
+                    break
+                warnings.warn(f"{ctx.where}: its shape {list(target)} is a constant carrying the exported batch "
+                              f"{d} in dim {i}; with batch={rebatch.batch} it reshapes {tuple(in_shape)} to {shape}",
+                              TidlxWarning, stacklevel=2)
+                return shape
+            if d != 1:
+                break
     raise OnnxImportError(f"{error}: the shape is a constant of the model, exported with batch "
                     f"{rebatch.describe_exported()}, and cannot follow batch={rebatch.batch} (only a dim 0 equal to the "
-                    f"exported batch follows it, when the element counts then agree); export the model with batch "
+                    f"exported batch, or the first dim after leading 1s, follows it, when the element counts then agree); export the model with batch "
                     f"{rebatch.batch}, or compute the shape from the data (x.shape) in the exported code") from None
 
 
