@@ -145,3 +145,112 @@ def test_unregistered_op_is_gone(tmp_path):
     assert not has_op(OP)
     with pytest.raises(TidlxError, match="ScaleShift"):
         tidlx.load(path)
+
+
+# -- the TVM lowering: te_compute ------------------------------------------------------------------------
+
+def scale_shift_te(x, *, attrs, out_type):
+    from tvm import te, tirx
+
+    scale, shift = tirx.const(attrs.scale, "float32"), tirx.const(attrs.shift, "float32")
+    return te.compute(x.shape, lambda *i: x(*i) * scale + shift, name="scale_shift")
+
+
+@pytest.fixture
+def custom_op_with_te():
+    op = tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                           arg_names=("data",), onnx="com.example/ScaleShift", te_compute=scale_shift_te)
+    yield op
+    tidlx.unregister_op(OP)
+
+
+def test_te_compute_built_by_tvm_matches_the_reference_kernel(custom_op_with_te, tmp_path):
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import build, to_relax
+
+    mod = tidlx.load(_model(tmp_path / "custom.onnx"))
+    x = np.random.default_rng(2).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    (ref,) = tidlx.emulate(mod, {"x": x})
+    assert "scale_shift" in to_relax(mod).script()  # the TE compute, as its own PrimFunc
+    (whole,) = build(mod, "x86").run({"x": x})
+    np.testing.assert_allclose(whole, ref, rtol=1e-5, atol=1e-6)
+    partitioned, _ = tidlx.partition(mod)
+    (parts,) = build(partitioned, "x86").run({"x": x})  # conv and relu in TIDL subgraphs, the op in TVM
+    np.testing.assert_allclose(parts, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_without_te_compute_lowering_says_to_pass_one(custom_op, tmp_path):
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import TvmLoweringError, to_relax
+
+    mod = tidlx.load(_model(tmp_path / "custom.onnx"))
+    with pytest.raises(TvmLoweringError, match=f"op {OP} has no TVM lowering.*te_compute="):
+        to_relax(mod)
+
+
+def test_unregister_removes_the_lowering(tmp_path):
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import TvmLoweringError, to_relax
+
+    path = _model(tmp_path / "custom.onnx")
+    tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                      onnx="com.example/ScaleShift", te_compute=scale_shift_te)
+    to_relax(tidlx.load(path))
+    tidlx.unregister_op(OP)
+    tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                      onnx="com.example/ScaleShift")
+    try:
+        with pytest.raises(TvmLoweringError, match="te_compute="):
+            to_relax(tidlx.load(path))
+    finally:
+        tidlx.unregister_op(OP)
+
+
+def test_tidlx_ops_shows_where_te_compute_is_defined(custom_op_with_te, capsys):
+    assert main(["ops", OP]) == 0
+    out = capsys.readouterr().out
+    assert "tvm.lower: tests/test_custom_op.py:" in out
+
+
+def test_te_compute_mistakes_are_lowering_errors_naming_the_op(tmp_path):
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import TvmLoweringError, to_relax
+
+    path = _model(tmp_path / "custom.onnx")
+
+    def wrong_shape(x, *, attrs, out_type):
+        from tvm import te
+
+        return te.compute((4,), lambda i: x(0, i, 0, 0), name="wrong")
+
+    def raises(x, *, attrs, out_type):
+        raise KeyError("no such tensor")
+
+    cases = [(wrong_shape, r"returned float32\[4\]; the type relation says Tensor\[\(1, 4, 8, 8\), float32\]"),
+             (raises, "te_compute of custom op 'example.scale_shift' failed: KeyError"),
+             (lambda x, *, attrs, out_type: x.shape, "must return a te.Tensor")]
+    for fn, message in cases:
+        tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, attrs=ScaleShiftAttrs,
+                          onnx="com.example/ScaleShift", te_compute=fn)
+        try:
+            with pytest.raises(TvmLoweringError, match=message):
+                to_relax(tidlx.load(path))
+        finally:
+            tidlx.unregister_op(OP)
+    with pytest.raises(CustomOpError, match="te_compute must be a function"):
+        tidlx.register_op(OP, scale_shift_rel, scale_shift_kernel, num_inputs=1, te_compute="te")
+    assert not has_op(OP)
+
+
+def test_registering_a_te_compute_imports_no_tvm():
+    import subprocess
+    import sys
+
+    code = ("import sys, tidlx\n"
+            "tidlx.register_op('example.noop', lambda types, attrs: types[0], lambda args, attrs, ty: args[0],\n"
+            "                  num_inputs=1, te_compute=lambda x, *, attrs, out_type: x)\n"
+            "from tidlx.ir.op import get_op\n"
+            "assert get_op('example.noop').has_attr('tvm.lower')\n"
+            "print(sorted(m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

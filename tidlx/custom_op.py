@@ -3,14 +3,16 @@
 An op that neither TIDL nor the IR knows (BEVDet's voxel pooling, a user's own layer) needs, to go
 through tidlx end to end: an IR definition (arity, attributes, type relation), a float reference
 kernel for the emulator, a MAC count for the reports, the TIDL decision (a custom op runs on the
-host, and the partition report says so), and optionally the ONNX node type that imports to it.
+host, and the partition report says so), optionally the ONNX node type that imports to it, and
+optionally its TVM lowering (``te_compute``: a TE compute the TVM backend emits with ``emit_te``).
 ``register_op`` sets all of them; ``unregister_op`` removes them again (tests, notebooks).
-The TVM lowering will join as one more keyword once the TVM backend exists.
+docs/custom_ops.md is the worked example (BEVDet's voxel pooling, tidlx/models/bev_pool.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from .ir.errors import TidlxError
@@ -50,7 +52,7 @@ def _onnx_node(onnx: Union[None, str, Tuple[str, str]]) -> Optional[Tuple[str, s
 def register_op(name: str, type_relation: Callable, reference_kernel: Callable, *, num_inputs: int,
                 attrs: Optional[type] = None, arg_names: Sequence[str] = (), macs: Optional[Callable] = None,
                 pattern: str = "opaque", onnx: Union[None, str, Tuple[str, str]] = None,
-                onnx_attrs: Optional[Callable] = None) -> Op:
+                onnx_attrs: Optional[Callable] = None, te_compute: Optional[Callable] = None) -> Op:
     """Registers a new op and all its facets; returns the ``Op``.
 
     * ``type_relation(arg_types, attrs) -> Type``: the output type (raise ``tidlx.ir.TidlxTypeError``
@@ -60,7 +62,13 @@ def register_op(name: str, type_relation: Callable, reference_kernel: Callable, 
       ``arg_names`` and ``pattern`` (TVM's fusion pattern) as for built-in ops;
     * ``macs(call) -> int``: multiply-accumulates of one call (default: one per output element);
     * ``onnx="domain/OpType"``: nodes of that custom domain import as this op; ``onnx_attrs(dict)
-      -> dict`` maps the node's attributes to the op's (default: the same names).
+      -> dict`` maps the node's attributes to the op's (default: the same names);
+    * ``te_compute(*tensors, attrs, out_type) -> te.Tensor``: the op in TVM's tensor expression
+      language, for ``tidlx.backends.tvm`` (one ``te.Tensor`` per argument, in order (a tuple-typed
+      argument as a list of them); ``attrs`` and ``out_type`` as for the reference kernel; return
+      the output tensor, or a list of them for a tuple-typed op). It becomes the op's ``tvm.lower``
+      facet, emitted with ``BlockBuilder.emit_te``; apache-tvm is imported only when a lowering runs,
+      so import ``tvm`` inside the function. Without it, lowering the op is a TvmLoweringError.
 
     TIDL has no layer for a custom op: the partitioner keeps it on the host with the reason
     "custom op". Registering a name twice is an error; ``unregister_op`` undoes a registration.
@@ -77,6 +85,9 @@ def register_op(name: str, type_relation: Callable, reference_kernel: Callable, 
             raise CustomOpError(f"register_op('{name}'): {what} must be a function, got {type(fn).__name__}")
     if macs is not None and not callable(macs):
         raise CustomOpError(f"register_op('{name}'): macs must be a function (call -> int)")
+    if te_compute is not None and not callable(te_compute):
+        raise CustomOpError(f"register_op('{name}'): te_compute must be a function (*te tensors, attrs, out_type "
+                            f"-> te.Tensor), got {type(te_compute).__name__}")
     if not isinstance(num_inputs, int) or isinstance(num_inputs, bool) or num_inputs < 0:
         raise CustomOpError(f"register_op('{name}'): num_inputs must be a count >= 0, got {num_inputs!r}")
     if attrs is not None and not (isinstance(attrs, type) and dataclasses.is_dataclass(attrs)):
@@ -97,10 +108,61 @@ def register_op(name: str, type_relation: Callable, reference_kernel: Callable, 
             from .frontends.onnx.custom import register_custom_node
 
             register_custom_node(node[0], node[1], name, onnx_attrs)
+        if te_compute is not None:
+            from .backends.tvm.facet import lowers  # the facet's declaration only: no apache-tvm
+
+            lowers(name)(_te_lowering(name, te_compute))
     except BaseException:
         _forget(name, node)
         raise
     return op
+
+
+def _te_lowering(name: str, te_compute: Callable) -> Callable:
+    """The ``tvm.lower`` facet of a custom op: ``te_compute`` emitted through ``ctx.emit_te``.
+
+    A failure inside ``te_compute`` or a result of the wrong type or shape is the user's code, so it
+    is a TvmLoweringError naming the op and the call (not an internal error of tidlx)."""
+    from .backends.tvm.errors import TvmLoweringError
+
+    @functools.wraps(te_compute)  # `tidlx ops NAME` shows where te_compute is defined
+    def lower(ctx, call, args):
+        te = ctx.te
+        out_type = call.checked_type
+
+        def compute(*tensors):
+            try:
+                result = te_compute(*tensors, attrs=call.attrs, out_type=out_type)
+            except TidlxError:
+                raise
+            except Exception as exc:
+                raise TvmLoweringError(f"{ctx.where}: te_compute of custom op '{name}' failed: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+            _check_te_result(ctx, name, result, out_type, te)
+            return result
+
+        return ctx.emit_te(compute, *args, primfunc_name_hint=name.replace(".", "_"))
+
+    return lower
+
+
+def _check_te_result(ctx, name: str, result: Any, out_type, te) -> None:
+    from .backends.tvm.errors import TvmLoweringError
+    from .ir.types import TensorType, TupleType
+
+    wanted = list(out_type.fields) if isinstance(out_type, TupleType) else [out_type]
+    got = list(result) if isinstance(result, (list, tuple)) and isinstance(out_type, TupleType) else [result]
+    if len(got) != len(wanted) or not all(isinstance(t, te.Tensor) for t in got):
+        what = (f"a list of {len(wanted)} te.Tensor" if isinstance(out_type, TupleType) else "a te.Tensor")
+        raise TvmLoweringError(f"{ctx.where}: te_compute of custom op '{name}' must return {what}, got "
+                               f"{type(result).__name__}")
+    for k, (tensor, ty) in enumerate(zip(got, wanted)):
+        shape = tuple(int(d) for d in tensor.shape)
+        want = (tuple(int(d) for d in ty.shape), ty.dtype) if isinstance(ty, TensorType) else None
+        if want is None or (shape, str(tensor.dtype)) != want:
+            place = f" output {k}" if len(wanted) > 1 else ""
+            raise TvmLoweringError(f"{ctx.where}: te_compute of custom op '{name}' returned{place} "
+                                   f"{str(tensor.dtype)}{list(shape)}; the type relation says {ty}")
 
 
 def unregister_op(name: str) -> None:
