@@ -15,6 +15,9 @@ facet registrations in ``lower/`` import no TVM at all.
 from __future__ import annotations
 
 from . import lower as _lowerings  # noqa: F401  (registers every op's tvm.lower facet; imports no TVM)
+# Loaded now (it imports no TVM) so the submodule never replaces the function build below as the
+# package's attribute (Python sets that attribute when a submodule is first imported).
+from . import build as _build_module  # noqa: F401
 from .errors import TvmBackendError, TvmLoweringError, TvmNotInstalledError
 
 
