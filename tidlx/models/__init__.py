@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from .bev_pool import bevdet_with_bev_pool, register_bev_pool, unregister_bev_pool
 from .bevdet import bevdet_img_stage, bevdet_img_stage_tiny
 from .bn_gemm import bn_between_gemms
 from .errors import ModelArgumentError
 
-__all__ = ["ModelArgumentError", "bevdet_img_stage", "bevdet_img_stage_tiny", "bn_between_gemms"]
+__all__ = ["ModelArgumentError", "bevdet_img_stage", "bevdet_img_stage_tiny", "bevdet_with_bev_pool", "bn_between_gemms",
+           "register_bev_pool", "unregister_bev_pool"]
