@@ -25,6 +25,7 @@ from ...ir.errors import TidlxInternalError
 from ...ir.module import IRModule
 from ...ir.types import TensorType
 from .convert import is_tidl_function, subgraph_func_name, to_relax
+from .deploy.folder import DEPLOY_C_SOURCE, DEPLOY_LIB  # noqa: F401  (TI's artifact names, kept here for callers)
 from .errors import TvmBackendError, require_tvm
 
 #: tidlx's target names -> TVM target dicts
@@ -208,47 +209,16 @@ def build(model, target="x86", *, tidl: Optional[str] = None, kernels: str = "fa
     return TvmModel(mod, relax_mod, executable, tvm_target, tidl, runners)
 
 
-#: TI's artifact name of the compiled host library (TIDL-NOTES.md: deploy_lib.so beside deploy_graph.json
-#: and deploy_params.params, which Relax's VM has no counterpart of: its bytecode is inside the library)
-DEPLOY_LIB = "deploy_lib.so"
-#: the C source of the host kernels for a C target (c7x), to compile with TI's C7x toolchain
-DEPLOY_C_SOURCE = "deploy_lib.c"
-#: the cross compiler of the arm target (make system-packages installs it)
-AARCH64_CC = "aarch64-linux-gnu-gcc"
+def export(model, directory, target="arm", *, tidl: Optional[str] = None) -> Dict[str, str]:
+    """Writes the deploy folder of ``model`` for ``target`` into ``directory`` (``deploy/``): the host
+    kernels built by TVM (``deploy_lib.so`` for x86/arm, ``deploy_lib.c`` for c7x), ``deploy_graph.json``,
+    ``deploy_params.params`` and the plain C driver; returns ``{artifact: path}``. TIDL subgraphs stay
+    external calls ``tidl_subgraph_<N>_process``; ``tidl="inline"`` makes them host kernels too.
+    ``run_deployed`` (``deploy/run.py``) runs the folder here."""
+    from .deploy.folder import deploy
 
-
-def export(model, directory, target="arm", *, tidl: Optional[str] = None, kernels: str = "fast") -> Dict[str, str]:
-    """Builds ``model`` for ``target`` and writes its artifacts into ``directory``; returns
-    ``{artifact: path}``. An LLVM target gives ``deploy_lib.so`` (for ``arm`` cross-linked with
-    aarch64-linux-gnu-gcc); a C target (``c7x``) gives ``deploy_lib.c``, the kernels' C source.
-    TIDL subgraphs stay external calls ``tidlx.tidl_subgraph.<name>`` (on the device: TIDL's runtime)."""
-    import os
-    import shutil
-
-    built = build(model, target, tidl=tidl, kernels=kernels)
-    os.makedirs(directory, exist_ok=True)
-    kind = built.target.kind.name
-    if kind == "llvm":
-        mtriple = str(built.target.attrs.get("mtriple", ""))
-        cc = AARCH64_CC if mtriple.startswith("aarch64") else None
-        if cc is not None and shutil.which(cc) is None:
-            raise TvmBackendError(f"export for {mtriple}: the cross compiler {cc} is not installed (make system-packages, "
-                                  f"or apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)")
-        path = os.path.join(directory, DEPLOY_LIB)
-        try:
-            built.executable.export_library(path, **({"cc": cc} if cc else {}))
-        except Exception as exc:
-            raise TidlxInternalError(f"export: linking {path} failed: {type(exc).__name__}: {exc}") from exc
-        return {"lib": path}
-    if kind == "c":
-        sources = [m.inspect_source() for m in built.executable.mod.imports if m.kind == "c"]
-        if not sources:
-            raise TidlxInternalError(f"export: TVM gave no C source for {built.target}")
-        path = os.path.join(directory, DEPLOY_C_SOURCE)
-        with open(path, "w") as f:
-            f.write("\n".join(sources))
-        return {"c_source": path}
-    raise TvmBackendError(f"export: targets of kind '{kind}' are not exported (llvm or c)")
-
+    if tidl not in (None, "float", "fixed", "external", "inline"):
+        raise TvmBackendError(f"export: tidl must be one of float, fixed, external, inline, got {tidl!r}")
+    return deploy(model, directory, target, tidl="inline" if tidl == "inline" else "external")
 
 __all__ = ["build", "export", "TvmModel", "TARGETS", "TIDL_MODES", "target_of", "DEPLOY_LIB", "DEPLOY_C_SOURCE"]
