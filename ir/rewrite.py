@@ -19,8 +19,10 @@ calls without a layer name take the layer of the call they replace, or for a pro
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections import Counter
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 from .errors import TidlxError
 from .expr import Call, Expr, Function, TupleGetItem
@@ -56,6 +58,15 @@ def _node_keys(node: Expr) -> tuple:
     if isinstance(node, Call):
         return (node.op.name, ANY_CALL) if isinstance(node.op, Op) else (ANY_CALL,)
     return (type(node),)
+
+
+def _candidate_key(node: Expr):
+    """What the rules that may fire at ``node`` depend on: its op (calls of ops) or its class."""
+    return node.op if type(node) is Call and isinstance(node.op, Op) else type(node)
+
+
+def _keys_of_candidate_key(key) -> tuple:
+    return (key.name, ANY_CALL) if isinstance(key, Op) else (ANY_CALL,) if key is Call else (key,)
 
 
 class RewriteTable:
@@ -96,10 +107,12 @@ class RewriteTable:
 
     def candidates(self, node: Expr) -> List[Rule]:
         # Cached per op (calls of ops) or per node class: one dict lookup per node of a sweep.
-        cache_key = node.op if type(node) is Call and isinstance(node.op, Op) else type(node)
+        return self._candidates_of(_candidate_key(node))
+
+    def _candidates_of(self, cache_key) -> List[Rule]:
         found = self._fast.get(cache_key)
         if found is None:
-            found = self._fast[cache_key] = self._candidates_for_keys(_node_keys(node))
+            found = self._fast[cache_key] = self._candidates_for_keys(_keys_of_candidate_key(cache_key))
         return found
 
     def _candidates_for_keys(self, keys: tuple) -> List[Rule]:
@@ -166,6 +179,50 @@ def _walk_order(root: Expr, enter_external: bool) -> List[Expr]:
     return post_order(root, enter_functions=True if enter_external else (lambda fn: not is_external(fn)))
 
 
+class _Walk:
+    """One sweep's view of a graph: its post order, the ids of the external functions in it
+    (left alone), and the candidate keys of its nodes (which rules could fire anywhere)."""
+
+    __slots__ = ("root", "order", "opaque", "keys")
+
+    def __init__(self, root: Expr, enter_external: bool):
+        self.root = root  # held, so that the ids below stay those of live nodes
+        self.order = _walk_order(root, enter_external)
+        self.opaque = frozenset() if enter_external else \
+            {id(n) for n in self.order if isinstance(n, Function) and n is not root and is_external(n)}
+        self.keys = {_candidate_key(n) for n in self.order}
+
+
+#: The walks of the innermost ``shared_walks`` block: (id(root), enter_external) -> _Walk.
+_SHARED_WALKS: contextvars.ContextVar = contextvars.ContextVar("tidlx_shared_walks", default=None)
+
+
+@contextlib.contextmanager
+def shared_walks() -> Iterator[None]:
+    """Within the block, rewrites that sweep a graph another rewrite of the block swept
+    already (a pass that changed nothing hands the next one the same function) reuse that
+    walk instead of walking again. Nodes are immutable, so a walk stays true for as long as
+    its root is held (the block holds it); the walks are dropped when the block ends. A table
+    none of whose rules can fire at any node of a walk skips the sweep: that sweep would
+    change nothing. Results are the same with or without the block."""
+    token = _SHARED_WALKS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_WALKS.reset(token)
+
+
+def _walk(root: Expr, enter_external: bool) -> _Walk:
+    walks = _SHARED_WALKS.get()
+    if walks is None:
+        return _Walk(root, enter_external)
+    key = (id(root), enter_external)
+    found = walks.get(key)
+    if found is None or found.root is not root:
+        found = walks[key] = _Walk(root, enter_external)
+    return found
+
+
 def _layer_of(node: Expr) -> Optional[str]:
     """The layer a replacement inherits: the call's, or for ``call(...).N`` that call's."""
     if isinstance(node, TupleGetItem):
@@ -199,9 +256,11 @@ class _Rewriter:
         return infer_expr_type(expr, self.mod)
 
     def _sweep(self, root: Expr, fired: Counter) -> Expr:
-        order = _walk_order(root, self.enter_external)
-        opaque = frozenset() if self.enter_external else \
-            {id(n) for n in order if isinstance(n, Function) and n is not root and is_external(n)}
+        walk = _walk(root, self.enter_external)
+        candidates_of = self.table._candidates_of
+        if not any(candidates_of(key) for key in walk.keys):
+            return root  # no rule can fire at any node
+        order, opaque = walk.order, walk.opaque
         ctx = SweepContext(order=order, opaque=opaque, root=root)
         # Nodes that existed before a replacement (kept alive so ids stay unique), made when a
         # rule first fires: until then every node is its original.
@@ -328,5 +387,5 @@ def rewrite(table: RewriteTable, target, *, mod: Optional[IRModule] = None, max_
     return _Rewriter(table, mod, max_sweeps, max_local, check_types, enter_external).run(target)
 
 
-__all__ = ["RewriteTable", "RewriteError", "Rule", "SweepContext", "rewrite", "is_external",
+__all__ = ["RewriteTable", "RewriteError", "Rule", "SweepContext", "rewrite", "is_external", "shared_walks",
            "EXTERNAL_FUNCTION_ATTRS"]
