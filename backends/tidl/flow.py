@@ -49,7 +49,7 @@ from ...ir.module import IRModule
 from ...ir.op import Op
 from ...ir.partition import PartitionLimits, PartitionResult, gc_paused, list_strategies, partition
 from ...ir.partition.strategies import get_strategy
-from ...ir.rewrite import RewriteTable, is_external
+from ...ir.rewrite import RewriteTable, is_external, shared_walks
 from ...ir.traversal import post_order
 from ...ir.transform import Pass, PassContext
 from ...ir.types import TensorType
@@ -268,27 +268,30 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     layer_types = dict(mod.layer_types)
     records: List[PassRecord] = []
     changes: List[Transformation] = []
-    before = _layer_ops(mod["main"])
-    for p in _prep_passes(options, layer_types):
-        if ctx.is_disabled(p.name):
-            records.append(PassRecord(p.name, "disabled", 0))
-            continue
-        started = time.perf_counter()
-        old_main = mod["main"]
-        mod = p.run(mod, ctx)
-        if mod["main"] is old_main:  # nothing fired
-            records.append(PassRecord(p.name, "ran", 0))
+    before = None  # the layers' ops of @main before the first pass that changes it, when one does
+    with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
+        for p in _prep_passes(options, layer_types):
+            if ctx.is_disabled(p.name):
+                records.append(PassRecord(p.name, "disabled", 0))
+                continue
+            started = time.perf_counter()
+            old_main = mod["main"]
+            mod = p.run(mod, ctx)
+            if mod["main"] is old_main:  # nothing fired
+                records.append(PassRecord(p.name, "ran", 0))
+                if timings is not None:
+                    timings[f"prepare.{p.name}"] = time.perf_counter() - started
+                continue
+            if before is None:
+                before = _layer_ops(old_main)
+            after = _layer_ops(mod["main"])
+            merged = getattr(p, "merged_into", {})
+            found = _diff_layers(p.name, before, after, layer_types, merged)
+            changes += found
+            records.append(PassRecord(p.name, "ran", len(found)))
+            before = after
             if timings is not None:
                 timings[f"prepare.{p.name}"] = time.perf_counter() - started
-            continue
-        after = _layer_ops(mod["main"])
-        merged = getattr(p, "merged_into", {})
-        found = _diff_layers(p.name, before, after, layer_types, merged)
-        changes += found
-        records.append(PassRecord(p.name, "ran", len(found)))
-        before = after
-        if timings is not None:
-            timings[f"prepare.{p.name}"] = time.perf_counter() - started
     mod.layer_types = layer_types
     if not mod["main"].has_type:
         mod.infer_types()
@@ -395,10 +398,15 @@ _NAME_WARNINGS = (r"option \S+ names \d+ layer\(s\) not in the model",
                   r"option deny_list:layer_type is set but the model records no ONNX op types")
 
 
+#: The options that name layers (TidlOptions.check_layer_names checks these).
+_LAYER_NAME_OPTIONS = ("deny_list:layer_name", "allow_list:layer_name",
+                       "advanced_options:output_feature_16bit_names_list", "advanced_options:params_16bit_names_list")
+
+
 def _check_names_against(mod: IRModule, options: TidlOptions) -> None:
     """Warns about list entries naming no layer (or layer type) of the model as given."""
-    layers = list(_layer_ops(mod["main"]))
-    options.check_layer_names(layers)
+    if any(getattr(options, OPTIONS[name].field) for name in _LAYER_NAME_OPTIONS):  # else no walk
+        options.check_layer_names(list(_layer_ops(mod["main"])))
     if options.deny_layer_types:
         if not mod.layer_types:
             warnings.warn("option deny_list:layer_type is set but the model records no ONNX op types (it was not "
