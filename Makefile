@@ -5,11 +5,11 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.tidlx-installed
 PYTHON ?= python3
 
-.PHONY: demo test bench install clean system-packages fuzz arm-runtime
+.PHONY: demo test bench install clean system-packages fuzz
 
-# The TVM backend's arm target cross-links with aarch64-linux-gnu-gcc and runs under qemu-aarch64
-# (g++: TVM's runtime cross-compiled for the check, see arm-runtime).
-CROSS_PACKAGES := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+# The TVM backend's arm target cross-links with aarch64-linux-gnu-gcc; its deploy folder's C driver
+# runs under qemu-aarch64 for the checks (backends/tvm/deploy).
+CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 
 # numba's OpenMP threading layer (the emulator's parallel kernels) needs libgomp; without it the
 # emulator falls back to a slower Python thread pool. Installed with apt-get when running as root.
@@ -54,18 +54,6 @@ fuzz: $(STAMP)
 	  $(PY) fuzz/run.py $$s $(FUZZ_SECONDS) >fuzz/findings-$$s.log 2>&1 || true; done
 	@rm -f fuzz/findings-*.log
 	$(PY) fuzz/report.py
-
-# TVM's runtime and tidlx's driver for aarch64 (backends/tvm/arm), so tests run exported arm libraries
-# under qemu-aarch64. The apache-tvm wheel ships the runtime's sources but not a few internal headers:
-# those come from a checkout of apache/tvm (TVM_SOURCE_DIR, default the commit below fetched into build/;
-# the wheel's own sources and headers take precedence, these fill the gaps; checked with this commit).
-TVM_SOURCE_DIR    ?= build/tvm-src
-TVM_SOURCE_COMMIT ?= 5d4dc8721307cf9677becacf0395c19be130e206
-TVM_AARCH64       := build/tvm-aarch64
-arm-runtime: $(STAMP)
-	test -d $(TVM_SOURCE_DIR)/include || (mkdir -p $(TVM_SOURCE_DIR) && cd $(TVM_SOURCE_DIR) && git init -q && \
-	  git fetch -q --depth 1 https://github.com/apache/tvm $(TVM_SOURCE_COMMIT) && git checkout -q FETCH_HEAD)
-	sh backends/tvm/arm/build_runtime.sh $(PY) $(TVM_SOURCE_DIR) $(TVM_AARCH64)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,54 +1,69 @@
-"""The arm target's code runs: a model exported for aarch64 (deploy_lib.so, cross-linked) runs under
-qemu-aarch64 with TVM's runtime built for aarch64 (make arm-runtime) and matches the x86 build and, for
-BEVDet tiny, the float emulator."""
+"""The arm target's code runs: a deploy folder for aarch64 (deploy_lib.so cross-linked with
+aarch64-linux-gnu-gcc, the C driver built with it) runs under ``qemu-aarch64 -L /usr/aarch64-linux-gnu``
+with its TIDL calls served over the pipe, and matches the x86 folder (1e-5 relative); BEVDet tiny
+matches the float emulator."""
 
 from __future__ import annotations
+
+import json
+import os
+import struct
 
 import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
 
-from tidlx.backends.tvm import build, export  # noqa: E402
-from tidlx.backends.tvm.qemu import missing_tools, run_under_qemu  # noqa: E402
-from tidlx.ir import Function, IRModule, TensorType, Tuple, Var, call, const  # noqa: E402
+import tidlx  # noqa: E402
+from tidlx.backends.tvm.deploy import deploy, run_deployed  # noqa: E402
+from tidlx.backends.tvm.deploy.run import missing_tools  # noqa: E402
 
-_missing = missing_tools()
+from test_tvm_deploy import assert_close, frames, two_subgraph_model  # noqa: E402
+
+_missing = missing_tools("arm") + missing_tools("x86")
 pytestmark = pytest.mark.skipif(bool(_missing), reason="the arm check needs " + "; ".join(_missing) +
-                                " (make system-packages installs the apt packages as root, make arm-runtime "
-                                "builds TVM's aarch64 runtime)")
+                                " (make system-packages installs them with apt-get as root)")
+
+EM_AARCH64 = 183
 
 
-def _model():
-    rng = np.random.default_rng(4)
-    x = Var("x", TensorType((1, 3, 10, 12), "float32"))
-    y = call("nn.conv2d", x, const((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)), padding=(1, 1))
-    y = call("nn.relu", call("nn.bias_add", y, const(rng.standard_normal(8).astype(np.float32))))
-    pooled = call("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
-    z = call("nn.softmax", call("image.resize2d", pooled, size=(10, 12), method="linear"), axis=1)
-    return IRModule({"main": Function([x], Tuple([call("sigmoid", z), call("mean", pooled, axis=(2, 3))]))})
+@pytest.fixture(autouse=True, scope="module")
+def driver_cache(tmp_path_factory):
+    old = os.environ.get("TIDLX_CACHE_DIR")
+    os.environ["TIDLX_CACHE_DIR"] = str(tmp_path_factory.mktemp("driver-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TIDLX_CACHE_DIR", None)
+    else:
+        os.environ["TIDLX_CACHE_DIR"] = old
 
 
-def test_aarch64_code_under_qemu_matches_x86(tmp_path):
-    mod = _model()
-    frame = np.random.default_rng(5).standard_normal((1, 3, 10, 12)).astype(np.float32)
-    library = export(mod, tmp_path, "arm")["lib"]
-    arm = run_under_qemu(library, mod, {"x": frame})
-    x86 = build(mod, "x86").run({"x": frame})
-    assert len(arm) == len(x86) == 2
-    for a, b in zip(arm, x86):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        assert float(np.max(np.abs(a - b))) <= 1e-5 * max(float(np.max(np.abs(b))), 1e-30)
+def _elf_machine(path):
+    with open(path, "rb") as f:
+        head = f.read(20)
+    assert head[:4] == b"\x7fELF"
+    return struct.unpack("<H", head[18:20])[0]
+
+
+def test_aarch64_folder_under_qemu_matches_x86(tmp_path):
+    partitioned, _ = tidlx.partition(two_subgraph_model())
+    arm = deploy(partitioned, tmp_path / "arm", "arm")
+    assert _elf_machine(arm["lib"]) == EM_AARCH64
+    assert json.load(open(arm["graph"]))["tvm_target"] == {"kind": "llvm", "mtriple": "aarch64-linux-gnu",
+                                                          "mattr": ["+neon"]}
+    deploy(partitioned, tmp_path / "x86", "x86")
+    x = {"x": frames(1, seed=11)}
+    on_arm = run_deployed(tmp_path / "arm", x, partitioned)
+    assert_close(on_arm, run_deployed(tmp_path / "x86", x, partitioned))
+    assert_close(on_arm, tidlx.emulate(partitioned, x))
 
 
 def test_bevdet_tiny_for_aarch64_under_qemu_matches_the_float_emulator(tmp_path):
-    import tidlx
     from tidlx.frontends.onnx import from_onnx
     from tidlx.models import bevdet_img_stage_tiny
 
     mod = from_onnx(bevdet_img_stage_tiny("resnet18", batch=1))
+    partitioned, _ = tidlx.partition(mod)
     frame = {"img": np.random.default_rng(0).standard_normal((1, 3, 64, 192)).astype(np.float32)}
-    arm = run_under_qemu(export(mod, tmp_path, "arm")["lib"], mod, frame)
-    for a, r in zip(arm, tidlx.emulate(mod, frame)):
-        assert a.shape == r.shape
-        assert float(np.max(np.abs(a - r))) <= 1e-5 * float(np.max(np.abs(r)))
+    deploy(partitioned, tmp_path, "arm")
+    assert_close(run_deployed(tmp_path, frame, partitioned), tidlx.emulate(mod, frame))
