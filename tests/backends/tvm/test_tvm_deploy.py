@@ -292,3 +292,25 @@ def test_bevdet_tiny_x86_and_c7x_match_the_float_emulator(bevdet, tmp_path):
         assert any(n["kind"] == "tidl" for n in doc["nodes"]) and any(n["kind"] == "kernel" for n in doc["nodes"])
         assert_close(run_deployed(tmp_path / target, frame, partitioned), ref)
     _compile_each_c_file(str(tmp_path / "c7x"))
+
+
+def dtype_model():
+    x = Var("x", TensorType((2, 5), "float32"))
+    b = Var("b", TensorType((2, 5), "bool"))
+    return IRModule({"main": Function([x, b], Tuple([
+        call("greater", x, const(np.float32(0))), call("logical_and", b, call("less", x, const(np.float32(0.5)))),
+        call("cast", x, dtype="int8"), call("cast", x, dtype="float16")]))})
+
+
+@needs_gcc
+@pytest.mark.parametrize("target", ["x86", "c7x"])
+def test_bool_int8_and_float16_tensors_cross_the_driver_exactly(target, tmp_path):
+    mod = dtype_model()
+    x = {"x": np.random.default_rng(1).standard_normal((2, 5)).astype(np.float32) * 3,
+         "b": np.array([[1, 0, 1, 0, 1]] * 2, bool)}
+    deploy(mod, tmp_path, target)
+    if target == "c7x":
+        _compile_each_c_file(str(tmp_path))
+    got = run_deployed(tmp_path, x)
+    for g, r in zip(got, tidlx.emulate(mod, x)):
+        assert g.dtype == r.dtype and np.array_equal(g, r)
