@@ -254,3 +254,35 @@ def test_registering_a_te_compute_imports_no_tvm():
             "print(sorted(m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_tuple_typed_op_returns_a_list_of_te_tensors():
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import build
+    from tidlx.ir import Function, IRModule, TupleGetItem, TupleType, Var, call
+
+    def rel(types, attrs):
+        return TupleType([types[0], types[0]])
+
+    def kernel(args, attrs, out_type):
+        return np.maximum(args[0], 0), np.maximum(-args[0], 0)
+
+    def te_parts(x, *, attrs, out_type):
+        from tvm import te, tirx
+
+        zero = tirx.const(0.0, "float32")
+        return [te.compute(x.shape, lambda *i: tirx.max(x(*i), zero), name="positive"),
+                te.compute(x.shape, lambda *i: tirx.max(-x(*i), zero), name="negative")]
+
+    tidlx.register_op("example.sign_parts", rel, kernel, num_inputs=1, te_compute=te_parts)
+    try:
+        x = Var("x", TensorType((2, 5), "float32"))
+        parts = call("example.sign_parts", x)
+        positive, negative = TupleGetItem(parts, 0), TupleGetItem(parts, 1)
+        mod = IRModule({"main": Function([x], call("subtract", positive, call("multiply", negative, negative)))})
+        value = np.random.default_rng(3).standard_normal((2, 5)).astype(np.float32)
+        (ref,) = tidlx.emulate(mod, {"x": value})
+        (got,) = build(mod, "x86").run({"x": value})
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+    finally:
+        tidlx.unregister_op("example.sign_parts")
