@@ -113,6 +113,7 @@ def test_listed_by_tidlx_ops(custom_op, capsys):
     out = capsys.readouterr().out
     for facet in ("custom", "emulator.reference", "macs", "onnx.op_types", "com.example.ScaleShift"):
         assert facet in out
+    assert "macs: tests/test_custom_op.py:" in out  # the user's function, not register_op's adapter
 
 
 def test_registration_errors(custom_op):

@@ -103,7 +103,8 @@ def register_op(name: str, type_relation: Callable, reference_kernel: Callable, 
         op.set_attr(CUSTOM_OP, CustomRegistration(onnx_node=node))
         register_op_attr(name, _REFERENCE, reference_kernel)
         if macs is not None:
-            register_op_attr(name, _MACS, lambda call, where: int(macs(call)))
+            # wraps: `tidlx ops NAME` shows where the user's macs is defined, not this adapter
+            register_op_attr(name, _MACS, functools.wraps(macs)(lambda call, where: int(macs(call))))
         if node is not None:
             from .frontends.onnx.custom import register_custom_node
 

@@ -162,7 +162,7 @@ def bev_pool_te(volume, index, *, attrs, out_type):
                      lambda ins, outs: body(ins[0], ins[1], outs[0]), dtype="float32", name="bev_pool")
 
 
-def _attrs_from_node(attributes):
+def bev_pool_attrs_from_node(attributes):
     extra = sorted(set(attributes) - {"grid_size"})
     if extra:
         raise BevPoolError(f"{ONNX_DOMAIN}/{ONNX_OP_TYPE}: unknown attribute(s) {', '.join(extra)} (it takes "
@@ -182,7 +182,7 @@ def register_bev_pool():
         return get_op(OP_NAME)
     return register_op(OP_NAME, bev_pool_type, bev_pool_reference, num_inputs=2, attrs=BevPoolAttrs,
                        arg_names=("volume", "index"), macs=bev_pool_macs, onnx=(ONNX_DOMAIN, ONNX_OP_TYPE),
-                       onnx_attrs=_attrs_from_node, te_compute=bev_pool_te)
+                       onnx_attrs=bev_pool_attrs_from_node, te_compute=bev_pool_te)
 
 
 def unregister_bev_pool() -> None:
