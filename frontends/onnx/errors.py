@@ -46,5 +46,8 @@ class UnsupportedOpsError(OnnxImportError):
             more = f" and {len(nodes) - 8} more" if len(nodes) > 8 else ""
             parts.append(f"{op} (node{'s' if len(nodes) > 1 else ''} {shown}{more})")
         count = len(self.nodes_by_op)
+        # a dotted name is a node of a custom domain: the user's own op, imported once registered
+        hint = ("; a custom domain's node imports once its op is registered: tidlx.register_op(..., "
+                "onnx='domain/OpType') (docs/custom_ops.md)") if any("." in op for op in self.nodes_by_op) else ""
         super().__init__(f"the model uses {count} unsupported ONNX op type{'s' if count > 1 else ''}: "
-                         + "; ".join(parts))
+                         + "; ".join(parts) + hint)
