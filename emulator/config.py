@@ -30,8 +30,9 @@ class EmulatorConfig:
     * ``threads``: at most this many threads per run, 0 = one per CPU up to 8 (``TIDLX_EMULATOR_THREADS``);
       1 runs everything on the calling thread.
     * ``fuse``: fuse element-wise chains into their producer (``TIDLX_EMULATOR_FUSE=0`` turns it off).
-    * ``winograd``: ``"auto"`` (by shape), ``"off"``, ``"2"`` (only F(2x2, 3x3)) or ``"4"`` (F(4x4, 3x3)
-      wherever Winograd is used) (``TIDLX_EMULATOR_WINOGRAD`` = 1/0/2/4).
+    * ``winograd``: ``"auto"`` (F(2x2, 3x3) in float32, by shape in float64), ``"off"``, ``"2"`` (only
+      F(2x2, 3x3)) or ``"4"`` (F(4x4, 3x3) wherever Winograd is used: faster, ~15x the rounding error)
+      (``TIDLX_EMULATOR_WINOGRAD`` = 1/0/2/4).
     * ``parallel``: ``"numba"`` parallel regions or the Python thread ``"pool"`` (``TIDLX_EMULATOR_PARALLEL``).
     * ``blas``: ``"pool"`` (products split over tidlx's threads, OpenBLAS single-threaded during a run)
       or ``"openblas"`` (OpenBLAS's own threads) (``TIDLX_EMULATOR_BLAS``).

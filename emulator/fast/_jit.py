@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._microkernel import COLUMNS, ROWS, sgemm_6x16
+from ._microkernel import COLUMNS, ROWS, sgemm_6x16, sgemm_6x16_add
 
 
 @njit(cache=True, nogil=True)
@@ -685,11 +685,18 @@ def tile_block_buffers(positions, channels, rows, width):
     return v, m
 
 
+#: Channels per partial sum of the Winograd products: each output sums its channels in chunks of
+#: this many (one ordered FMA chain each), then adds the chunk sums in order. A single chain over
+#: 2048 channels (FCN's head) made the whole model 1.8x onnxruntime's error against float64
+#: (F(2x2, 3x3)); onnxruntime's own convolutions sum per input channel block the same way.
+CHANNEL_CHUNK = 32
+
+
 @njit(cache=True, nogil=True)
 def winograd_block_products(up, v, m, columns, first_panel, last_panel):
     """m[p, :, :columns] = U[p] @ v[p, :, :columns] for each tile position p, for the output channels
     of panels [first_panel, last_panel); up[p, q] is the (C, 6) panel of output channels 6q..6q+5.
-    Each panel is read once per block, for all its columns."""
+    Each panel is read once per block, for all its columns; sums run in chunks of CHANNEL_CHUNK."""
     positions, channels = up.shape[0], up.shape[2]
     width = v.shape[2]
     for p in range(positions):
@@ -698,7 +705,10 @@ def winograd_block_products(up, v, m, columns, first_panel, last_panel):
             a = up[p, q].ctypes.data
             c = m[p, ROWS * q].ctypes.data
             for j in range(0, columns, COLUMNS):
-                sgemm_6x16(a, b + 4 * j, width, c + 4 * j, width, channels)
+                sgemm_6x16(a, b + 4 * j, width, c + 4 * j, width, min(channels, CHANNEL_CHUNK))
+                for k0 in range(CHANNEL_CHUNK, channels, CHANNEL_CHUNK):
+                    sgemm_6x16_add(a + 4 * ROWS * k0, b + 4 * (k0 * width + j), width, c + 4 * j, width,
+                                   min(channels - k0, CHANNEL_CHUNK))
 
 
 @njit(cache=True, nogil=True)

@@ -14,6 +14,8 @@ by name, as _blas.py does for OpenBLAS, so numba's on-disk cache stays valid.
 Each sum starts at 0 and adds the terms in order of q with one rounding per term (fused
 multiply-add), so the result does not depend on the CPU's vector width, the thread count or the
 blocking. Without hardware FMA, LLVM calls the C library's fmaf: the same bits, slower.
+``sgemm_6x16_add`` (same arguments) computes the same sum and adds it to ``c``: callers sum long
+products in chunks of channels (two-level summation, see _jit.winograd_block_products).
 
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS.
 """
@@ -25,13 +27,19 @@ import numpy as np
 ROWS = 6  # output channels per panel (broadcast operands)
 COLUMNS = 16  # tiles per block: two vectors of 8 floats
 _SYMBOL = "tidlx_sgemm_6x16"
+_SYMBOL_ADD = "tidlx_sgemm_6x16_add"
 
 
 def _kernel_ir() -> str:
-    """The kernel in LLVM IR: 12 vector accumulators (6 rows x 2 vectors) over a loop on k."""
+    """Both kernels in LLVM IR."""
+    return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
+                      _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True)])
+
+
+def _function_ir(symbol: str, add: bool) -> str:
+    """12 vector accumulators (6 rows x 2 vectors) over a loop on k; stored to c, or added to it."""
     lines = [
-        "declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
-        f"define void @{_SYMBOL}(i64 %a_addr, i64 %b_addr, i64 %ldb, i64 %c_addr, i64 %ldc, i64 %k) {{",
+        f"define void @{symbol}(i64 %a_addr, i64 %b_addr, i64 %ldb, i64 %c_addr, i64 %ldc, i64 %k) {{",
         "entry:",
         "  %a = inttoptr i64 %a_addr to ptr",
         "  %b = inttoptr i64 %b_addr to ptr",
@@ -71,9 +79,14 @@ def _kernel_ir() -> str:
     for i in range(ROWS):
         lines += [f"  %c_off{i} = mul i64 %ldc, {i}",
                   f"  %c_row{i} = getelementptr float, ptr %c, i64 %c_off{i}",
-                  f"  %c_hi{i} = getelementptr float, ptr %c_row{i}, i64 8",
-                  f"  store <8 x float> %t{i}_0, ptr %c_row{i}, align 4",
-                  f"  store <8 x float> %t{i}_1, ptr %c_hi{i}, align 4"]
+                  f"  %c_hi{i} = getelementptr float, ptr %c_row{i}, i64 8"]
+        for j, ptr in ((0, f"%c_row{i}"), (1, f"%c_hi{i}")):
+            value = f"%t{i}_{j}"
+            if add:
+                lines += [f"  %old{i}_{j} = load <8 x float>, ptr {ptr}, align 4",
+                          f"  %new{i}_{j} = fadd <8 x float> %old{i}_{j}, %t{i}_{j}"]
+                value = f"%new{i}_{j}"
+            lines += [f"  store <8 x float> {value}, ptr {ptr}, align 4"]
     lines += ["  ret void", "}"]
     return "\n".join(lines)
 
@@ -95,12 +108,13 @@ def _compile() -> bool:
         module.verify()
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
-        address = engine.get_function_address(_SYMBOL)
+        addresses = {symbol: engine.get_function_address(symbol) for symbol in (_SYMBOL, _SYMBOL_ADD)}
     except Exception:  # any llvmlite/LLVM failure: the callers fall back to OpenBLAS
         return False
-    if not address:
+    if not all(addresses.values()):
         return False
-    llvm.add_symbol(_SYMBOL, address)
+    for symbol, address in addresses.items():
+        llvm.add_symbol(symbol, address)
     _engine = engine
     return True
 
@@ -111,6 +125,7 @@ from numba import types  # noqa: E402  (after the symbol exists for cached code)
 
 _i64 = types.int64
 sgemm_6x16 = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+sgemm_6x16_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 
 
 def pack_panels(u: np.ndarray) -> np.ndarray:

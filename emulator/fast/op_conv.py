@@ -1,7 +1,7 @@
 """Fast nn.conv2d: Winograd, im2col gathered in numba, products split over threads, numba depthwise loops.
 
-Dense 3x3 stride-1 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3) by shape, down to 7x7 in
-float32 (_winograd.py). Other dense and grouped convolutions are one BLAS matmul per group over an
+Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
+float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)). Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
 input directly. Depthwise convolutions (one input channel per group) run in a numba loop. The
 definition is reference/op_conv.py; products are summed in another order than the reference's
@@ -20,9 +20,9 @@ from ..registry import fast_kernel
 from . import _winograd as winograd
 from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, run_blocks
 
-#: |fast - reference| / max |reference| the fast convolutions stay within: F(4x4, 3x3) Winograd
-#: rounds its transforms (4e-6..9e-6 of the output's largest value per ResNet-18 layer against a
-#: float64 sum), the other paths only sum the products in another order.
+#: |fast - reference| / max |reference| the fast convolutions stay within, with any config: F(4x4, 3x3)
+#: Winograd (on request) rounds its transforms (4e-6..9e-6 of the output's largest value per
+#: ResNet-18 layer against a float64 sum); the default paths only sum the products in another order.
 TOLERANCE = 3e-5
 
 

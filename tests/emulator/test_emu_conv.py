@@ -225,12 +225,11 @@ def test_winograd_from_7x7_only_with_tile_blocks():
                                 EmulatorConfig(winograd="off"))
 
 
-def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_path):
+def test_conv2d_uses_f23_in_float32_unless_f43_is_asked_for(monkeypatch, winograd_path):
+    """The float32 default is F(2x2, 3x3) at every size (F(4x4, 3x3) misses issue 14's accuracy goal);
+    TIDLX_EMULATOR_WINOGRAD=4 still gives F(4x4, 3x3), within the fast set's stated tolerance."""
     from tidlx.emulator.fast import _winograd
 
-    config = winograd_path  # winograd="auto"
-    assert _winograd.tile_size((28, 28), config=config) == 4 and _winograd.tile_size((27, 28), config=config) == 2
-    assert _winograd.tile_size((14, 14), config=config) == 2
     chosen = []
     real = _winograd.tile_size
     monkeypatch.setattr(_winograd, "tile_size", lambda *a: chosen.append(real(*a)) or chosen[-1])
@@ -239,36 +238,60 @@ def test_conv2d_picks_f43_from_28x28_and_matches_float64(monkeypatch, winograd_p
     wt = rand(rng, (32, 24, 3, 3))
     wt.setflags(write=False)
     ref = fast_reference_conv(x, wt, (1, 1, 1, 1))
-    for _ in range(2):  # second time from the weight cache
-        with using_config(config):
-            got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
-        assert relative_max_error(got, ref) <= 3e-5
-    assert chosen == [4, 4]
+    for config, bound in ((winograd_path, 3e-6), (winograd_path.replace(winograd="4"), 3e-5)):
+        for _ in range(2):  # second time from the weight cache
+            with using_config(config):
+                got = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+            assert relative_max_error(got, ref) <= bound
+    assert chosen == [2, 2, 4, 4]
 
 
-@pytest.mark.parametrize("out_hw,batch,expected", [
-    ((7, 7), 1, 2),      # F(4x4, 3x3): four tiles in a block of 16
-    ((7, 7), 6, 4),      # batch 6: 24 tiles of 4x4 (2 blocks) against 96 of 2x2 (6 blocks)
-    ((14, 14), 1, 4),    # 16 tiles of 4x4: one full block
-    ((8, 22), 1, 4),
-    ((16, 44), 1, 4),
-    ((56, 56), 1, 4),
-    ((4, 4), 1, 2),      # one tile either way: F(2x2, 3x3) has fewer positions
-])
-def test_tile_blocks_pick_the_tile_size_with_less_work(out_hw, batch, expected):
+@pytest.mark.parametrize("out_hw", [(4, 4), (7, 7), (14, 14), (16, 44), (56, 56), (128, 352)])
+def test_float32_picks_f23_at_every_size_and_float64_f43_from_28x28(out_hw):
     from tidlx.emulator.fast import _winograd
 
-    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch, EmulatorConfig()) == expected
-    whole = EmulatorConfig(tile_blocks=False)  # the whole-array path: by pixels
-    assert _winograd.tile_size(out_hw, np.dtype("float32"), batch, whole) == (4 if out_hw[0] * out_hw[1] >= 784 else 2)
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    for config in (EmulatorConfig(), EmulatorConfig(tile_blocks=False)):
+        assert _winograd.tile_size(out_hw, f32, config) == 2
+        assert _winograd.tile_size(out_hw, f64, config) == (4 if out_hw[0] * out_hw[1] >= 784 else 2)
 
 
-@pytest.mark.parametrize("mode,expected", [("2", (2, 2)), ("4", (4, 4)), ("1", (2, 4))])
+@pytest.mark.parametrize("mode,expected", [("2", (2, 2, 2)), ("4", (4, 4, 4)), ("1", (2, 2, 4))])
 def test_winograd_mode_switch_forces_the_tile_size(mode, expected):
     from tidlx.emulator.fast import _winograd
 
     config = EmulatorConfig.from_env({"TIDLX_EMULATOR_WINOGRAD": mode})
-    assert (_winograd.tile_size((14, 14), config=config), _winograd.tile_size((56, 56), config=config)) == expected
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    assert (_winograd.tile_size((14, 14), f32, config), _winograd.tile_size((56, 56), f32, config),
+            _winograd.tile_size((56, 56), f64, config)) == expected
+
+
+def test_long_channel_sums_run_in_chunks():
+    """Products over 2048 channels are summed in chunks (then the chunk sums in order): the result is
+    the chunked float32 sum bit for bit, and closer to float64 than one ordered chain (FCN's head)."""
+    from tidlx.emulator.fast._jit import CHANNEL_CHUNK, tile_block_buffers, winograd_block_products
+    from tidlx.emulator.fast._microkernel import pack_panels
+
+    channels = 2048
+    rng = np.random.default_rng(11)
+    u = np.abs(rng.standard_normal((1, 6, channels))).astype(np.float32)  # same-sign terms: the chain's error grows
+    up = pack_panels(u)
+    v, m = tile_block_buffers(1, channels, 6, 16)
+    v[...] = np.abs(rng.standard_normal(v.shape)).astype(np.float32)
+    winograd_block_products(up, v, m, 16, 0, 1)
+    products = u[0][:, :, None] * v[0][None, :, :]  # (6, C, 16), exact in float64 below
+    chunked = np.zeros((6, 16), np.float32)
+    for k0 in range(0, channels, CHANNEL_CHUNK):
+        part = np.zeros((6, 16), np.float32)
+        for k in range(k0, min(channels, k0 + CHANNEL_CHUNK)):
+            part = (part.astype(np.float64) + u[0][:, k, None].astype(np.float64) * v[0][k]).astype(np.float32)
+        chunked = chunked + part
+    np.testing.assert_array_equal(m[0], chunked)
+    chain = np.zeros((6, 16), np.float32)
+    for k in range(channels):
+        chain = (chain.astype(np.float64) + u[0][:, k, None].astype(np.float64) * v[0][k]).astype(np.float32)
+    exact = products.astype(np.float64).sum(axis=1)
+    assert np.abs(m[0] - exact).max() < 0.5 * np.abs(chain - exact).max()
 
 
 def test_winograd_weight_cache_keeps_both_tile_sizes_until_the_weights_die():
