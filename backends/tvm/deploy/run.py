@@ -277,7 +277,8 @@ def run_deployed(directory, inputs: Mapping[str, np.ndarray], model=None, *, ker
     if failure is not None:
         raise failure
     if proc.returncode != 0 or len(outputs) != len(doc["heads"]):
-        raise TidlxInternalError(f"run_deployed: the driver of {directory} ({target}) failed (exit {proc.returncode}): "
+        status = (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}")
+        raise TidlxInternalError(f"run_deployed: the driver of {directory} ({target}) failed ({status}): "
                                  f"{message[-4000:] or 'no message'}")
     return outputs
 
