@@ -74,5 +74,6 @@ def test_the_same_model_deployed_twice_gives_the_same_bytes(bev_model, tmp_path)
     partitioned, _, _ = bev_model
     first = deploy(partitioned, tmp_path / "a", "c7x", name="bev")
     second = deploy(partitioned, tmp_path / "b", "c7x", name="bev")
-    for key in ("lib", "params", "graph"):
+    assert sorted(first) == sorted(second) and {"lib", "params", "graph"} <= set(first)
+    for key in first:  # deploy_lib.c, params, graph JSON and every driver file
         assert open(first[key], "rb").read() == open(second[key], "rb").read(), key
