@@ -119,10 +119,20 @@ class DeployGraph:
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
-def subgraph_number(name: str, position: int) -> int:
-    """N of ``tidl_subgraph_<N>_process``: the number in the subgraph's name ``tidl_<N>``, else its position."""
-    match = re.fullmatch(r"tidl_(\d+)", name)
-    return int(match.group(1)) if match else position
+def subgraph_numbers(names: List[str]) -> Dict[str, int]:
+    """N of ``tidl_subgraph_<N>_process`` per subgraph name (in first-call order): the number of a
+    name ``tidl_<N>`` (the partitioner's), else the lowest number no other subgraph has."""
+    numbers = {}
+    for name in names:
+        match = re.fullmatch(r"tidl_(\d+)", name)
+        if match:
+            numbers[name] = int(match.group(1))
+    taken = set(numbers.values())
+    free = (n for n in range(len(names) + len(taken) + 1) if n not in taken)
+    for name in names:
+        if name not in numbers:
+            numbers[name] = next(free)
+    return numbers
 
 
 class _Reader:
@@ -141,7 +151,6 @@ class _Reader:
         self.call_tir = tvm.ir.Op.get("relax.call_tir")
         self.call_dps = tvm.ir.Op.get("relax.call_dps_packed")
         self.primfuncs: Dict[str, object] = {}
-        self.subgraph_names: Dict[str, int] = {}
 
     def tensor(self, sinfo, kind: str, where: str, name=None) -> int:
         relax = self.relax
@@ -202,12 +211,9 @@ class _Reader:
             if not symbol.startswith(SUBGRAPH_FUNC_PREFIX):
                 raise TidlxInternalError(f"deploy: {where}: an external call of {symbol}, not a TIDL subgraph")
             name = symbol[len(SUBGRAPH_FUNC_PREFIX):]
-            if name not in self.subgraph_names:
-                self.subgraph_names[name] = subgraph_number(name, len(self.subgraph_names))
-            n = self.subgraph_names[name]
             inputs = self.flat(self.operand(value.args[1], where))
             outputs = self.outputs_of(value.ty_args[0], where)
-            self.graph.nodes.append(Node("tidl", name, f"tidl_subgraph_{n}_process", inputs, self.flat(outputs), n))
+            self.graph.nodes.append(Node("tidl", name, "", inputs, self.flat(outputs)))  # numbered in read()
             self.values[var] = outputs
         elif isinstance(value, relax.TupleGetItem):
             tup = self.operand(value.tuple_value, where)
@@ -237,6 +243,11 @@ class _Reader:
                     raise TidlxInternalError(f"deploy: binding %{b.var.name} is a match cast (static shapes only)")
                 self.binding(b.var, b.value)
         self.graph.heads = self.flat(self.operand(body.body, "main's result"))
+        names = list(dict.fromkeys(n.name for n in self.graph.nodes if n.kind == "tidl"))
+        numbers = subgraph_numbers(names)
+        for node in self.graph.subgraphs:
+            node.index = numbers[node.name]
+            node.symbol = f"tidl_subgraph_{node.index}_process"
         return self.graph
 
 
@@ -297,5 +308,5 @@ def _primfuncs(relax_mod) -> Dict[str, tuple]:
     return out
 
 
-__all__ = ["DeployGraph", "Tensor", "Node", "host_graph", "plan_storage", "pipeline", "subgraph_number",
+__all__ = ["DeployGraph", "Tensor", "Node", "host_graph", "plan_storage", "pipeline", "subgraph_numbers",
            "GRAPH_FORMAT", "GRAPH_VERSION", "STORAGE_ALIGN"]

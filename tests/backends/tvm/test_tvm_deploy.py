@@ -156,7 +156,7 @@ def test_x86_host_kernels_with_tidl_in_float_match_the_emulator(folders, partiti
 
 
 @needs_gcc
-def test_x86_with_a_quantized_model_matches_the_fixed_point_emulator(folders, partitioned):
+def test_x86_with_a_quantized_model_matches_the_fixed_point_emulator(folders, partitioned, tmp_path):
     directory, _ = folders["x86"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fewer calibration frames than TI's default of 20
@@ -166,6 +166,10 @@ def test_x86_with_a_quantized_model_matches_the_fixed_point_emulator(folders, pa
     assert_close(got, tidlx.emulate(qmodel, x))
     # it is the fixed point: 8-bit results differ from the float model
     assert max(relative_error(g, f) for g, f in zip(got, tidlx.emulate(partitioned, x))) > 1e-3
+    # a QuantizedModel deploys as its partitioned module: the same folder
+    again = deploy(qmodel, tmp_path, "c7x", name="two_subgraphs")
+    for key in ("graph", "lib", "params", "driver/deploy_model.c"):
+        assert open(again[key], "rb").read() == open(folders["c7x"][1][key], "rb").read(), key
 
 
 def _compile_each_c_file(directory):
@@ -296,7 +300,7 @@ def test_bevdet_tiny_x86_and_c7x_match_the_float_emulator(bevdet, tmp_path):
 
 def dtype_model():
     x = Var("x", TensorType((2, 5), "float32"))
-    b = Var("b", TensorType((2, 5), "bool"))
+    b = Var("mask:0", TensorType((2, 5), "bool"))  # not a C identifier
     return IRModule({"main": Function([x, b], Tuple([
         call("greater", x, const(np.float32(0))), call("logical_and", b, call("less", x, const(np.float32(0.5)))),
         call("cast", x, dtype="int8"), call("cast", x, dtype="float16")]))})
@@ -307,10 +311,19 @@ def dtype_model():
 def test_bool_int8_and_float16_tensors_cross_the_driver_exactly(target, tmp_path):
     mod = dtype_model()
     x = {"x": np.random.default_rng(1).standard_normal((2, 5)).astype(np.float32) * 3,
-         "b": np.array([[1, 0, 1, 0, 1]] * 2, bool)}
+         "mask:0": np.array([[1, 0, 1, 0, 1]] * 2, bool)}
     deploy(mod, tmp_path, target)
+    assert "const uint8_t* in_mask_0" in open(tmp_path / "driver" / "deploy_model.h").read()
     if target == "c7x":
         _compile_each_c_file(str(tmp_path))
     got = run_deployed(tmp_path, x)
     for g, r in zip(got, tidlx.emulate(mod, x)):
         assert g.dtype == r.dtype and np.array_equal(g, r)
+
+
+def test_subgraph_numbers_keep_the_partitioners_and_never_collide():
+    from tidlx.backends.tvm.deploy.graph import subgraph_numbers
+
+    assert subgraph_numbers(["tidl_0", "tidl_1"]) == {"tidl_0": 0, "tidl_1": 1}
+    assert subgraph_numbers(["tidl_3", "tidl_1"]) == {"tidl_3": 3, "tidl_1": 1}
+    assert subgraph_numbers(["custom", "tidl_0", "other"]) == {"tidl_0": 0, "custom": 1, "other": 2}
