@@ -77,7 +77,8 @@ def model_header(graph: DeployGraph, model_name: str) -> str:
     params += [f"{c_type(t.dtype, f'output {k}')}* out_{k}" for k, t in enumerate(outs)]
     lines += ["",
               "/* Runs the model: inputs and outputs are the caller's buffers (row-major, sizes above).",
-              " * Returns 0, or nonzero with tidlx_last_error() (tidlx_runtime.h) saying which call failed. */",
+              " * Returns 0, or nonzero with tidlx_last_error() (tidlx_runtime.h) saying which call failed.",
+              " * Not reentrant: the values live in static buffers (one call at a time). */",
               f"int model_run({', '.join(params) or 'void'});",
               "/* The same with the buffers as arrays of pointers, in the order above. */",
               "int model_run_v(const void* const* inputs, void* const* outputs);", "", "#endif", ""]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Dict, Optional
+from typing import Dict
 
 from ....ir.errors import TidlxInternalError
 from ....ir.module import IRModule
@@ -108,12 +108,13 @@ def _build_kernels(graph: DeployGraph, target_name: str, directory: str) -> str:
     return path
 
 
-def deploy(model, directory, target: str = "x86", *, tidl: str = "external", name: Optional[str] = None) -> Dict[str, str]:
+def deploy(model, directory, target: str = "x86", *, tidl: str = "external", name: str = "model") -> Dict[str, str]:
     """Writes the deploy folder of ``model`` (a tidlx IRModule, partitioned or not, or a QuantizedModel)
     for ``target`` (``x86``, ``arm`` or ``c7x``) into ``directory``; returns ``{artifact: path}``:
     ``graph``, ``params``, ``lib`` (deploy_lib.so or deploy_lib.c) and ``driver/...`` / ``include/...``
     for every C file. ``tidl="inline"`` lowers the TIDL subgraphs into host kernels too (no TIDL call).
-    ``name`` goes into the generated files' first line (default: the folder's name)."""
+    ``name`` goes into the generated files' first line (the folder's place does not: the same model
+    gives the same bytes wherever it is written)."""
     tvm = require_tvm()
     if target not in TARGETS:
         raise TvmBackendError(f"deploy: unknown target '{target}': one of {', '.join(TARGETS)}")
@@ -123,7 +124,7 @@ def deploy(model, directory, target: str = "x86", *, tidl: str = "external", nam
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     graph = host_graph(mod, tidl=tidl)
-    model_name = name or os.path.basename(os.path.abspath(directory))
+    model_name = str(name)
     llvm = TARGETS[target]["kind"] == "llvm"
     stale = os.path.join(directory, DEPLOY_C_SOURCE if llvm else DEPLOY_LIB)
     if os.path.exists(stale):  # a folder written for another target before
