@@ -36,8 +36,9 @@ def build(model, target="x86", **kwargs):
 
 
 def export(model, directory, target="arm", **kwargs):
-    """Builds ``model`` for ``target`` and writes deploy_lib.so (LLVM) or deploy_lib.c (C) into
-    ``directory`` (see ``build.export``)."""
+    """Writes the deploy folder of ``model`` for ``target`` into ``directory``: TVM-built kernels
+    (deploy_lib.so or deploy_lib.c), deploy_graph.json, deploy_params.params, the C driver (see
+    ``deploy.deploy``; ``deploy.run_deployed`` runs it here)."""
     from .build import export as _export
 
     return _export(model, directory, target, **kwargs)
