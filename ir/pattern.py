@@ -17,7 +17,10 @@ Semantics:
     pattern; they are checked after the node matched structurally.
 
 Matching recurses over the *pattern*, whose depth is small; the expression graph is only
-walked as deep as the pattern reaches, so long chains in models do not matter here.
+walked as deep as the pattern reaches, so long chains in models do not matter here. It is
+written in continuation-passing style (``_first``: each pattern hands every way it matches to
+the rest of the match, a function that says whether the whole match succeeds), which explores
+the ways in the same order as the generators of ``_iter`` do, without making generators.
 """
 
 from __future__ import annotations
@@ -66,9 +69,13 @@ class Pattern:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # A subclass that redefines how it matches but not its quick test gets the test that
-        # refuses nothing (an inherited test could refuse what the new _match_node accepts).
-        if "_match_node" in cls.__dict__ and "_may_match" not in cls.__dict__:
-            cls._may_match = Pattern._may_match
+        # refuses nothing (an inherited test could refuse what the new _match_node accepts);
+        # likewise its continuation-passing match is the one that runs its own _match_node.
+        if "_match_node" in cls.__dict__:
+            if "_may_match" not in cls.__dict__:
+                cls._may_match = Pattern._may_match
+            if "_first_node" not in cls.__dict__:
+                cls._first_node = Pattern._first_node
 
     def __init__(self):
         self._name: Optional[str] = None
@@ -171,9 +178,8 @@ class Pattern:
             raise PatternError(f"can only match expressions, got {type(expr).__name__}")
         if not self._may_match(expr):
             return None
-        for env in self._iter(expr, {}):
-            return Match(expr, env)
-        return None
+        env = self._first(expr, {}, _found)
+        return None if env is None else Match(expr, env)
 
     def matches(self, expr: Expr) -> bool:
         return self.match(expr) is not None
@@ -199,6 +205,46 @@ class Pattern:
 
     def _match_node(self, expr, env: Dict) -> Iterator[Dict]:
         raise NotImplementedError
+
+    def _first(self, expr, env: Dict, rest: Callable[[Dict], Any]):
+        """The first result of ``rest(env2)`` that is not None, over the ways ``env2`` this
+        pattern matches ``expr`` extending ``env``, in the order ``_iter`` yields them (None
+        if there is none): the continuation-passing form of ``_iter``."""
+        bound = env.get(self)
+        if bound is not None:
+            return rest(env) if bound is expr else None
+        name, checks = self._name, self._checks
+        if name is None and not checks:
+            def bind(env2):
+                out = dict(env2)
+                out[self] = expr
+                return rest(out)
+        else:
+            def bind(env2):
+                if name is not None:
+                    prev = env2.get(name)
+                    if prev is not None and prev is not expr:
+                        return None
+                for _, check in checks:
+                    if not check(expr):
+                        return None
+                out = dict(env2)
+                out[self] = expr
+                if name is not None:
+                    out[name] = expr
+                return rest(out)
+        return self._first_node(expr, env, bind)
+
+    def _first_node(self, expr, env: Dict, rest: Callable[[Dict], Any]):
+        """``_first`` for the structure alone (``_match_node``'s ways); patterns that define
+        only ``_match_node`` get this, which runs its generator."""
+        if not self._may_match(expr):
+            return None
+        for env2 in self._match_node(expr, env):
+            out = rest(env2)
+            if out is not None:
+                return out
+        return None
 
     def _may_match(self, expr) -> bool:
         """False only if this pattern cannot match ``expr`` whatever the captures: the
@@ -228,6 +274,9 @@ class WildcardPattern(Pattern):
     def _match_node(self, expr, env):
         yield env
 
+    def _first_node(self, expr, env, rest):
+        return rest(env)
+
     def _describe(self):
         return "wildcard()"
 
@@ -246,6 +295,9 @@ class ExprPattern(Pattern):
     def _may_match(self, expr):
         return expr is self.expr
 
+    def _first_node(self, expr, env, rest):
+        return rest(env) if expr is self.expr else None
+
     def _describe(self):
         return f"is_expr({type(self.expr).__name__})"
 
@@ -257,6 +309,9 @@ class ConstantPattern(Pattern):
 
     def _may_match(self, expr):
         return isinstance(expr, Constant)
+
+    def _first_node(self, expr, env, rest):
+        return rest(env) if isinstance(expr, Constant) else None
 
     def dispatch_keys(self):
         return frozenset([Constant])
@@ -276,6 +331,11 @@ class VarPattern(Pattern):
 
     def _may_match(self, expr):
         return isinstance(expr, Var) and (self.var_name is None or expr.name_hint == self.var_name)
+
+    def _first_node(self, expr, env, rest):
+        if isinstance(expr, Var) and (self.var_name is None or expr.name_hint == self.var_name):
+            return rest(env)
+        return None
 
     def dispatch_keys(self):
         return frozenset([Var])
@@ -309,6 +369,13 @@ class OpPattern(Pattern):
         if isinstance(expr, Call):
             return self._op_matches(expr.op)
         return isinstance(expr, Op) and self._op_matches(expr)
+
+    def _first_node(self, expr, env, rest):
+        if isinstance(expr, Op):
+            return rest(env) if self._op_matches(expr) else None
+        if isinstance(expr, Call) and self._op_matches(expr.op):
+            return rest(env)
+        return None
 
     def __call__(self, *args: Pattern) -> "CallPattern":
         for op in self.op_list:
@@ -367,6 +434,24 @@ class CallPattern(Pattern):
             else:
                 yield from _match_all(self.args, expr.args, 0, env1)
 
+    def _first_node(self, expr, env, rest):
+        if not isinstance(expr, Call):
+            return None
+        args, callee = self.args, self.callee
+        if args is not None and len(args) != len(expr.args):
+            return None
+        if isinstance(callee, OpPattern):
+            if not callee._op_matches(expr.op):
+                return None
+        elif isinstance(expr.op, Op):
+            if not isinstance(callee, WildcardPattern):
+                return None
+        else:
+            if args is None:
+                return callee._first(expr.op, env, rest)
+            return callee._first(expr.op, env, lambda env1: _first_all(args, expr.args, 0, env1, rest))
+        return rest(env) if args is None else _first_all(args, expr.args, 0, env, rest)
+
     def _may_match(self, expr):
         if not isinstance(expr, Call):
             return False
@@ -416,6 +501,20 @@ def _match_all(patterns, exprs, i, env) -> Iterator[Dict]:
         yield from _match_all(patterns, exprs, i + 1, env1)
 
 
+def _first_all(patterns, exprs, i, env, rest):
+    """``_first`` of matching patterns[i:] to exprs[i:] in order."""
+    if i == len(patterns):
+        return rest(env)
+    if i == len(patterns) - 1:
+        return patterns[i]._first(exprs[i], env, rest)
+    return patterns[i]._first(exprs[i], env, lambda env1: _first_all(patterns, exprs, i + 1, env1, rest))
+
+
+def _found(env):
+    """The continuation ending a match: the whole pattern matched with captures ``env``."""
+    return env
+
+
 class TuplePattern(Pattern):
     def __init__(self, fields: Optional[Sequence[Pattern]]):
         super().__init__()
@@ -432,6 +531,15 @@ class TuplePattern(Pattern):
             yield env
         elif len(self.fields) == len(expr.fields):
             yield from _match_all(self.fields, expr.fields, 0, env)
+
+    def _first_node(self, expr, env, rest):
+        if not isinstance(expr, Tuple):
+            return None
+        if self.fields is None:
+            return rest(env)
+        if len(self.fields) != len(expr.fields):
+            return None
+        return _first_all(self.fields, expr.fields, 0, env, rest)
 
     def _may_match(self, expr):
         if not isinstance(expr, Tuple):
@@ -459,6 +567,11 @@ class TupleGetItemPattern(Pattern):
         if isinstance(expr, TupleGetItem) and (self.index is None or expr.index == self.index):
             yield from self.tuple_pattern._iter(expr.tuple_value, env)
 
+    def _first_node(self, expr, env, rest):
+        if isinstance(expr, TupleGetItem) and (self.index is None or expr.index == self.index):
+            return self.tuple_pattern._first(expr.tuple_value, env, rest)
+        return None
+
     def _may_match(self, expr):
         return (isinstance(expr, TupleGetItem) and (self.index is None or expr.index == self.index)
                 and self.tuple_pattern._may_match(expr.tuple_value))
@@ -484,6 +597,11 @@ class FunctionPattern(Pattern):
             else:
                 yield from self.body._iter(expr.body, env)
 
+    def _first_node(self, expr, env, rest):
+        if not isinstance(expr, Function):
+            return None
+        return rest(env) if self.body is None else self.body._first(expr.body, env, rest)
+
     def _may_match(self, expr):
         return isinstance(expr, Function) and (self.body is None or self.body._may_match(expr.body))
 
@@ -504,6 +622,12 @@ class LetPattern(Pattern):
             for env1 in self.value._iter(expr.value, env):
                 yield from self.body._iter(expr.body, env1)
 
+    def _first_node(self, expr, env, rest):
+        if not isinstance(expr, Let):
+            return None
+        body = self.body
+        return self.value._first(expr.value, env, lambda env1: body._first(expr.body, env1, rest))
+
     def _may_match(self, expr):
         return isinstance(expr, Let) and self.value._may_match(expr.value) and self.body._may_match(expr.body)
 
@@ -514,10 +638,23 @@ class LetPattern(Pattern):
         return f"is_let({self.value!r}, {self.body!r})"
 
 
+def _root_may_match(keys: Optional[frozenset], expr) -> bool:
+    """False only if no pattern with dispatch keys ``keys`` can match ``expr`` (a graph node)."""
+    if keys is None:
+        return True
+    kind = type(expr)
+    if kind is Call:
+        op = expr.op
+        return ANY_CALL in keys or (isinstance(op, Op) and op.name in keys)
+    return kind in keys or isinstance(expr, Op)  # an Op itself is matched only as a callee
+
+
 class AltPattern(Pattern):
     def __init__(self, left: Pattern, right: Pattern):
         super().__init__()
         self.left, self.right = left, right
+        # What each side's root must be: _first_node skips a side at once on other nodes.
+        self._left_keys, self._right_keys = left.dispatch_keys(), right.dispatch_keys()
 
     def _ops(self):
         return self.left._ops() + self.right._ops()
@@ -533,6 +670,17 @@ class AltPattern(Pattern):
             yield from self.left._iter(expr, env)
         if self.right._may_match(expr):
             yield from self.right._iter(expr, env)
+
+    def _first_node(self, expr, env, rest):
+        # Only the sides' root test (not the recursive _may_match, which the nested
+        # alternatives of a composite would repeat at every level).
+        if _root_may_match(self._left_keys, expr):
+            out = self.left._first(expr, env, rest)
+            if out is not None:
+                return out
+        if _root_may_match(self._right_keys, expr):
+            return self.right._first(expr, env, rest)
+        return None
 
     def _may_match(self, expr):
         return self.left._may_match(expr) or self.right._may_match(expr)

@@ -298,14 +298,18 @@ class _Rewriter:
         for rule in self.table.candidates(node):
             if not rule.pattern._may_match(node):
                 continue
-            for env in rule.pattern._iter(node, {}):
-                new = rule.fn(Match(node, env, ctx))
-                if new is None or new is node:
-                    continue  # declined; the pattern may match another way, then the next rule
-                if not isinstance(new, Expr):
-                    raise RewriteError(f"rule '{rule.name}' of '{self.table.name}' returned "
-                                       f"{type(new).__name__}, expected an expression or None")
-                return self._finish(node, new, rule), rule
+
+            def replacement(env, fn=rule.fn):
+                new = fn(Match(node, env, ctx))
+                return None if new is node else new  # None: declined; the pattern may match another way
+
+            new = rule.pattern._first(node, {}, replacement)
+            if new is None:
+                continue  # no way of matching it that the rule takes: the next rule
+            if not isinstance(new, Expr):
+                raise RewriteError(f"rule '{rule.name}' of '{self.table.name}' returned "
+                                   f"{type(new).__name__}, expected an expression or None")
+            return self._finish(node, new, rule), rule
         return None, None
 
     def _finish(self, old: Expr, new: Expr, rule: Rule) -> Expr:
