@@ -309,14 +309,18 @@ def find_composites(function: Function, specs: Optional[Sequence[CompositeSpec]]
     blocker = object()  # pre-claims excluded nodes so that no group can take them
     claimed: Dict[Expr, object] = {node: blocker for node in order if id(node) in excluded}
     groups: List[Composite] = []
+    by_key: Dict[object, list] = {}  # node key -> the (spec, branches) whose root may be such a node
     for node in reversed(order):
         if node in claimed or not isinstance(node, (Call, TupleGetItem)):
             continue
         key = _node_key(node)
-        candidates = [spec for spec, keys, branches in keyed
-                      if (keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys))
-                      and (branches is None or _may_take(branches, node))]
-        for spec in candidates:
+        specs_here = by_key.get(key)
+        if specs_here is None:
+            specs_here = by_key[key] = [(spec, branches) for spec, keys, branches in keyed
+                                        if keys is None or key in keys or (isinstance(node, Call) and ANY_CALL in keys)]
+        for spec, branches in specs_here:
+            if branches is not None and not _may_take(branches, node):
+                continue
             group = _try(spec, node, node_users, claimed, position, switched_off)
             if group is not None:
                 for member in group.members:
