@@ -194,3 +194,22 @@ def test_the_te_lowering_never_writes_outside_the_grid():
     np.testing.assert_array_equal(got[0, :, 0, 0], points[5])
     assert not got[0, :, 0, 1].any() and not got[0, :, 1, 0].any()
     assert get_op(OP_NAME).has_attr("tvm.lower")
+
+
+def test_an_index_given_at_run_time_works_too():
+    pytest.importorskip("tvm")
+    from tidlx.backends.tvm import build
+    from tidlx.ir import Function, IRModule, TensorType, Var, call
+    from tidlx.ir.analysis import function_macs
+
+    volume = Var("volume", TensorType((2, 3, 4, 5), "float32"))
+    index = Var("index", TensorType((3, 4), "int32"))
+    mod = IRModule({"main": Function([volume, index], call(OP_NAME, volume, index, grid_size=(2, 3)))})
+    rng = np.random.default_rng(8)
+    inputs = {"volume": rng.standard_normal((2, 3, 4, 5)).astype(np.float32),
+              "index": rng.integers(-1, 6, size=(3, 4)).astype(np.int32)}
+    (ref,) = tidlx.emulate(mod, inputs)
+    np.testing.assert_allclose(ref, bev_pool_numpy(inputs["volume"], inputs["index"], (2, 3)), rtol=1e-5, atol=1e-6)
+    (got,) = build(mod, "x86").run(inputs)
+    assert got.tobytes() == ref.tobytes()
+    assert function_macs(mod["main"]) == 2 * 12 * 5  # not a constant: every point counts
