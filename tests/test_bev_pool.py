@@ -94,11 +94,18 @@ def test_ill_typed_calls_and_attributes_are_named():
         from_onnx(model)
 
 
-def test_registration_is_idempotent_and_sets_every_facet():
+def test_registration_is_idempotent_and_sets_every_facet(capsys):
+    from tidlx.cli import main
+
     op = register_bev_pool()
     assert register_bev_pool() is op
     for facet in ("custom", "emulator.reference", "macs", "onnx.op_types", "tvm.lower"):
         assert op.has_attr(facet), facet
+    assert main(["ops", OP_NAME]) == 0
+    out = capsys.readouterr().out
+    for facet in ("emulator.reference", "macs", "tvm.lower"):  # each where bev_pool.py defines it
+        assert f"{facet}: tidlx/models/bev_pool.py:" in out
+    assert "tidlx.bevdet.BevPool" in out
 
 
 def test_macs_count_the_kept_points():
