@@ -201,6 +201,8 @@ class _Reader:
             gv = value.args[0]
             func = self.mod[gv]
             name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else gv.name_hint
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise TidlxInternalError(f"deploy: {where}: kernel name {name!r} is not a C identifier")
             self.primfuncs[name] = (gv, func)
             inputs = self.flat(self.operand(value.args[1], where))
             outputs = self.outputs_of(value.ty_args[0], where)

@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import threading
 from typing import Callable, Dict, List, Mapping, Optional
 
 import numpy as np
@@ -185,7 +186,7 @@ class _Pipe:
 def run_deployed(directory, inputs: Mapping[str, np.ndarray], model=None, *, kernels: str = "fast",
                  timeout: float = 600.0) -> List[np.ndarray]:
     """Builds (cached) and runs the deploy folder ``directory`` on ``inputs`` (name -> array); returns the
-    outputs in order. The TIDL subgraph calls run from ``model``: the partitioned IRModule (float
+    outputs in order; a run longer than ``timeout`` seconds (the served subgraphs included) is killed. The TIDL subgraph calls run from ``model``: the partitioned IRModule (float
     emulator with ``kernels``), its QuantizedModel (fixed point), or ``{subgraph name: fn(list of
     arrays) -> list of arrays}``; a folder without TIDL calls needs none."""
     directory = os.path.abspath(os.fspath(directory))
@@ -218,6 +219,15 @@ def run_deployed(directory, inputs: Mapping[str, np.ndarray], model=None, *, ker
     argv = [QEMU_AARCH64, "-L", AARCH64_SYSROOT, exe] if target == "arm" else [exe]
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        expired = threading.Event()
+
+        def stop():  # a driver that hangs (or a pipe that never answers) ends after timeout seconds
+            expired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, stop)
+        watchdog.daemon = True
+        watchdog.start()
         pipe = _Pipe(proc, directory)
         failure: Optional[BaseException] = None
         outputs: List[np.ndarray] = []
@@ -265,15 +275,13 @@ def run_deployed(directory, inputs: Mapping[str, np.ndarray], model=None, *, ker
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise TidlxInternalError(f"run_deployed: the driver of {directory} ran longer than {timeout} s") from None
+            proc.wait()
+            watchdog.cancel()
             proc.stdout.close()
         stderr.seek(0)
         message = stderr.read().decode(errors="replace").strip()
+    if expired.is_set():
+        raise TidlxInternalError(f"run_deployed: the driver of {directory} ran longer than {timeout} s (killed)")
     if failure is not None:
         raise failure
     if proc.returncode != 0 or len(outputs) != len(doc["heads"]):

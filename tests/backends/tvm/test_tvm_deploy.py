@@ -327,3 +327,15 @@ def test_subgraph_numbers_keep_the_partitioners_and_never_collide():
     assert subgraph_numbers(["tidl_0", "tidl_1"]) == {"tidl_0": 0, "tidl_1": 1}
     assert subgraph_numbers(["tidl_3", "tidl_1"]) == {"tidl_3": 3, "tidl_1": 1}
     assert subgraph_numbers(["custom", "tidl_0", "other"]) == {"tidl_0": 0, "custom": 1, "other": 2}
+
+
+@needs_gcc
+def test_a_run_that_never_ends_is_killed_after_the_timeout(folders, partitioned):
+    import time
+
+    from tidlx.backends.tvm.build import _subgraph_runners
+
+    runners = dict(_subgraph_runners(partitioned, "float", None, "fast"))
+    runners["tidl_1"] = lambda inputs: time.sleep(3)  # longer than the timeout, whatever the machine
+    with pytest.raises(TidlxInternalError, match="ran longer than 0.5 s"):
+        run_deployed(folders["x86"][0], {"x": frames(1)}, runners, timeout=0.5)
