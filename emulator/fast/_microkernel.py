@@ -17,7 +17,18 @@ blocking. Without hardware FMA, LLVM calls the C library's fmaf: the same bits, 
 ``sgemm_6x16_add`` (same arguments) computes the same sum and adds it to ``c``: callers sum long
 products in chunks of channels (two-level summation, see _jit.winograd_block_products).
 
-``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS.
+``depthwise_rows(src, row_step, offsets, weights, taps, dst, rows, vectors)`` and
+``depthwise_rows_s2`` (same arguments; all int64, src, offsets, weights, dst are addresses) are the
+depthwise convolution's inner kernels for column strides 1 and 2 (_jit.py's depthwise_conv_planes):
+for r < rows and column c < 8 * vectors, with s the stride,
+``dst[r * 8 * vectors + c] = sum over t < taps of src[r * row_step + offsets[t] + s * c] * weights[t]``,
+summed from 0 in order of t, a product and an addition per term (no FMA: the same bits as the
+numba loop they replace, _jit.depthwise_conv_nchw). They keep 4 vectors of 8 columns in registers
+over all taps (then 1 at a time for the rest), so each output is written once, not once per tap;
+stride 2 loads 16 consecutive floats and keeps the even ones.
+
+``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
+(Winograd) or the numba loop (depthwise).
 """
 
 from __future__ import annotations
@@ -28,12 +39,113 @@ ROWS = 6  # output channels per panel (broadcast operands)
 COLUMNS = 16  # tiles per block: two vectors of 8 floats
 _SYMBOL = "tidlx_sgemm_6x16"
 _SYMBOL_ADD = "tidlx_sgemm_6x16_add"
+_SYMBOL_DEPTHWISE = "tidlx_depthwise_rows"
+_SYMBOL_DEPTHWISE_S2 = "tidlx_depthwise_rows_s2"
+_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_DEPTHWISE_S2)
 
 
 def _kernel_ir() -> str:
-    """Both kernels in LLVM IR."""
+    """All kernels in LLVM IR."""
     return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
-                      _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True)])
+                      _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
+                      _depthwise_ir(_SYMBOL_DEPTHWISE, 1), _depthwise_ir(_SYMBOL_DEPTHWISE_S2, 2)])
+
+
+def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: str, next_label: str) -> list:
+    """A loop over vector columns [first, stop) in steps of ``unroll`` vectors, each step summing
+    all taps into ``unroll`` vector accumulators; then branches to ``next_label``."""
+    u = range(unroll)
+    lines = [
+        f"{tag}_check:",
+        f"  %{tag}_any = icmp slt i64 {first}, {stop}",
+        f"  br i1 %{tag}_any, label %{tag}_vec, label %{next_label}",
+        f"{tag}_vec:",
+        f"  %{tag}_v = phi i64 [{first}, %{tag}_check], [%{tag}_v_next, %{tag}_store]",
+        f"  %{tag}_col = shl i64 %{tag}_v, 3",
+        f"  %{tag}_in_col = mul i64 %{tag}_col, {stride}",
+        f"  br label %{tag}_tap",
+        f"{tag}_tap:",
+        f"  %{tag}_t = phi i64 [0, %{tag}_vec], [%{tag}_t_next, %{tag}_tap]",
+    ]
+    lines += [f"  %{tag}_acc{k} = phi <8 x float> [zeroinitializer, %{tag}_vec], [%{tag}_sum{k}, %{tag}_tap]"
+              for k in u]
+    lines += [
+        f"  %{tag}_off_ptr = getelementptr i64, ptr %offs, i64 %{tag}_t",
+        f"  %{tag}_off = load i64, ptr %{tag}_off_ptr, align 8",
+        f"  %{tag}_idx = add i64 %{tag}_off, %{tag}_in_col",
+        f"  %{tag}_x_ptr = getelementptr float, ptr %row_ptr, i64 %{tag}_idx",
+        f"  %{tag}_w_ptr = getelementptr float, ptr %wts, i64 %{tag}_t",
+        f"  %{tag}_w = load float, ptr %{tag}_w_ptr, align 4",
+        f"  %{tag}_w_ins = insertelement <8 x float> poison, float %{tag}_w, i32 0",
+        f"  %{tag}_ws = shufflevector <8 x float> %{tag}_w_ins, <8 x float> poison, <8 x i32> zeroinitializer",
+    ]
+    evens = ", ".join(f"i32 {2 * lane}" for lane in range(8))
+    for k in u:
+        lines += [f"  %{tag}_xp{k} = getelementptr float, ptr %{tag}_x_ptr, i64 {8 * stride * k}"]
+        if stride == 1:
+            lines += [f"  %{tag}_x{k} = load <8 x float>, ptr %{tag}_xp{k}, align 4"]
+        else:
+            lines += [f"  %{tag}_wide{k} = load <16 x float>, ptr %{tag}_xp{k}, align 4",
+                      f"  %{tag}_x{k} = shufflevector <16 x float> %{tag}_wide{k}, <16 x float> poison, "
+                      f"<8 x i32> <{evens}>"]
+        lines += [
+            f"  %{tag}_p{k} = fmul <8 x float> %{tag}_x{k}, %{tag}_ws",
+            f"  %{tag}_sum{k} = fadd <8 x float> %{tag}_acc{k}, %{tag}_p{k}",
+        ]
+    lines += [
+        f"  %{tag}_t_next = add i64 %{tag}_t, 1",
+        f"  %{tag}_more_t = icmp slt i64 %{tag}_t_next, %taps",
+        f"  br i1 %{tag}_more_t, label %{tag}_tap, label %{tag}_store",
+        f"{tag}_store:",
+        f"  %{tag}_out = getelementptr float, ptr %out_row, i64 %{tag}_col",
+    ]
+    for k in u:
+        lines += [f"  %{tag}_op{k} = getelementptr float, ptr %{tag}_out, i64 {8 * k}",
+                  f"  store <8 x float> %{tag}_sum{k}, ptr %{tag}_op{k}, align 4"]
+    lines += [
+        f"  %{tag}_v_next = add i64 %{tag}_v, {unroll}",
+        f"  %{tag}_more_v = icmp slt i64 %{tag}_v_next, {stop}",
+        f"  br i1 %{tag}_more_v, label %{tag}_vec, label %{next_label}",
+    ]
+    return lines
+
+
+def _depthwise_ir(symbol: str, stride: int) -> str:
+    """Rows, then vector columns by 4 (up to the last multiple of 4), then by 1, then taps."""
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %row_step, i64 %offs_addr, i64 %wts_addr, "
+        "i64 %taps, i64 %dst_addr, i64 %rows, i64 %vectors) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %offs = inttoptr i64 %offs_addr to ptr",
+        "  %wts = inttoptr i64 %wts_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+        "  %row_len = shl i64 %vectors, 3",
+        "  %quads = and i64 %vectors, -4",
+        "  %work = icmp sgt i64 %rows, 0",
+        "  %some_taps = icmp sgt i64 %taps, 0",
+        "  %go = and i1 %work, %some_taps",
+        "  br i1 %go, label %row, label %done",
+        "row:",
+        "  %r = phi i64 [0, %entry], [%r_next, %row_end]",
+        "  %row_off = mul i64 %r, %row_step",
+        "  %row_ptr = getelementptr float, ptr %src, i64 %row_off",
+        "  %out_off = mul i64 %r, %row_len",
+        "  %out_row = getelementptr float, ptr %dst, i64 %out_off",
+        "  br label %q_check",
+    ]
+    lines += _depthwise_columns_ir("q", 4, stride, "0", "%quads", "s_check")
+    lines += _depthwise_columns_ir("s", 1, stride, "%quads", "%vectors", "row_end")
+    lines += [
+        "row_end:",
+        "  %r_next = add i64 %r, 1",
+        "  %more_r = icmp slt i64 %r_next, %rows",
+        "  br i1 %more_r, label %row, label %done",
+        "done:",
+        "  ret void",
+        "}",
+    ]
+    return "\n".join(lines)
 
 
 def _function_ir(symbol: str, add: bool) -> str:
@@ -108,7 +220,7 @@ def _compile() -> bool:
         module.verify()
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
-        addresses = {symbol: engine.get_function_address(symbol) for symbol in (_SYMBOL, _SYMBOL_ADD)}
+        addresses = {symbol: engine.get_function_address(symbol) for symbol in _SYMBOLS}
     except Exception:  # any llvmlite/LLVM failure: the callers fall back to OpenBLAS
         return False
     if not all(addresses.values()):
@@ -126,6 +238,9 @@ from numba import types  # noqa: E402  (after the symbol exists for cached code)
 _i64 = types.int64
 sgemm_6x16 = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 sgemm_6x16_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+depthwise_rows = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
+depthwise_rows_s2 = types.ExternalFunction(_SYMBOL_DEPTHWISE_S2,
+                                           types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
 
 
 def pack_panels(u: np.ndarray) -> np.ndarray:

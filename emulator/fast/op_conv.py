@@ -3,7 +3,8 @@
 Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
 float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)). Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
-input directly. Depthwise convolutions (one input channel per group) run in a numba loop. The
+input directly. Depthwise convolutions (one input channel per group) run on the microkernel's
+vector rows (float32, column stride 1 or 2) or in a numba loop. The
 definition is reference/op_conv.py; products are summed in another order than the reference's
 single sgemm (and Winograd transforms round differently), hence the stated tolerance.
 """
@@ -113,16 +114,22 @@ def _conv_nhwc(x, w, strides, dilation, pads, out_hw, work):
 
 
 def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
-    from ._jit import depthwise_conv_nchw, depthwise_conv_nchw_blocks
+    """One input channel per group: float32 with column stride 1 or 2 on the microkernel's
+    depthwise rows (_jit.depthwise_conv_planes), else the plain numba loop; the same bits."""
+    from . import _jit, _microkernel
 
     n, c, h, wd = x.shape
     o = w.shape[0]
     x = np.ascontiguousarray(x, dtype=work)
     w = np.ascontiguousarray(w, dtype=work)
     out = np.empty((n, o, out_hw[0], out_hw[1]), work)
+    if work == np.float32 and strides[1] in (1, 2) and _microkernel.AVAILABLE:
+        serial, parallel, per_block = _jit.depthwise_conv_planes, _jit.depthwise_conv_planes_blocks, 800_000
+    else:
+        serial, parallel, per_block = _jit.depthwise_conv_nchw, _jit.depthwise_conv_nchw_blocks, 200_000
     per_plane = out_hw[0] * out_hw[1] * w.shape[2] * w.shape[3]
-    run_blocks(n * o, depthwise_conv_nchw, depthwise_conv_nchw_blocks, x, w, out, strides[0], strides[1],
-               dilation[0], dilation[1], pads[0], pads[1], o // c, min_block=max(1, 200_000 // max(per_plane, 1)))
+    run_blocks(n * o, serial, parallel, x, w, out, strides[0], strides[1], dilation[0], dilation[1], pads[0],
+               pads[1], o // c, min_block=max(1, per_block // max(per_plane, 1)))
     return out
 
 

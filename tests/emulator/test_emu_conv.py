@@ -365,3 +365,29 @@ def test_conv2d_transpose_nhwc_layout():
     got = run_kernel("nn.conv2d_transpose", [x.transpose(0, 2, 3, 1).copy(), w.transpose(2, 3, 0, 1).copy()],
                      strides=(2, 2), padding=(1, 1), data_layout="NHWC", kernel_layout="HWIO")
     assert_close(got, ref.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,c,h,w,mult,k,strides,pads,dilation", [
+    (1, 5, 15, 15, 1, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # odd width: a partial last vector
+    (1, 4, 32, 32, 1, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # whole vectors: written in place
+    (2, 3, 19, 23, 2, 5, (2, 2), (2, 2, 2, 2), (1, 1)),     # stride 2, 5x5, multiplier 2, batch 2
+    (1, 6, 40, 70, 1, 3, (2, 2), (0, 1, 1, 0), (1, 1)),     # stride 2, asymmetric pads, 4+ vectors a row
+    (1, 3, 17, 21, 1, 3, (3, 1), (1, 2, 0, 3), (2, 2)),     # row stride 3, dilation 2, wide left pad
+    (1, 2, 7, 7, 1, 7, (1, 2), (4, 4, 4, 4), (1, 1)),       # padding wider than the image
+])
+def test_depthwise_vector_rows_give_the_numba_loops_bits(n, c, h, w, mult, k, strides, pads, dilation):
+    """The microkernel's depthwise rows sum the same terms in the same order as the plain loop."""
+    from tidlx.emulator.fast import _jit, _microkernel
+
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    rng = np.random.default_rng(n + c + h + w + k)
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (c * mult, 1, k, k))
+    geometry = dict(strides=strides, padding=pads, dilation=dilation, groups=c)
+    got = run_kernel("nn.conv2d", [x, wt], **geometry)
+    loop = np.full_like(got, np.nan)
+    _jit.depthwise_conv_nchw(x, wt, loop, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1],
+                             mult, 0, n * c * mult)
+    np.testing.assert_array_equal(got, loop)
+    ref = naive_conv_nchw(x, wt, strides, pads, dilation, c, acc=np.float64)
+    assert relative_max_error(got, ref) <= 1e-6
