@@ -25,15 +25,10 @@ from ...ir.errors import TidlxInternalError
 from ...ir.module import IRModule
 from ...ir.types import TensorType
 from .convert import is_tidl_function, subgraph_func_name, to_relax
-from .deploy.folder import DEPLOY_C_SOURCE, DEPLOY_LIB  # noqa: F401  (TI's artifact names, kept here for callers)
+from .deploy.folder import DEPLOY_C_SOURCE, DEPLOY_LIB, TARGETS  # noqa: F401  (TI's artifact names, kept here for callers)
 from .errors import TvmBackendError, require_tvm
 
-#: tidlx's target names -> TVM target dicts
-TARGETS = {
-    "x86": {"kind": "llvm"},
-    "arm": {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]},
-    "c7x": {"kind": "c", "mcpu": "c7x"},
-}
+#: tidlx's target names -> TVM target dicts (TARGETS, from deploy/folder.py)
 
 #: How TIDL subgraphs run: in tidlx's float emulator or fixed-point layers (external calls), or
 #: lowered into TVM code like the host part.

@@ -291,23 +291,11 @@ def host_graph(mod: IRModule, tidl: str = "external") -> DeployGraph:
         legal = pipeline()(relax_mod)
     except Exception as exc:
         raise TidlxInternalError(f"deploy: TVM's Relax pipeline failed: {type(exc).__name__}: {exc}") from exc
-    graph = _Reader(legal).read()
-    reader_funcs = {name: func for name, (gv, func) in sorted(_primfuncs(legal).items())}
-    used = set(graph.kernels)
-    graph.tir_module = tvm.IRModule({name: func for name, func in reader_funcs.items() if name in used})
+    reader = _Reader(legal)
+    graph = reader.read()
+    graph.tir_module = tvm.IRModule({name: func for name, (_, func) in sorted(reader.primfuncs.items())})
     plan_storage(graph)
     return graph
-
-
-def _primfuncs(relax_mod) -> Dict[str, tuple]:
-    import tvm
-
-    out = {}
-    for gv, func in relax_mod.functions.items():
-        if isinstance(func, tvm.tirx.PrimFunc):
-            name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else gv.name_hint
-            out[name] = (gv, func)
-    return out
 
 
 __all__ = ["DeployGraph", "Tensor", "Node", "host_graph", "plan_storage", "pipeline", "subgraph_numbers",

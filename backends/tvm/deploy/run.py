@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from ....ir.errors import TidlxError, TidlxInternalError
+from ....ir.errors import TidlxInternalError
 from ....ir.module import IRModule
 from ..errors import TvmBackendError
 from .folder import AARCH64_CC, DEPLOY_C_SOURCE, DEPLOY_GRAPH, DEPLOY_LIB

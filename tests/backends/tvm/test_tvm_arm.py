@@ -56,6 +56,13 @@ def test_aarch64_folder_under_qemu_matches_x86(tmp_path):
     on_arm = run_deployed(tmp_path / "arm", x, partitioned)
     assert_close(on_arm, run_deployed(tmp_path / "x86", x, partitioned))
     assert_close(on_arm, tidlx.emulate(partitioned, x))
+    # qemu.py's run_under_qemu takes the library's path (or the folder) and refuses other targets' folders
+    from tidlx.backends.tvm import TvmBackendError
+    from tidlx.backends.tvm.qemu import run_under_qemu
+
+    assert all(np.array_equal(a, b) for a, b in zip(run_under_qemu(arm["lib"], partitioned, x), on_arm))
+    with pytest.raises(TvmBackendError, match="is a x86 deploy folder, not arm"):
+        run_under_qemu(tmp_path / "x86", partitioned, x)
 
 
 def test_bevdet_tiny_for_aarch64_under_qemu_matches_the_float_emulator(tmp_path):
