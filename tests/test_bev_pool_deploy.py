@@ -77,3 +77,14 @@ def test_the_same_model_deployed_twice_gives_the_same_bytes(bev_model, tmp_path)
     assert sorted(first) == sorted(second) and {"lib", "params", "graph"} <= set(first)
     for key in first:  # deploy_lib.c, params, graph JSON and every driver file
         assert open(first[key], "rb").read() == open(second[key], "rb").read(), key
+
+
+def test_the_whole_model_as_tvm_code_runs_on_arm(bev_model, tmp_path):
+    missing = missing_tools("arm")
+    if missing:
+        pytest.skip("the arm folder needs " + "; ".join(missing))
+    partitioned, frames, ref = bev_model
+    deploy(partitioned, tmp_path, "arm", tidl="inline")  # the TIDL subgraphs lowered as kernels too
+    got = run_deployed(tmp_path, frames)  # no TIDL call to serve
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape and _relative(g, r) <= RELATIVE
