@@ -172,12 +172,12 @@ def test_x86_with_a_quantized_model_matches_the_fixed_point_emulator(folders, pa
         assert open(again[key], "rb").read() == open(folders["c7x"][1][key], "rb").read(), key
 
 
-def _compile_each_c_file(directory):
+def _compile_each_c_file(directory, extra=()):
     includes = [f"-I{os.path.join(directory, d)}" for d in ("include", "driver", "driver/check")]
     sources = sorted(os.path.relpath(os.path.join(d, f), directory)
                      for d, _, files in os.walk(directory) for f in files if f.endswith(".c"))
     for rel in sources:
-        done = subprocess.run([HOST_CC, "-std=c99", "-Wall", "-Werror", "-c", *includes, os.path.join(directory, rel),
+        done = subprocess.run([HOST_CC, "-std=c99", "-Wall", "-Werror", *extra, "-c", *includes, os.path.join(directory, rel),
                                "-o", os.devnull], capture_output=True, text=True)
         assert done.returncode == 0, f"{rel}:\n{done.stderr}"
     return sources
@@ -190,6 +190,8 @@ def test_every_c7x_file_compiles_strictly_with_only_the_folders_headers(folders)
     assert "deploy_lib.c" in sources and "driver/deploy_model.c" in sources and len(sources) == 7
     # the LLVM targets' driver files are as strict (their kernels are deploy_lib.so)
     assert "driver/tidlx_llvm_context.c" in _compile_each_c_file(folders["x86"][0])
+    # and ISO C99 itself: our headers mark their one C11 construct (TVMFFIAny's unnamed union)
+    _compile_each_c_file(directory, ["-pedantic"])
     text = open(os.path.join(directory, "deploy_lib.c")).read()
     assert '#include "tvm/ffi/c_api.h"' in text and "__tvm_ffi_" in text
 

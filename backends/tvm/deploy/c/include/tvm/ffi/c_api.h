@@ -9,8 +9,10 @@
 
 #if defined(__GNUC__)
 #define TVM_FFI_DLL __attribute__((visibility("default")))
+#define TIDLX_EXTENSION __extension__ /* the unnamed union below is C11; gcc -pedantic -std=c99 takes it so */
 #else
 #define TVM_FFI_DLL
+#define TIDLX_EXTENSION
 #endif
 
 #ifdef __cplusplus
@@ -30,7 +32,7 @@ enum {
 typedef struct {
   int32_t type_index;
   uint32_t zero_padding;
-  union {
+  TIDLX_EXTENSION union {
     int64_t v_int64;
     double v_float64;
     void* v_ptr;

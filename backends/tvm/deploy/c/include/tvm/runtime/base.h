@@ -11,7 +11,7 @@
 /* TVM's C code names a float16 value "half": the compiler's 16-bit float where it has one (gcc 12 on
  * x86-64 and aarch64: _Float16). A compiler without it fails only on models with float16 tensors. */
 #if defined(__FLT16_MAX__) && !defined(TIDLX_NO_HALF)
-typedef _Float16 half;
+TIDLX_EXTENSION typedef _Float16 half;
 #endif
 
 #endif
