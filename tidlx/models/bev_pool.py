@@ -1,8 +1,8 @@
 """BEVDet's voxel pooling as a custom op (``bevdet.bev_pool``) and the image stage that ends in it.
 
     tidlx.models.register_bev_pool()                       # the op, once per process (idempotent)
-    model = tidlx.models.bevdet_with_bev_pool("resnet18", batch=6, tiny=True)
-    mod = tidlx.load(model)                                # the BevPool node of domain tidlx.bevdet
+    tidlx.models.bevdet_with_bev_pool("resnet18", batch=6, tiny=True, path="bev.onnx")
+    mod = tidlx.load("bev.onnx")                           # the BevPool node of domain tidlx.bevdet
     partitioned, report = tidlx.partition(mod, {"max_batch_size": 6})   # bev_pool: host, custom op
 
 **The op.** ``bev_pool(volume, index)``, attribute ``grid_size = (Y, X)``:
@@ -19,7 +19,8 @@
 
 Sums run in point order (row-major over P1..Pk) in float32, in the reference kernel (numpy's
 ``add.at``, unbuffered and in order) and in the TVM lowering (a TE extern: a serial loop over the
-points adding each kept point's C features into its cell), so both give the same bits. An index
+points adding each kept point's C features into its cell; docs/custom_ops.md), so both give the
+same bits. An index
 below -1 or from Y * X on is an error in the emulator (it names the point); the TVM code never
 writes out of the grid (it drops such a point), so check models in the emulator.
 
