@@ -158,8 +158,10 @@ def test_bad_model_arguments_are_named():
         bevdet_with_bev_pool("resnet18", tiny=True, grid=(32, 32))
     with pytest.raises(ModelArgumentError, match="'grid' must be"):
         bevdet_with_bev_pool("resnet18", tiny=True, grid=(32, 0, 1.0))
-    with pytest.raises(ModelArgumentError, match="'backbone'"):
+    with pytest.raises(ModelArgumentError, match="bevdet_with_bev_pool: argument 'backbone' must be one of"):
         bevdet_with_bev_pool("resnet7", tiny=True)
+    with pytest.raises(ModelArgumentError, match="bevdet_with_bev_pool: argument 'height' must be a positive multiple"):
+        bevdet_with_bev_pool("resnet18", tiny=True, height=70)
 
 
 def test_without_registration_the_node_is_refused_by_name():

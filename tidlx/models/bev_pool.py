@@ -270,7 +270,10 @@ def bevdet_with_bev_pool(backbone: str = "resnet50", batch: int = 6, height: Opt
     jitter; the same arguments give the same bytes. Import with ``register_bev_pool()`` done first.
     """
     grid = _check_grid(grid, tiny)
-    stage = bevdet_img_stage(backbone=backbone, batch=batch, height=height, width=width, seed=seed, tiny=tiny)
+    try:
+        stage = bevdet_img_stage(backbone=backbone, batch=batch, height=height, width=width, seed=seed, tiny=tiny)
+    except ModelArgumentError as error:  # the arguments are this builder's: name it
+        raise ModelArgumentError(MODEL_NAME, error.argument, str(error).split(f"'{error.argument}' ", 1)[1]) from None
     graph = stage.graph
     volume = next(o for o in graph.output if o.name == "volume")
     dims = [d.dim_value for d in volume.type.tensor_type.shape.dim]  # 1, N, D, h, w, C
