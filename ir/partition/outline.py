@@ -60,6 +60,16 @@ def _assemble(ty: Type, key, path: PyTuple[int, ...], leaf: Callable[[Ref], Expr
     return built[path]
 
 
+def _projection(base: Expr, index: int) -> TupleGetItem:
+    """``base.index``, typed when ``base`` is (field ``index`` of its tuple type, as inference
+    would say), so that the calls rebuilt on top of it keep their types (carry_type)."""
+    out = TupleGetItem(base, index)
+    t = base._checked_type
+    if isinstance(t, TupleType) and 0 <= index < len(t.fields):
+        out._set_checked_type(t.fields[index])
+    return out
+
+
 class _Context:
     """One function being built (``@main`` or a subgraph): rebuilt nodes by original id, and
     ``external(base, path)`` giving the expression of a value produced elsewhere (or None)."""
@@ -76,7 +86,7 @@ class _Context:
             k = (key, path[:depth])
             nxt = self.projections.get(k)
             if nxt is None:
-                nxt = self.projections[k] = TupleGetItem(expr, path[depth - 1])
+                nxt = self.projections[k] = _projection(expr, path[depth - 1])
             expr = nxt
         return expr
 
@@ -102,7 +112,7 @@ class _Context:
                     stack.append((x.tuple_value, False))
                     continue
                 inner = memo[id(x.tuple_value)]
-                memo[id(x)] = x if inner is x.tuple_value else TupleGetItem(inner, x.index)
+                memo[id(x)] = x if inner is x.tuple_value else carry_type(TupleGetItem(inner, x.index), x)
             elif isinstance(x, Tuple):
                 if not ready:
                     stack.append((x, True))
@@ -110,7 +120,7 @@ class _Context:
                     continue
                 fields = [memo[id(f)] for f in x.fields]
                 same = all(map(operator.is_, fields, x.fields))
-                memo[id(x)] = x if same else Tuple(fields)
+                memo[id(x)] = x if same else carry_type(Tuple(fields), x)
             elif isinstance(x, (Call, Var)):
                 ext = self.external(x, ())
                 if ext is None:
@@ -315,7 +325,9 @@ def outline(graph: PartitionGraph, regions: Sequence[Sequence[int]], names: Sequ
                 host_values[ref] = TupleGetItem(site, k)
                 infer_expr_type(host_values[ref])
     body = host.translate(func.body)
-    module[entry_name] = Function(func.params, body, func.ret_type, func.attrs)
+    entry = module[entry_name] = Function(func.params, body, func.ret_type, func.attrs)
+    if body.has_type:  # the body was typed as it was built: the function's type is all that is left
+        infer_expr_type(entry, module, entry_name, entry)
     for name in names:
         module[name] = new_functions[name]
     return module, composite_of
