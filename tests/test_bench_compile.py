@@ -18,7 +18,8 @@ import bench_compile  # noqa: E402
 STAGES = ("import (tidlx.load)", "prepare (options, graph preparation)",
           "partition (composites, rules, partition, report)", "calibrate (reference kernels)",
           "TIDL: quantize (no bias calibration)", "TIDL: quantize + bias calibration", "TIDL: write artifacts",
-          "TVM build x86, host part", "TVM build x86, whole model (tidl=inline)", "TVM deploy folder x86")
+          "TVM import (apache-tvm, first use)", "TVM build x86, host part", "TVM build x86, whole model (tidl=inline)",
+          "TVM deploy folder x86")
 
 
 def test_quick_run_times_every_stage_and_compares_like_with_like(capsys, tmp_path):
