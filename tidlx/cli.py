@@ -217,8 +217,8 @@ def cmd_run(args) -> int:
         from .compiled import cmd_run_compiled
 
         return cmd_run_compiled(args)
-    if args.debug_level is not None or args.trace_dir is not None:
-        raise TidlxError("--debug-level and --trace-dir apply to a compiled folder (tidlx compile MODEL -o DIR)")
+    if args.debug_level is not None or args.trace_dir is not None or args.host is not None:
+        raise TidlxError("--debug-level, --trace-dir and --host apply to a compiled folder (tidlx compile MODEL -o DIR)")
     if args.output:
         npz_target(args.output, "--output")  # a bad place is an error before the run, not after
     fixed_only = [name for name, given in (("--calib", args.calib is not None), ("-o", bool(args.option)),
@@ -362,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "tidlx run model.onnx --input inputs.npz --mode fixed --calib frames.npz -o tensor_bits=16",
                       "tidlx run out/model --input inputs.npz      (a folder from tidlx compile: from its artifacts)",
                       "tidlx run out/model --input inputs.npz --debug-level 3 --trace-dir traces",
+                      "tidlx run out/model_arm --input inputs.npz --host deployed   (compiled with --target arm: "
+                      "under qemu)",
                       "python -c \"import numpy as np; np.savez('in.npz', img=np.zeros((1, 3, 224, 224), "
                       "np.float32))\""])
     add_model_arguments(run)
@@ -385,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a compiled folder: 3 writes each layer's output as TI's per-layer traces, 4 also as "
                           "float (default: the debug_level it was compiled with)")
     run.add_argument("--trace-dir", metavar="DIR", help="a compiled folder: where the traces go (default: DIR_traces)")
+    run.add_argument("--host", choices=["ir", "deployed"],
+                     help="a compiled folder: run the host part as built by tidlx compile --target (deployed: "
+                          "x86 natively, arm under qemu-aarch64, c7x's C source built for this machine) or as IR "
+                          "in the float emulator (default: deployed where this machine can run it)")
     run.set_defaults(func=cmd_run)
 
     ops = subcommand(sub, "ops", "which ops tidlx knows and what each has: kernels, TIDL rule and layer, "

@@ -29,17 +29,17 @@ DEFAULT_TOP = 10
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool):
+def progress_bar(enabled: bool, labels=None):
     """A ``progress(stage, done, total)`` callback drawing a rich progress bar on standard error (a
-    terminal only: nothing in a pipe or a log); yields None when disabled."""
+    terminal only: nothing in a pipe or a log); yields None when disabled. ``labels``: stage -> text."""
     if not enabled:
         yield None
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    labels = {"calibration": "calibrating", "quantize": "quantizing (bias calibration)",
-              "compare": "float vs fixed point"}
+    labels = labels or {"calibration": "calibrating", "quantize": "quantizing (bias calibration)",
+                        "compare": "float vs fixed point"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True) as bar:
         tasks = {}

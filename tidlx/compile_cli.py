@@ -47,16 +47,43 @@ def cmd_compile(args) -> int:
     folder, options = _split_o(args.option, args.out)
     if args.calib is not None and not os.path.exists(args.calib):
         raise TidlxError(f"--calib {args.calib}: no such file or folder")
+    from .compare_cli import progress_bar
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mod = load_model(args)
-        written = compile_model(mod, folder, options, args.calib, force=args.force, option_strings=options)
+        with progress_bar(sys.stderr.isatty(), STAGE_LABELS) as progress:
+            written = compile_model(mod, folder, options, args.calib, force=args.force, option_strings=options,
+                                    target=args.target, progress=progress,
+                                    name=os.path.splitext(os.path.basename(args.model))[0])
     print_warnings_once(caught)
     compiled = load_compiled(written)   # what was written reads back: the folder is complete
     layers = sum(len(s.network.subgraph.compute_layers()) for s in compiled.subgraphs.values())
     print(printable(f"wrote {written}: {len(compiled.subgraphs)} TIDL subgraph(s), {layers} layers, "
                     f"{len(compiled.manifest['sha256'])} files"))
+    if args.target is not None:
+        _print_host_part(written, args.target)
     return 0
+
+
+#: compile_model's stages as the progress bar names them
+STAGE_LABELS = {"partition": "partitioning for TIDL", "calibration": "calibrating",
+                "quantize": "quantizing (bias calibration)", "host": "building the host part with TVM",
+                "artifacts": "writing the folder"}
+
+
+def _print_host_part(folder: str, target: str) -> None:
+    from .backends.tvm.deploy.run import read_graph
+    from .ir.text import printable
+
+    doc = read_graph(folder)
+    kinds = {}
+    for node in doc.get("nodes", []):
+        kinds[node.get("kind", node.get("op", "?"))] = kinds.get(node.get("kind", node.get("op", "?")), 0) + 1
+    lib = "deploy_lib.c" if target == "c7x" else "deploy_lib.so"
+    print(printable(f"host part for {target}: {lib}, deploy_graph.json, deploy_params.params and the C driver "
+                    f"(driver/deploy_model.c: model_run()); graph nodes: "
+                    + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))))
 
 
 def _layer_rows(sub):
@@ -166,12 +193,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         subparsers, "compile", "quantize a model and write its TIDL artifacts as a folder",
         "Partition, calibrate and quantize a model for TIDL and write the compiled folder: per TIDL subgraph "
         "tidl_subgraph<N>_net.bin (the network record), tidl_subgraph<N>_io_1.bin (the I/O descriptor) and "
-        "tidl_subgraph<N>.json (the same, readable); the host part as Relay text (host_module.txt); "
-        "tidlx_artifacts.json (the manifest). The same model and options give the same bytes.",
+        "tidl_subgraph<N>.json (the same, readable); the host part as Relay text (host_module.txt) and, with "
+        "--target, built by apache-tvm (deploy_lib.so / deploy_lib.c, deploy_graph.json, deploy_params.params, "
+        "driver/); tidlx_artifacts.json (the manifest). The same model and options give the same bytes.",
         ["tidlx compile model.onnx -o out/model_tidl",
          "tidlx compile model.onnx -o out/model_tidl -o tensor_bits=16 --calib frames.npz",
          "tidlx compile model.onnx --batch 6 -o out/b6 -o max_batch_size=6 -o advanced_options:inference_mode=1 "
          "-o advanced_options:num_cores=2",
+         "tidlx compile model.onnx -o out/model_arm --target arm     (host part for the A72 cores, aarch64)",
+         "tidlx compile model.onnx -o out/model_c7x --target c7x     (host part as C source for the C7x)",
          "tidlx inspect out/model_tidl"])
     add_model_arguments(p)
     p.add_argument("-o", "--option", action="append", default=[], metavar="DIR|KEY=VALUE",
@@ -183,6 +213,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="calibration frames: an .npz of arrays by input name (frames on the batch axis) or a "
                         "folder of images (default: seeded random frames, with a warning)")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty output folder")
+    p.add_argument("--target", choices=["x86", "arm", "c7x"],
+                   help="also build the host part with apache-tvm for this target and write it beside the TIDL "
+                        "artifacts: deploy_lib.so (x86, arm: aarch64) or deploy_lib.c (c7x: C source), "
+                        "deploy_graph.json, deploy_params.params and a plain C driver (default: the host part as "
+                        "IR only)")
     p.set_defaults(func=cmd_compile)
 
     q = subcommand(

@@ -36,15 +36,34 @@ FOLDER_FORMAT = "tidlx-compiled-model"
 MAX_MANIFEST_BYTES = 16 << 20
 
 
+#: ``tidlx compile --target``: where the host part is built for (backends/tvm/deploy, docs/tvm.md)
+HOST_TARGETS = ("x86", "arm", "c7x")
+
+
 def compile_model(mod: IRModule, folder, options=None, calib=None, *, force: bool = False,
-                  option_strings: Sequence[str] = (), calibration_name: Optional[str] = None) -> str:
+                  option_strings: Sequence[str] = (), calibration_name: Optional[str] = None,
+                  target: Optional[str] = None, progress=None, name: Optional[str] = None) -> str:
     """Quantizes ``mod`` (``tidlx.quantize(mod, options, calib)``) and writes the compiled folder
     atomically; returns its path. ``options``: TI's options (a dict, ``key=value`` strings or a
-    TidlOptions); an existing non-empty ``folder`` is replaced only with ``force``."""
+    TidlOptions); an existing non-empty ``folder`` is replaced only with ``force``.
+
+    ``target`` (``x86``, ``arm`` or ``c7x``): the host part is also built by apache-tvm for that target
+    and written beside the TIDL artifacts as TI's flow names it (deploy_lib.so or deploy_lib.c,
+    deploy_graph.json, deploy_params.params, the C driver; docs/tvm.md); without it the host part is
+    only the IR (host_module.txt, always written). ``progress(stage, done, total)`` is called for the
+    stages ``partition``, ``calibration`` (per frame), ``quantize``, ``host`` (the TVM build) and
+    ``artifacts``; ``name`` goes into the generated C files' first line (default ``model``; not the
+    folder's name, so the same model gives the same bytes wherever it is written)."""
     from . import __version__
+    from . import api as _api
     from .backends.tidl.artifacts import folder_files, write_folder
-    from .backends.tidl.calibration import _options
-    from .quantize_api import quantize
+    from .backends.tidl.calibration import _options, calibrate
+    from .backends.tidl.quantize import quantize_model
+    from .quantize_api import _is_partitioned
+
+    if target is not None and target not in HOST_TARGETS:
+        raise TidlxError(f"target {target!r}: the host part is built for one of {', '.join(HOST_TARGETS)}")
+    step = progress if progress is not None else (lambda stage, done, total: None)
 
     opts = _options(list(options) if isinstance(options, (list, tuple)) else options)
     if opts.inference_mode == 1:
@@ -58,12 +77,45 @@ def compile_model(mod: IRModule, folder, options=None, calib=None, *, force: boo
         option_strings = ([f"{k}={v}" for k, v in options.items()] if isinstance(options, Mapping)
                           else list(options) if isinstance(options, (list, tuple)) else [])
     _check_target(folder, force)
-    qmodel = quantize(mod, options, calib)   # as given: disabled_passes reach the partition
+    # tidlx.quantize's steps, one by one for the progress bar (the same calls, the same bytes)
+    step("partition", 0, 1)
+    partitioned = mod if _is_partitioned(mod) else _api.partition(mod, options)[0]   # with disabled_passes
+    step("partition", 1, 1)
+    results = calibrate(partitioned, opts, calib, progress=lambda done, total: step("calibration", done, total))
+    step("quantize", 0, 1)
+    qmodel = quantize_model(partitioned, opts, results)
+    step("quantize", 1, 1)
+    host_files: Dict[str, bytes] = {}
+    if target is not None:
+        step("host", 0, 1)
+        host_files = _host_part_files(qmodel, target, name or "model")
+        step("host", 1, 1)
     if calibration_name is None:
         calibration_name = (os.path.basename(os.fspath(calib)) if isinstance(calib, (str, os.PathLike))
                             else "random frames (seeded)" if calib is None else "arrays given in memory")
-    files = folder_files(qmodel, options=option_strings, calibration=calibration_name, tidlx_version=__version__)
-    return write_folder(files, folder, force=force)
+    step("artifacts", 0, 1)
+    files = folder_files(qmodel, options=option_strings, calibration=calibration_name, tidlx_version=__version__,
+                         host_files=host_files, host_target=target)
+    written = write_folder(files, folder, force=force)
+    step("artifacts", 1, 1)
+    return written
+
+
+def _host_part_files(qmodel, target: str, name: str) -> Dict[str, bytes]:
+    """The deploy folder of the host part (backends/tvm/deploy) as {relative path: bytes}."""
+    import tempfile
+
+    from .backends.tvm.deploy import deploy
+
+    with tempfile.TemporaryDirectory(prefix="tidlx-host-") as temp:
+        deploy(qmodel, temp, target, name=name)
+        files: Dict[str, bytes] = {}
+        for root, _dirs, names in os.walk(temp):
+            for file_name in names:
+                path = os.path.join(root, file_name)
+                with open(path, "rb") as f:
+                    files[os.path.relpath(path, temp).replace(os.sep, "/")] = f.read()
+    return files
 
 
 def _check_target(folder, force: bool) -> None:
@@ -95,6 +147,7 @@ class CompiledModel:
     subgraphs: Dict[str, CompiledSubgraph]
     manifest: Mapping[str, Any]
     last_work: List[SubgraphWork] = field(default_factory=list)
+    last_host: str = ""
     _kernels: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -108,22 +161,59 @@ class CompiledModel:
     def quantized_subgraphs(self):
         return {name: s.network.subgraph for name, s in self.subgraphs.items()}
 
+    @property
+    def host_target(self) -> Optional[str]:
+        """The target the host part was built for (``tidlx compile --target``), or None (IR only)."""
+        host = self.manifest.get("host")
+        return host["target"] if isinstance(host, dict) else None
+
+    def _runs(self, inference_mode: Optional[int], num_cores: Optional[int]) -> Dict[str, SubgraphRun]:
+        return {name: SubgraphRun(s.network.subgraph,
+                                  s.network.inference_mode if inference_mode is None else inference_mode,
+                                  s.network.num_cores if num_cores is None else num_cores)
+                for name, s in self.subgraphs.items()}
+
     def kernel_set(self, host: str = "fast", inference_mode: Optional[int] = None, num_cores: Optional[int] = None):
         key = (host, inference_mode, num_cores)
         ks = self._kernels.get(key)
         if ks is None:
-            runs = {name: SubgraphRun(s.network.subgraph,
-                                      s.network.inference_mode if inference_mode is None else inference_mode,
-                                      s.network.num_cores if num_cores is None else num_cores)
-                    for name, s in self.subgraphs.items()}
-            ks = self._kernels[key] = artifact_kernel_set(runs, host)
+            ks = self._kernels[key] = artifact_kernel_set(self._runs(inference_mode, num_cores), host)
         return ks
+
+    def host_route(self, host: Optional[str] = None) -> Tuple[str, str]:
+        """How ``run`` runs the host part: ``("deployed" | "ir", why)``. ``host=None`` takes the built
+        host part when this machine can run it (x86 and c7x: gcc; arm: the cross compiler and qemu),
+        else the IR; ``"deployed"`` insists (an error says what is missing), ``"ir"`` never uses it."""
+        if host not in (None, "ir", "deployed"):
+            raise TidlxError(f"host must be 'ir' or 'deployed', got {host!r}")
+        target = self.host_target
+        if host == "ir":
+            return "ir", "the IR host part (host_module.txt) in the float emulator, as asked"
+        if target is None:
+            if host == "deployed":
+                raise TidlxError(f"{self.folder}: has no built host part (compile it with --target x86|arm|c7x)")
+            return "ir", "the IR host part (host_module.txt) in the float emulator: the folder has no built host part"
+        from .backends.tvm.deploy.run import missing_tools
+
+        missing = missing_tools(target)
+        if missing:
+            if host == "deployed":
+                raise TidlxError(f"{self.folder}: running its {target} host part needs {', '.join(missing)} "
+                                 f"(make system-packages installs them)")
+            return "ir", (f"the IR host part (host_module.txt) in the float emulator: the {target} host part needs "
+                          f"{', '.join(missing)}, not installed here")
+        how = {"x86": "deploy_lib.so (TVM-built, x86) through the C driver",
+               "arm": "deploy_lib.so (TVM-built, aarch64) through the C driver under qemu-aarch64",
+               "c7x": "deploy_lib.c (TVM's C source for the C7x) built for this machine with the C driver"}[target]
+        return "deployed", f"the host part as {how}; TIDL subgraphs from their artifacts over the driver's pipe"
 
     def run(self, inputs: Mapping[str, np.ndarray], *, host_kernels: str = "fast", trace_dir=None,
             debug_level: Optional[int] = None, inference_mode: Optional[int] = None,
-            num_cores: Optional[int] = None, config=None) -> List[np.ndarray]:
+            num_cores: Optional[int] = None, config=None, host: Optional[str] = None) -> List[np.ndarray]:
         """Runs the model: TIDL subgraphs in fixed point from their artifacts (in the compiled
-        inference mode and cores, or those given), the host part in float. With ``debug_level`` >= 3
+        inference mode and cores, or those given), the host part in float: built for its target
+        (``tidlx compile --target``) where this machine runs it, else the IR (``host_route``; how it
+        ran is in ``last_host``). With ``debug_level`` >= 3
         (default: the compiled option) per-layer traces go to ``trace_dir`` (default: ``<folder>_traces``
         beside the folder). The work per core is in ``last_work``."""
         if not isinstance(inputs, Mapping):
@@ -144,13 +234,33 @@ class CompiledModel:
             except OSError as exc:
                 raise TidlxError(f"{folder}: cannot create the trace folder ({exc.strerror})") from None
             observers.append(tracer)
-        outputs, work = run_artifacts(self.module, dict(inputs), self.kernel_set(host_kernels, inference_mode,
-                                                                                 num_cores),
-                                      fixed_observers=observers, config=config)
+        route, self.last_host = self.host_route(host)
+        if route == "deployed":
+            outputs, work = self._run_deployed(dict(inputs), self._runs(inference_mode, num_cores), observers)
+        else:
+            outputs, work = run_artifacts(self.module, dict(inputs), self.kernel_set(host_kernels, inference_mode,
+                                                                                     num_cores),
+                                          fixed_observers=observers, config=config)
         if tracer is not None:
             tracer.finish()
         self.last_work = work
         return outputs
+
+    def _run_deployed(self, inputs, runs: Mapping[str, SubgraphRun], observers) -> Tuple[list, List[SubgraphWork]]:
+        from .backends.tvm.deploy import run_deployed
+        from .emulator.fixed.artifact_runtime import run_subgraph_on_cores
+
+        work: List[SubgraphWork] = []
+
+        def served(run_: SubgraphRun):
+            def call(arrays):
+                outs, done = run_subgraph_on_cores(run_, arrays, observers)
+                work.append(done)
+                return outs
+            return call
+
+        outputs = run_deployed(self.folder, inputs, {name: served(r) for name, r in runs.items()})
+        return outputs, work
 
     def __repr__(self) -> str:
         return f"CompiledModel({self.folder!r}, {len(self.subgraphs)} TIDL subgraph(s))"
@@ -198,9 +308,26 @@ def read_manifest(folder: str) -> Dict[str, Any]:
             raise ArtifactError(f"{path}: subgraphs[{i}] is not an object")
         _expect(entry, f"{path}: subgraphs[{i}]", {"function": str, "net": str, "io": str, "json": str})
     for name in doc["sha256"]:
-        if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
-            raise ArtifactError(f"{path}: lists the file {name!r}, which is not a plain file name in the folder")
+        if not _is_folder_path(name):
+            raise ArtifactError(f"{path}: lists the file {name!r}, which is not a file name in the folder")
+    host = doc.get("host")
+    if host is not None:
+        if not isinstance(host, dict):
+            raise ArtifactError(f"{path}: 'host' is not an object")
+        _expect(host, f"{path}: host", {"target": str, "files": list})
+        if host["target"] not in HOST_TARGETS:
+            raise ArtifactError(f"{path}: host target {host['target']!r} is not one of {', '.join(HOST_TARGETS)}")
+        for name in host["files"]:
+            if not isinstance(name, str) or name not in doc["sha256"]:
+                raise ArtifactError(f"{path}: host file {name!r} has no SHA-256 in the manifest")
     return doc
+
+
+def _is_folder_path(name) -> bool:
+    """A relative path inside the folder: plain names, or the host part's driver/... and include/..."""
+    if not isinstance(name, str) or not name or "\\" in name or name.startswith("/"):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
 
 
 def _expect(doc, where: str, kinds: Mapping[str, type]) -> None:
@@ -284,7 +411,8 @@ def cmd_run_compiled(args) -> int:
     inputs = read_npz(args.input, "--input")
     level = getattr(args, "debug_level", None)
     trace_dir = getattr(args, "trace_dir", None)
-    outputs = compiled.run(inputs, debug_level=level, trace_dir=trace_dir)
+    outputs = compiled.run(inputs, debug_level=level, trace_dir=trace_dir, host=getattr(args, "host", None))
+    print(printable(f"host part: {compiled.last_host}"))
     names = compiled.output_names
     if len(names) != len(outputs) or len(set(names)) != len(names):
         names = [f"output_{i}" for i in range(len(outputs))]

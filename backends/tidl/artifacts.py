@@ -346,9 +346,12 @@ def _io_json(t: QuantizedTensor) -> Dict[str, Any]:
 # -- the compiled folder ----------------------------------------------------------------------------
 
 def folder_files(qmodel, *, options: Sequence[str] = (), calibration: str = "random",
-                 tidlx_version: str = "") -> Dict[str, bytes]:
+                 tidlx_version: str = "", host_files: Optional[Mapping[str, bytes]] = None,
+                 host_target: Optional[str] = None) -> Dict[str, bytes]:
     """Every file of a compiled folder by name (docs/artifacts.md §1), bytes that depend only on the
-    model, the options and the calibration data."""
+    model, the options and the calibration data. ``host_files``: the host part built for
+    ``host_target`` (the deploy folder's files by relative path, docs/tvm.md), listed in the manifest
+    under ``host``."""
     from ...ir.module import IRModule  # noqa: F401  (the module's type, for readers of this code)
     from .quantize import calibration_option_bits
 
@@ -367,6 +370,10 @@ def folder_files(qmodel, *, options: Sequence[str] = (), calibration: str = "ran
         files[io_name] = encode_io(sub, net, info)
         files[json_name] = subgraph_json(sub, info, n).encode("utf-8")
         subgraphs.append({"function": name, "net": net_name, "io": io_name, "json": json_name})
+    clash = sorted(set(host_files or {}) & set(files) | {n for n in host_files or {} if n == MANIFEST})
+    if clash:
+        raise ArtifactError(f"the host part's files {clash} collide with the TIDL artifacts' names")
+    files.update(host_files or {})
     main = qmodel.module["main"]
     manifest = {
         "format": FOLDER_FORMAT, "version": fmt.version_text(), "tidlx_version": tidlx_version,
@@ -377,6 +384,7 @@ def folder_files(qmodel, *, options: Sequence[str] = (), calibration: str = "ran
         "inputs": [{"name": p.name_hint, "type": str(p.checked_type)} for p in main.params],
         "output_names": list(qmodel.module.attrs.get("output_names") or []),
         "subgraphs": subgraphs,
+        **({"host": {"target": host_target, "files": sorted(host_files)}} if host_target else {}),
         "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
     }
     files[MANIFEST] = _one_record_a_line(manifest).encode("utf-8")
@@ -401,6 +409,8 @@ def write_folder(files: Mapping[str, bytes], folder: str, *, force: bool = False
         raise ArtifactError(f"{folder}: cannot create a folder beside it ({exc.strerror})") from None
     try:
         for name, data in sorted(files.items()):
+            if "/" in name:  # the host part's driver/ and include/ folders
+                os.makedirs(os.path.join(temp, os.path.dirname(name)), exist_ok=True)
             with open(os.path.join(temp, name), "wb") as f:
                 f.write(data)
         os.chmod(temp, 0o755)
