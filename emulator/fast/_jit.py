@@ -421,10 +421,11 @@ def channel_affine_blocks(x, scale, shift, out, count, blocks):
 
 
 @njit(cache=True, nogil=True)
-def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start, stop):
-    """x[r] = relu(x[r] * scale[c] + shift[c] + other[r]) for the rows r = (n, c) in [start, stop),
-    each step only when asked, with the operations (and roundings) of the separate ops (_tail.py).
-    One loop per combination: each stores every element, so that LLVM vectorizes it."""
+def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, start, stop):
+    """x[r] = act(x[r] * scale[c] + shift[c] + other[r]) for the rows r = (n, c) in [start, stop),
+    each step only when asked, act the relu select or (clamp) np.clip's ``lo if v < lo``, then
+    ``hi if v > hi``, with the operations (and roundings) of the separate ops (_tail.py). One
+    loop per combination: each stores every element, so that LLVM vectorizes it."""
     zero = x.dtype.type(0)
     tmp = np.empty(x.shape[1], x.dtype)
     for row in range(start, stop):
@@ -434,7 +435,23 @@ def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start
         s = scale[c] if has_affine else zero
         t = shift[c] if has_affine else zero
         n = buf.shape[0]
-        if has_affine and has_add and relu:
+        if clamp:
+            if has_affine and has_add:
+                for i in range(n):
+                    v = buf[i] * s + t + oth[i]
+                    v = lo if v < lo else v
+                    buf[i] = hi if v > hi else v
+            elif has_affine:
+                for i in range(n):
+                    v = buf[i] * s + t
+                    v = lo if v < lo else v
+                    buf[i] = hi if v > hi else v
+            elif has_add:
+                for i in range(n):
+                    v = buf[i] + oth[i]
+                    v = lo if v < lo else v
+                    buf[i] = hi if v > hi else v
+        elif has_affine and has_add and relu:
             for i in range(n):
                 v = buf[i] * s + t + oth[i]
                 buf[i] = zero if v <= zero else v
@@ -464,11 +481,11 @@ def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu, count, blocks):
+def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, start, stop)
+            conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, start, stop)
 
 
 # --- Winograd transforms (see _winograd.py) ----------------------------------------------------

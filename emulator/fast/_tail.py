@@ -1,10 +1,13 @@
-"""The element-wise tail of a convolution (batch_norm, then a residual add, then relu) in one pass.
+"""The element-wise tail of a convolution (batch_norm or bias_add, then a residual add, then relu or
+clip) in one pass.
 
 Fusion (_fusion.py) runs each fused op's epilogue in turn: one pass over the activation per op.
 When the stages' epilogues declare tail roles (registry.Epilogue.tail) forming any in-order subset
-of affine (batch_norm) -> add -> relu, two or more, this runs them as a single numba pass instead,
-doing the very float operations of the separate epilogues in the same order (x * scale + shift,
-then + other, then the relu select), so results stay bit-identical to the unfused ops.
+of affine (batch_norm, bias_add) -> add -> relu (relu, clip), two or more, this runs them as a
+single numba pass instead, doing the very float operations of the separate epilogues in the same
+order (x * scale + shift, then + other, then the relu select or np.clip's two compares), so results
+stay bit-identical to the unfused ops. bias_add is the affine step with scale 1: x * 1 is x
+exactly (NaN, infinities and signed zeros included), then + bias as the op.
 """
 
 from __future__ import annotations
@@ -36,14 +39,21 @@ def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarr
             or x.ndim < 2:
         return None
     scale = shift = other = None
-    relu = False
+    relu = clamp = False
+    lo = hi = x.dtype.type(0)
     for stage, args in zip(stages, others):
-        if stage.tail == "affine":  # batch_norm's inference form
+        if stage.tail == "affine":  # batch_norm's inference form, or bias_add (scale 1)
             if stage.attrs.axis % x.ndim != 1:
                 return None
-            from .op_nn import cached_scale_shift
+            if stage.op_name == "nn.bias_add":
+                (shift,) = args
+                if type(shift) is not np.ndarray or shift.dtype != x.dtype:
+                    return None
+                scale = _ones(x.shape[1], x.dtype)
+            else:
+                from .op_nn import cached_scale_shift
 
-            scale, shift = cached_scale_shift(x.dtype, args, stage.attrs)
+                scale, shift = cached_scale_shift(x.dtype, args, stage.attrs)
             if scale.shape != (x.shape[1],) or shift.shape != (x.shape[1],):
                 return None
         elif stage.tail == "add":
@@ -51,6 +61,9 @@ def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarr
             if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
                     or not other.flags.c_contiguous or np.shares_memory(other, x):
                 return None
+        elif stage.op_name == "clip":
+            clamp = True
+            lo, hi = x.dtype.type(stage.attrs.a_min), x.dtype.type(stage.attrs.a_max)
         else:
             relu = True
     from ._jit import conv_tail, conv_tail_blocks
@@ -62,5 +75,19 @@ def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarr
     run_blocks(rows.shape[0], conv_tail, conv_tail_blocks, rows, channels,
                dummy if scale is None else scale, dummy if shift is None else shift,
                rows if other is None else other.reshape(rows.shape), scale is not None, other is not None, relu,
-               min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
+               clamp, lo, hi, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
     return x
+
+
+_ones_cache: dict = {}
+
+
+def _ones(channels: int, dtype) -> np.ndarray:
+    """A read-only vector of ones (bias_add's scale), one per (length, dtype)."""
+    key = (channels, np.dtype(dtype))
+    ones = _ones_cache.get(key)
+    if ones is None:
+        ones = np.ones(channels, dtype)
+        ones.setflags(write=False)
+        _ones_cache[key] = ones
+    return ones

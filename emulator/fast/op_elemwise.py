@@ -1,5 +1,5 @@
 """Fast element-wise kernels: relu and erf in numba loops, and the epilogues (in-place fused forms)
-of relu and the residual add. Same bits as the reference kernels (reference/op_elemwise.py)."""
+of relu, clip (ReLU6) and the residual add. Same bits as the reference kernels (reference/op_elemwise.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def add_epilogue(x, others, attrs, in_place):
             or x.dtype.kind != "f":
         return None
     return np.add(x, other, out=x if in_place else None)
+
+
+@epilogue("clip", tail="relu")
+def clip_epilogue(x, others, attrs, in_place):
+    """np.clip of a float array, as the reference kernel, into x. In a one-pass tail it takes the
+    activation's place (_tail.py: lo if v < lo, then hi if v > hi, as np.clip: NaN and -0 kept)."""
+    if x.dtype.kind != "f" or not x.flags.c_contiguous:
+        return None
+    return np.clip(x, x.dtype.type(attrs.a_min), x.dtype.type(attrs.a_max), out=x if in_place else None)
 
 
 @fast_kernel("erf")

@@ -1,6 +1,6 @@
 """Fast batch normalization: one numba pass per activation, the per-channel scale and shift cached
-for constant parameters, and batch_norm's epilogue (its in-place fused form). Same bits as
-reference/op_nn.py (x * scale, then + shift)."""
+for constant parameters, and the epilogues (in-place fused forms) of batch_norm and bias_add. Same
+bits as reference/op_nn.py (x * scale, then + shift; x + bias)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,19 @@ def cached_scale_shift(dtype, params, attrs):
     with _scale_cache_lock:
         _scale_cache[key] = (refs, result)
     return result
+
+
+@epilogue("nn.bias_add", tail="affine")
+def bias_add_epilogue(x, others, attrs, in_place):
+    """x + bias along the axis, written into x (a convolution's bias: no new activation). In a
+    one-pass tail it is the affine step with scale 1 (x * 1 is x exactly, _tail.py)."""
+    (bias,) = others
+    if x.dtype.kind != "f" or type(bias) is not np.ndarray or bias.dtype != x.dtype or bias.ndim != 1 \
+            or not x.flags.c_contiguous:
+        return None
+    axis = attrs.axis % x.ndim
+    if bias.shape[0] != x.shape[axis]:
+        return None
+    shape = [1] * x.ndim
+    shape[axis] = bias.shape[0]
+    return np.add(x, bias.reshape(shape), out=x if in_place else None)

@@ -153,3 +153,63 @@ def test_conv_tails_run_in_one_pass_bit_for_bit(tail, monkeypatch):
     assert len(passes) == 1 and passes[0] is not None
     np.testing.assert_array_equal(fused[0], unfused[0])
     assert fused[0].tobytes() == unfused[0].tobytes()  # signed zeros too
+
+
+@pytest.mark.parametrize("tail", [("bias", "relu"), ("bias", "clip"), ("bias", "add", "clip"), ("bn", "clip"),
+                                  ("add", "clip"), ("bias",), ("clip",)])
+@pytest.mark.parametrize("shape", [(1, 64, 64, 64), (1, 8, 5, 5)])  # numba passes / small numpy paths
+def test_bias_add_and_clip_fuse_bit_for_bit(tail, shape, monkeypatch):
+    """bias_add (the affine step with scale 1) and clip (ReLU6, the activation's place) join conv
+    chains and one-pass tails; NaN, infinities and signed zeros come out as unfused."""
+    c = shape[1]
+    rng = np.random.default_rng(5)
+    other = rng.uniform(-1, 1, shape).astype(np.float32)
+    bias = rng.uniform(-1, 1, c).astype(np.float32)
+    bias[:4] = [0.0, -0.0, np.inf, np.nan]
+
+    def make():
+        x = Var("x", TensorType(shape, "float32"))
+        y = _conv(x, c, c, 1, k=1)
+        if "bias" in tail:
+            y = call("nn.bias_add", y, const(bias))
+        if "bn" in tail:
+            y = _bn(y, c, 2)
+        if "add" in tail:
+            y = call("add", const(other), y)
+        if "clip" in tail:
+            y = call("clip", y, a_min=0.0, a_max=6.0)
+        if "relu" in tail:
+            y = call("nn.relu", y)
+        return Function([x], y)
+
+    passes = []
+    original = _fusion.run_tail
+    monkeypatch.setattr(_fusion, "run_tail", lambda *a: passes.append(original(*a)) or passes[-1])  # a spy
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x[0, :, 0, 0] = -0.0  # a 1x1 conv of zeros: signed zeros into the tail
+    x[0, 0, 1, 1] = np.nan
+    fused, unfused, mod = _run_both(make, {"x": x})
+    assert fused_chains(mod) == ["+".join(["nn.conv2d"] + [{"bias": "nn.bias_add", "bn": "nn.batch_norm", "relu": "nn.relu"}.get(t, t)
+                                                          for t in tail])]
+    assert len(passes) == (1 if len(tail) > 1 else 0) and all(p is not None for p in passes)
+    assert fused[0].tobytes() == unfused[0].tobytes()
+
+
+@pytest.mark.parametrize("has_affine,has_add", [(True, True), (True, False), (False, True)])
+def test_tail_clamp_is_np_clip_on_special_values(has_affine, has_add):
+    """The one-pass clamp keeps what np.clip keeps: NaN (with its sign), -0 at a bound of 0, infinities."""
+    from tidlx.emulator.fast._jit import conv_tail
+
+    special = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -1, 7, 3, 6, 1e-30, -1e-30], np.float32)
+    x = np.tile(special, (2, 1))
+    scale = np.ones(2, np.float32)
+    shift = np.full(2, -0.0, np.float32)  # x * 1 + -0 keeps -0
+    other = np.full_like(x, -0.0)
+    expected = x.copy()
+    if has_affine:
+        expected = expected * scale[:, None] + shift[:, None]
+    if has_add:
+        expected = expected + other
+    expected = np.clip(expected, np.float32(0), np.float32(6))
+    conv_tail(x, 2, scale, shift, other, has_affine, has_add, False, True, np.float32(0), np.float32(6), 0, 2)
+    assert x.tobytes() == expected.tobytes()
