@@ -122,8 +122,12 @@ def build_driver(directory, target: Optional[str] = None) -> str:
     exe = os.path.join(final, "driver")
     if os.path.isfile(exe):
         return exe
-    os.makedirs(cache_root(), exist_ok=True)
-    work = tempfile.mkdtemp(prefix=f".{key}-", dir=cache_root())
+    try:
+        os.makedirs(cache_root(), exist_ok=True)
+        work = tempfile.mkdtemp(prefix=f".{key}-", dir=cache_root())
+    except OSError as exc:
+        raise TvmBackendError(f"the deploy driver cache {cache_root()} is not writable ({exc.strerror}); set "
+                              f"TIDLX_CACHE_DIR to a writable directory") from None
     try:
         argv = [cc, *BUILD_FLAGS, *[f"-I{os.path.join(directory, i)}" for i in includes],
                 *[os.path.join(directory, s) for s in sources]]

@@ -254,6 +254,9 @@ def test_bad_inputs_targets_and_missing_tools_are_named(folders, partitioned, tm
         deploy(partitioned, tmp_path / "r", "riscv")
     with pytest.raises(TvmBackendError, match="IRModule or a QuantizedModel"):
         deploy("model.onnx", tmp_path / "r", "x86")
+    monkeypatch.setenv("TIDLX_CACHE_DIR", "/proc/no-such-place")
+    with pytest.raises(TvmBackendError, match="cache .* is not writable.*TIDLX_CACHE_DIR"):
+        deploy_run.build_driver(directory)
     monkeypatch.setattr(deploy_run.shutil, "which", lambda name: None)
     with pytest.raises(TvmBackendError, match="gcc .*make system-packages"):
         run_deployed(directory, {"x": frames(1)}, partitioned)
