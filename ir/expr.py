@@ -7,6 +7,7 @@ cached once in ``checked_type`` by type inference; no other field ever changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping as _MappingABC
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
@@ -124,7 +125,7 @@ class Call(Expr):
         for a in args:
             if not isinstance(a, Expr):
                 raise TypeError(f"Call argument must be an Expr, got {type(a).__name__}")
-        if isinstance(attrs, Mapping):
+        if attrs is not None and isinstance(attrs, _MappingABC):  # (typing's Mapping checks 2x slower)
             attrs = _frozen_mapping(attrs) if attrs else None
         object.__setattr__(self, "op", op)
         object.__setattr__(self, "args", args)
