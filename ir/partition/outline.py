@@ -136,27 +136,29 @@ def unit_order(graph: PartitionGraph, region_of: Sequence[int]) -> List[PyTuple[
     """Host calls and regions in a topological order (Kahn; ties by first call, so it is
     deterministic): ``("host", call)`` or ``("region", number)``. Raises if the regions make
     the graph cyclic, which no strategy may do."""
-    def unit(c: int):
-        r = region_of[c]
-        return ("region", r) if r >= 0 else ("host", c)
-
-    first: Dict[PyTuple[str, int], int] = {}
-    succ: Dict[PyTuple[str, int], set] = {}
-    indegree: Dict[PyTuple[str, int], int] = {}
-    for c in range(len(graph.calls)):
-        u = unit(c)
-        if u not in first:
+    # Units as ints (a host call c is c, region r is n + r), so the loops are over lists.
+    n = len(graph.calls)
+    unit_of = [c if r < 0 else n + r for c, r in enumerate(region_of)]
+    num_units = n + (max(region_of) + 1 if n and max(region_of) >= 0 else 0)
+    first = [-1] * num_units
+    succ: List[Optional[set]] = [None] * num_units
+    indegree = [0] * num_units
+    units = []  # in order of first call
+    for c in range(n):
+        u = unit_of[c]
+        if first[u] < 0:
             first[u] = c
             succ[u] = set()
-            indegree[u] = 0
-    for c in range(len(graph.calls)):
-        u = unit(c)
-        for d in graph.deps[c]:
-            du = unit(d)
+            units.append(u)
+    deps = graph.deps
+    for c in range(n):
+        u = unit_of[c]
+        for d in deps[c]:
+            du = unit_of[d]
             if du != u and u not in succ[du]:
                 succ[du].add(u)
                 indegree[u] += 1
-    ready = [(first[u], u) for u, d in indegree.items() if d == 0]
+    ready = [(first[u], u) for u in units if indegree[u] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
@@ -166,9 +168,9 @@ def unit_order(graph: PartitionGraph, region_of: Sequence[int]) -> List[PyTuple[
             indegree[s] -= 1
             if indegree[s] == 0:
                 heapq.heappush(ready, (first[s], s))
-    if len(order) != len(indegree):
+    if len(order) != len(units):
         raise PartitionError("internal error: the regions make the graph cyclic")
-    return order
+    return [("host", u) if u < n else ("region", u - n) for u in order]
 
 
 #: ``composite_name(calls)``: the Composite attribute for an atom's calls (in post order), or
