@@ -203,9 +203,11 @@ def test_c7x_source_built_for_x86_with_the_driver_matches_the_emulator(folders, 
     assert_close(run_deployed(directory, x, partitioned), tidlx.emulate(partitioned, x))
 
 
-def test_the_same_model_deployed_twice_gives_the_same_bytes(partitioned, tmp_path):
-    first = deploy(partitioned, tmp_path / "a", "c7x", name="m")
-    again = deploy(tidlx.partition(two_subgraph_model())[0], tmp_path / "b", "c7x", name="m")
+@pytest.mark.parametrize("target", ["c7x", "x86"])
+def test_the_same_model_deployed_twice_gives_the_same_bytes(partitioned, tmp_path, target):
+    # every file, deploy_lib.so too (the same toolchain links the same bytes)
+    first = deploy(partitioned, tmp_path / "a", target, name="m")
+    again = deploy(tidlx.partition(two_subgraph_model())[0], tmp_path / "b", target, name="m")
     assert sorted(first) == sorted(again)
     for key in first:
         assert open(first[key], "rb").read() == open(again[key], "rb").read(), key
