@@ -215,6 +215,13 @@ def _type_id(layer_type: str, where: str) -> int:
     return LAYER_TYPE_IDS[layer_type]
 
 
+def _dtype_text(constant: Constant) -> str:
+    """``str(constant.data.dtype)``: for numpy's built-in dtypes the name the constant's type
+    already holds (numpy's own str of a dtype is slow, and layers have thousands of constants)."""
+    dtype = constant.data.dtype
+    return constant.checked_type.dtype if dtype.isbuiltin == 1 else str(dtype)
+
+
 def _constants(calls) -> Tuple[ConstantRef, ...]:
     out: List[ConstantRef] = []
     for c in calls:
@@ -225,7 +232,7 @@ def _constants(calls) -> Tuple[ConstantRef, ...]:
             for j, f in enumerate(fields):
                 if isinstance(f, Constant):
                     suffix = f".{j}" if isinstance(arg, TupleExpr) else ""
-                    out.append(ConstantRef(role + suffix, tuple(int(d) for d in f.data.shape), str(f.data.dtype), f))
+                    out.append(ConstantRef(role + suffix, tuple(int(d) for d in f.data.shape), _dtype_text(f), f))
     return tuple(out)
 
 
