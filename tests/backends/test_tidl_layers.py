@@ -221,3 +221,12 @@ def test_bevdet_resnet50_partition_round_trips():
     net = report.networks[0]
     assert net.layer_type_counts()["Conv"] == sum(1 for x in net.compute_layers() if x.params.__class__ is ConvParams)
     assert report.to_dict()["subgraphs"][0]["layer_types"] == net.layer_type_counts()
+
+
+def test_constant_dtype_text_is_numpys_str_of_the_dtype():
+    from tidlx.backends.tidl.layers import _dtype_text
+    from tidlx.ir import const
+
+    for dtype in ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "int64", "bool", ">f4"):
+        c = const(np.zeros((2,), dtype))
+        assert _dtype_text(c) == str(c.data.dtype), dtype
