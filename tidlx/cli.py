@@ -77,6 +77,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="ONNX: the whole shape of an input, e.g. img:6x3x256x704 (several: "
                             "img:1x3x224x224,mask:1x1x224x224, or the option again)")
     group.add_argument("--opset", metavar="N", help="ONNX: read the model as this default-domain opset")
+    group.add_argument("--custom-ops", metavar="MODULE:FUNC", action="append", default=[],
+                       help="call FUNC() of MODULE (a module name or a .py file) before loading, to register custom "
+                            "ops with tidlx.register_op (e.g. tidlx.models:register_bev_pool for BEVDet's "
+                            "tidlx.bevdet/BevPool nodes); repeatable")
     group.add_argument("--max-tensor-bytes", metavar="SIZE",
                        help="the most bytes one value of the model may need (e.g. 16G, 500MB, 8589934592; default: "
                             "TIDLX_MAX_TENSOR_BYTES, else 4 GiB): a larger one is refused before anything is "
@@ -135,6 +139,43 @@ def parse_shapes(specs: Sequence[str], option: str = "--shapes") -> Optional[Dic
     return shapes
 
 
+def register_custom_ops(specs: Sequence[str]) -> None:
+    """``--custom-ops MODULE:FUNC``: imports MODULE (a dotted name, or a path to a .py file) and calls
+    FUNC(), which registers ops (``tidlx.register_op``); each failure names the option and what failed."""
+    import importlib
+    import importlib.util
+
+    for spec in specs:
+        where = f"--custom-ops {spec}"
+        module_name, sep, func_name = str(spec).rpartition(":")
+        if not sep or not module_name or not func_name.isidentifier():
+            raise TidlxError(f"{where}: write MODULE:FUNC (a module name or a .py file, and the function that "
+                             f"registers the ops), e.g. tidlx.models:register_bev_pool")
+        try:
+            if module_name.endswith(".py"):
+                if not os.path.isfile(module_name):
+                    raise TidlxError(f"{where}: {module_name}: no such file")
+                loader_spec = importlib.util.spec_from_file_location(
+                    f"tidlx_custom_ops_{abs(hash(os.path.abspath(module_name)))}", module_name)
+                module = importlib.util.module_from_spec(loader_spec)
+                loader_spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(module_name)
+        except TidlxError:
+            raise
+        except Exception as exc:  # the user's module: its own error, named
+            raise TidlxError(f"{where}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise TidlxError(f"{where}: {module_name} has no function {func_name}")
+        try:
+            func()
+        except TidlxError as exc:
+            raise TidlxError(f"{where}: {exc}") from None
+        except Exception as exc:
+            raise TidlxError(f"{where}: {func_name}() failed ({type(exc).__name__}: {exc})") from None
+
+
 def load_model(args):
     """Loads ``args.model`` with the loading options; every problem is a TidlxError that names
     the file or the option."""
@@ -145,6 +186,7 @@ def load_model(args):
         raise TidlxError(f"{path}: no such file")
     if os.path.isdir(path):
         raise TidlxError(f"{path}: is a folder, not a model file")
+    register_custom_ops(getattr(args, "custom_ops", None) or ())
     batch = positive_int(args.batch, "--batch")
     shapes = parse_shapes(args.shapes)
     opset = positive_int(args.opset, "--opset")
@@ -173,7 +215,8 @@ def load_model(args):
 
 #: The API keyword an import error may name -> the command-line option that sets it.
 _OPTION_OF_KEYWORD = (("batch=", "--batch N"), ("shapes=", "--shapes NAME:DIMS, e.g. --shapes img:1x3x224x224"),
-                      ("opset=", "--opset N"), ("TIDLX_MAX_TENSOR_BYTES=", "--max-tensor-bytes SIZE"))
+                      ("opset=", "--opset N"), ("TIDLX_MAX_TENSOR_BYTES=", "--max-tensor-bytes SIZE"),
+                      ("onnx='domain/OpType'", "--custom-ops MODULE:FUNC, a function that registers it"))
 
 
 # -- the commands -------------------------------------------------------------------------------------

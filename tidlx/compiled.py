@@ -407,7 +407,17 @@ def cmd_run_compiled(args) -> int:
                              f"and shapes were fixed by tidlx compile")
     if args.output:
         npz_target(args.output, "--output")
-    compiled = load_compiled(args.model)
+    from .cli import register_custom_ops
+
+    register_custom_ops(getattr(args, "custom_ops", None) or ())
+    try:
+        compiled = load_compiled(args.model)
+    except TidlxError as exc:
+        if "unknown op" not in str(exc) or getattr(args, "custom_ops", None):
+            raise
+        first, newline, rest = str(exc).partition("\n")
+        raise TidlxError(f"{first} (a custom op? register it as when the folder was compiled: --custom-ops "
+                         f"MODULE:FUNC){newline}{rest}") from None
     inputs = read_npz(args.input, "--input")
     level = getattr(args, "debug_level", None)
     trace_dir = getattr(args, "trace_dir", None)
