@@ -15,11 +15,11 @@ both cores when two work), in the order ``tidlx compile`` runs them:
   partitioner, the TIDL layer model and the report);
 * calibrate: ``calibrate`` (backends/tidl/calibration.py) on ``--calib-frames`` seeded frames with
   the reference kernels, as ``tidlx compile`` does;
-* TIDL artifacts: quantization alone (scales, integer weights: accuracy_level 9 with
-  accuracy_level 1's clipping bits but not BiasCalib), the
-  same with bias calibration (``--bias-iterations`` fixed-point passes over the frames; TI's default
-  accuracy_level 1 does it), and writing the compiled folder (``folder_files`` + ``write_folder``:
-  the tidl_subgraph<N> net/io files, the host module, the manifest);
+* TIDL artifacts: quantization alone (scales, integer weights: accuracy_level 9 with accuracy_level
+  1's clipping bits but not BiasCalib), the same with bias calibration (``--bias-iterations``
+  fixed-point passes over the frames, as TI's default accuracy_level 1 does), and writing the
+  compiled folder (``folder_files`` + ``write_folder``: the tidl_subgraph<N> net/io files, the host
+  module, the manifest);
 * TVM import: ``import tvm.relax`` (tidlx imports apache-tvm on first use; this keeps its import and
   initialisation out of the first build's row);
 * TVM build: ``build(partitioned, "x86")`` (the host part compiled by apache-tvm, each TIDL subgraph
@@ -42,13 +42,15 @@ TVM model, then ``--repeat`` runs of each onnxruntime session), medians:
   float kernels): its whole run, and its host part alone (the run minus the time inside the TIDL
   subgraphs' external calls: TVM's kernels, its VM and the copies at the calls). The TIDL subgraphs
   are not run in fixed point here: ``build(qmodel)`` runs them on the plain fixed-point layers
-  (``run_subgraph``'s default kernels: 52.7 s a run on this model, where bias calibration's fixed-point
-  passes on the fast kernels take about 0.5 s), which would dominate the script's time.
+  (``run_subgraph``'s default kernels: 52.7 s a run on this model, where a fixed-point pass of bias
+  calibration takes about 0.5 s), which would dominate the script's time.
 
 TVM's default CPU pipeline legalizes each op into plain TIR loops and schedules none of them: no
 tiling, vectorization or threads (tuning with meta_schedule is TVM's way to get speed; dlight's CPU
-rules, ``--dlight``, cover only GEMV and reductions, not convolutions), so the untuned TVM model is far
-slower than onnxruntime's hand-written kernels. That is the figure, reported as it is.
+rules, ``--dlight``, cover only GEMV and reductions, not convolutions: measured 43.0 s a run against
+30.4 s for the default, in one run at load 4.7; a target ``mcpu`` such as znver4 gave no gain either), so
+the untuned TVM model is far slower than onnxruntime's hand-written kernels. That is the figure,
+reported as it is.
 
 No goals are set by the issue; the script prints the figures and exits 0 whenever it ran. The
 machine may be shared: the load average is printed before and after.
@@ -177,8 +179,8 @@ def _print_stages(results: Results) -> None:
     print(f"compile stages, {results.model} (wall s; CPU s of this process)")
     print(f"  {'stage':<50}{'wall s':>9}{'CPU s':>9}  note")
     for s in results.stages:
-        cpu = f"{s.cpu:9.2f}" if s.cpu is not None else f"{'':>9}"
-        print(f"  {s.name:<50}{s.wall:9.2f}{cpu}  {s.note}")
+        cpu = f"{s.cpu:9.3f}" if s.cpu is not None else f"{'':>9}"
+        print(f"  {s.name:<50}{s.wall:9.3f}{cpu}  {s.note}")
 
 
 def run(quick: bool = False, rounds: Optional[int] = None, repeat: Optional[int] = None,
