@@ -22,4 +22,9 @@ def test_wheel_holds_every_package_and_the_grammar(tmp_path):
             rel = init.relative_to(ROOT / root).as_posix()
             assert f"{package}/{rel}" in names, rel
     assert any(n.startswith("tidlx/frontends/relay/") and n.endswith(".lark") for n in names)
+    # the deploy folders' fixed C files: every one of them
+    for source in (ROOT / "backends/tvm/deploy/c").rglob("*"):
+        if source.is_file():
+            assert f"tidlx/backends/tvm/deploy/{source.relative_to(ROOT / 'backends/tvm/deploy').as_posix()}" in names, \
+                source
     assert any(n.endswith("entry_points.txt") for n in names)
