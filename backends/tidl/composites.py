@@ -72,9 +72,12 @@ class Composite:
     root: Expr
     anchor: Call
 
+    def __post_init__(self):
+        object.__setattr__(self, "_calls", tuple(m for m in self.members if isinstance(m, Call)))
+
     @property
     def calls(self) -> Tuple[Call, ...]:
-        return tuple(m for m in self.members if isinstance(m, Call))
+        return self._calls
 
     @property
     def layer(self) -> Optional[str]:

@@ -575,3 +575,16 @@ def test_explain_function_reports_host_calls_and_warns_about_unknown_names(monke
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert explain_function(fn, TidlOptions()) == {}
+
+
+def test_tuple_results_get_the_same_type_and_batch_checks_as_tensors():
+    from tidlx.backends.tidl.rules import call_batch, type_reason
+
+    c = ones(8)
+    half = ir.call("nn.batch_norm", var("h", (1, 8, 4, 4), "float16"), *(const(np.ones(8, "float16")) for _ in range(4)))
+    assert "float16" in type_reason(half)  # the tuple result (and input) is not float32
+    plain = ir.call("nn.batch_norm", var("f", (1, 8, 4, 4)), c, c, c, c)
+    assert type_reason(plain) is None
+    parts = ir.call("split", var("b4", (4, 16, 8, 8)), indices_or_sections=2, axis=1)
+    assert call_batch(parts) == 4
+    assert call_batch(ir.call("split", var("r", (2, 16)), indices_or_sections=2, axis=0)) == 2

@@ -7,7 +7,7 @@ from typing import Optional
 
 from ....ir.expr import Call, Constant
 from ....ir.op import CUSTOM_OP, Op
-from ....ir.types import TensorType
+from ....ir.types import TensorType, TupleType
 from ._base import TIDL_NO_LAYER, TIDL_RULE, fmt_shape, tensor_types, where
 
 #: TIDL tensors are N, D1, D2, C, H, W.
@@ -65,18 +65,22 @@ def type_reason(call: Call) -> Optional[str]:
 
 
 def _plain_float_tensors(call: Call) -> bool:
-    """Whether the call's result and inputs are all float32 tensors (not tuples) of static
-    shape and rank <= MAX_RANK: then type_reason has nothing to say."""
-    t = call.checked_type
-    if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
-            or (t.shape and min(t.shape) < 0):
+    """Whether the call's result and inputs are all float32 tensors (or tuples of them, as a
+    batch norm's result) of static shape and rank <= MAX_RANK: then type_reason has nothing to say."""
+    if not _plain_float(call.checked_type):
         return False
     for arg in call.args:
-        t = arg.checked_type
-        if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
-                or (t.shape and min(t.shape) < 0):
+        if not _plain_float(arg.checked_type):
             return False
     return True
+
+
+def _plain_float(t) -> bool:
+    if t.__class__ is TensorType:
+        return t.dtype == FLOAT_DTYPE and len(t.shape) <= MAX_RANK and not (t.shape and min(t.shape) < 0)
+    if t.__class__ is TupleType:
+        return all(_plain_float(f) for f in t.fields)
+    return False
 
 
 def _batch_tensors(call: Call):
@@ -93,21 +97,21 @@ def call_batch(call: Call) -> int:
     """The batch a call works on: axis 0 of its result and of its non-constant inputs (rank >= 2),
     the largest. Inputs count too: a reshape of N x ... to 1 x N x ... still handles N frames."""
     batch = 1
-    t = call.checked_type
-    if t.__class__ is TensorType:  # the common case without building _batch_tensors' list
+    for t in _tensors_of(call.checked_type):
         if len(t.shape) >= 2 and t.shape[0] > batch:
             batch = t.shape[0]
-    else:
-        return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
     for arg in call.args:
         if isinstance(arg, Constant):
             continue
-        t = arg.checked_type
-        if t.__class__ is not TensorType:
-            return max([1] + [t.shape[0] for _, t in _batch_tensors(call)])
-        if len(t.shape) >= 2 and t.shape[0] > batch:
-            batch = t.shape[0]
+        for t in _tensors_of(arg.checked_type):
+            if len(t.shape) >= 2 and t.shape[0] > batch:
+                batch = t.shape[0]
     return batch
+
+
+def _tensors_of(t):
+    """``tensor_types(t)``, without building a list for a plain tensor (the common case)."""
+    return (t,) if t.__class__ is TensorType else tensor_types(t)
 
 
 def model_batch(ctx) -> int:
