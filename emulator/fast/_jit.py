@@ -488,6 +488,46 @@ def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu
             conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, start, stop)
 
 
+# --- activation patterns (see _activations.py) ------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def hard_sigmoid_flat(x, out, a, b, lo, hi, start, stop):
+    """out = clip(x * a + b, lo, hi) with the reference ops' roundings and np.clip's compares."""
+    for i in range(start, stop):
+        t = x[i] * a
+        t = t + b
+        t = lo if t < lo else t
+        out[i] = hi if t > hi else t
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def hard_sigmoid_flat_blocks(x, out, a, b, lo, hi, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            hard_sigmoid_flat(x, out, a, b, lo, hi, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def hard_swish_flat(x, out, a, b, lo, hi, start, stop):
+    """out = x * clip(x * a + b, lo, hi), as hard_sigmoid_flat then the multiply."""
+    for i in range(start, stop):
+        v = x[i]
+        t = v * a
+        t = t + b
+        t = lo if t < lo else t
+        t = hi if t > hi else t
+        out[i] = v * t
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def hard_swish_flat_blocks(x, out, a, b, lo, hi, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            hard_swish_flat(x, out, a, b, lo, hi, start, stop)
+
+
 # --- Winograd transforms (see _winograd.py) ----------------------------------------------------
 # Each transform works on one row of tiles of one plane, tiles [tx0, tx1) of tile row ty, so the
 # plane-wise passes (whole transformed arrays, products by BLAS) and the tile-block passes (16
