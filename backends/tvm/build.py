@@ -67,12 +67,15 @@ def _subgraph_runners(mod: IRModule, mode: str, qmodel, kernels: str) -> Dict[st
         if not is_tidl_function(fn):
             continue
         if mode == "fixed":
+            from ...emulator.fixed.kernel_set import fixed_layer_kernels
             from ...emulator.fixed.layers import run_subgraph
 
             sub = qmodel.subgraphs.get(name)
             if sub is None:
                 raise TvmBackendError(f"@{name}: the QuantizedModel has no quantized subgraph of that name")
-            runners[name] = lambda ins, sub=sub: run_subgraph(sub, ins)
+            # the fast layer kernels have the plain ones' bits (tests/fixed), at tidlx.emulate's speed
+            table = fixed_layer_kernels("reference" if kernels == "reference" else "fast")
+            runners[name] = lambda ins, sub=sub, table=table: run_subgraph(sub, ins, kernels=table)
         else:
             from ...emulator import run as emulate
 
