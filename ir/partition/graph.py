@@ -114,14 +114,19 @@ class PartitionGraph:
         g.module = mod
         g.func = func = mod[entry]
         nodes = post_order(func.body, enter_functions=False)
+        g.calls = []
         for node in nodes:
-            if isinstance(node, Let):
+            kind = type(node)
+            if kind is Call:
+                g.calls.append(node)
+            elif isinstance(node, Let):
                 raise PartitionError(f"@{entry} binds %{node.var.name_hint} with let; partitioning needs a "
                                      f"dataflow graph (no let)")
-            if isinstance(node, Function):
+            elif isinstance(node, Function):
                 raise PartitionError(f"@{entry} contains a nested fn (closure); partitioning needs a dataflow "
                                      f"graph of op calls (pass composite patterns as groups instead)")
-        g.calls = [n for n in nodes if isinstance(n, Call)]
+            elif isinstance(node, Call):
+                g.calls.append(node)
         g.index = {id(c): i for i, c in enumerate(g.calls)}
         n = len(g.calls)
         g.deps = [[] for _ in range(n)]
@@ -129,10 +134,12 @@ class PartitionGraph:
         g.in_refs = [[] for _ in range(n)]
         opaque_arg: Dict[int, str] = {}
         for i, c in enumerate(g.calls):
-            refs, opaque = g._leaf_refs(c.args)
+            refs = g._plain_refs(c.args)
+            if refs is None:
+                refs, opaque = g._leaf_refs(c.args)
+                if opaque:
+                    opaque_arg[i] = opaque
             g.in_refs[i] = refs
-            if opaque:
-                opaque_arg[i] = opaque
             seen = set()
             for producer, _ in refs:
                 if isinstance(producer, int) and producer not in seen:
@@ -153,11 +160,39 @@ class PartitionGraph:
             refs.sort(key=lambda r: r[1])
         from ..analysis import tensor_bytes
 
-        g.ref_bytes = {ref: tensor_bytes(t) for ref, t in g.ref_type.items()}
+        bytes_of: Dict[Type, int] = {}  # by type: the leaf tensors of a model have few distinct types
+        for ref, t in g.ref_type.items():
+            size = bytes_of.get(t)
+            if size is None:
+                size = bytes_of[t] = tensor_bytes(t)
+            g.ref_bytes[ref] = size
         g.macs = [call_macs(c, mod) for c in g.calls]
         g.oracle_reason = [g._ask(supported, i, opaque_arg.get(i)) for i in range(n)]
         g._build_atoms(groups)
         return g
+
+    def _plain_refs(self, args: Sequence[Expr]) -> Optional[List[Ref]]:
+        """``_leaf_refs(args)`` when every argument is a constant or a call or variable with a
+        tensor type (most calls of a model); None otherwise (then ``_leaf_refs`` works it out)."""
+        refs: List[Ref] = []
+        for x in args:
+            kind = type(x)
+            if kind is Constant:
+                continue
+            t = x._checked_type
+            if t.__class__ is not TensorType:
+                return None
+            if kind is Call:
+                ref = (self.index[id(x)], ())
+            elif kind is Var:
+                ref = (x, ())
+            else:
+                return None
+            if ref not in self.ref_type:
+                self.ref_type[ref] = t
+            if ref not in refs:
+                refs.append(ref)
+        return refs
 
     def _leaf_refs(self, exprs: Sequence[Expr]) -> PyTuple[List[Ref], Optional[str]]:
         """The distinct leaf tensors read through ``exprs``, left to right; and what makes them
