@@ -3,6 +3,8 @@ float emulator against onnxruntime on it."""
 
 from __future__ import annotations
 
+import os
+
 import collections
 
 import numpy as np
@@ -218,3 +220,11 @@ def test_demo_states_the_answers_on_the_camera_aware_model(tmp_path):
     for way in ("-o deny_list=nn.batch_norm", "-o deny_list:layer_name=", "-o disabled_passes=FoldBatchNormIntoDense"):
         assert way in out
     assert "(4) with dcn=True: 4 subgraphs; nn.deformable_conv2d" in out and "TIDL has no deformable convolution" in out
+    # 7: the host part through TVM, and bev_pool as a custom op end to end
+    host = result["host"]
+    assert host["c7x"]["kernels"] >= 1 and host["c7x"]["tidl_calls"] == 3
+    assert os.path.getsize(tmp_path / "host_c7x" / "deploy_lib.c") > 0
+    assert host["bev_pool"]["reason"].endswith("custom op (registered with tidlx.register_op): TIDL has no layer "
+                                               "for it, it runs on the host")
+    assert host["bev_pool"]["error"] <= 1e-5
+    assert "7. the host part through TVM" in out and "built by TVM with its te_compute" in out

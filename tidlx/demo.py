@@ -6,7 +6,9 @@ for TIDL as TI's flow would and states the seed's answers: subgraphs and host op
 what happens to the BatchNorm feeding two GEMMs (and the two ways out), and where the deformable conv
 goes; then the numerics answer: float vs TIDL fixed point per output at 8 and 16 bit and the worst
 layers, on the tiny resnet18 model at batch 1 (``NUMERICS_MODEL``: the fixed-point kernels are plain
-numpy, too slow for the full model in a demo).
+numpy, too slow for the full model in a demo); then the host part through apache-tvm: the main
+model's host ops built for Arm and as C7x source, and BEVDet's voxel pooling (``bev_pool``), an op
+neither TIDL nor TVM has, added with ``tidlx.register_op`` and run under qemu for Arm.
 """
 
 from __future__ import annotations
@@ -130,7 +132,112 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
     else:
         _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir)
     numerics = _numerics(console, out_dir)
-    return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort, "numerics": numerics}
+    host = _host_part(console, mod, raised, out_dir)
+    return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort, "numerics": numerics,
+            "host": host}
+
+
+#: The custom-op answer's model: BEVDet tiny resnet18, 6 cameras, with the voxel pooling (bev_pool).
+BEV_POOL_MODEL = {"backbone": "resnet18", "batch": 6, "tiny": True, "height": 64, "width": 192}
+
+
+def _host_part(console, mod, options, out_dir: str) -> dict:
+    """What TIDL does not take, through apache-tvm: the main model's host ops built for the Arm cores and
+    as C source for the C7x, and an op neither TIDL nor TVM has (BEVDet's voxel pooling, added with
+    tidlx.register_op) run end to end with its TIDL parts, for Arm under qemu where it is installed."""
+    def say(text: str) -> None:
+        console.print(text, markup=False)
+
+    console.print("[bold]7. the host part through TVM[/bold] (apache-tvm Relax; details: tidlx compile MODEL "
+                  "--target arm|c7x|x86, docs/tvm.md, docs/custom_ops.md)")
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        say("   not available: apache-tvm is not installed (pip install 'tidlx[tvm]')")
+        return {}
+    from . import partition
+    from .backends.tvm.deploy import deploy
+    from .backends.tvm.deploy.run import missing_tools, read_graph
+    from .models import register_bev_pool
+
+    t0 = time.perf_counter()
+    partitioned, report = partition(mod, options)
+    ops = {}
+    for host in report.host_ops:
+        ops[host.op] = ops.get(host.op, 0) + 1
+    say(f"   the main model's host ops ({len(report.host_ops)}): "
+        + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(ops.items())))
+    result = {}
+    for target in ("arm", "c7x"):
+        folder = os.path.join(out_dir, f"host_{target}")
+        if target == "arm" and missing_tools("arm") and not _have_cross_compiler():
+            say("   arm: the cross compiler aarch64-linux-gnu-gcc is not installed (make system-packages)")
+            continue
+        paths = deploy(partitioned, folder, target, name="bevdet")
+        doc = read_graph(folder)
+        kernels = [n for n in doc["nodes"] if n["kind"] == "kernel"]
+        tidl = [n for n in doc["nodes"] if n["kind"] == "tidl"]
+        lib = paths["lib"]
+        say(f"   {target}: {len(kernels)} TVM kernels and {len(tidl)} calls tidl_subgraph_<N>_process in "
+            f"{_shown_path(lib)} ({os.path.getsize(lib):,} bytes"
+            + (", aarch64" if target == "arm" else ", C source") + f"), driven by {_shown_path(folder)}/driver/")
+        result[target] = {"kernels": len(kernels), "tidl_calls": len(tidl)}
+    t_host = time.perf_counter() - t0
+
+    # An op neither TIDL nor TVM has: BEVDet's voxel pooling, registered with every facet in one call.
+    t0 = time.perf_counter()
+    from .ir.op import has_op
+    from .models import unregister_bev_pool
+
+    registered_here = not has_op("bevdet.bev_pool")
+    register_bev_pool()
+    try:
+        return _bev_pool_answer(say, out_dir, result, t0, t_host)
+    finally:
+        if registered_here:   # the demo leaves the op registry as it found it
+            unregister_bev_pool()
+
+
+def _bev_pool_answer(say, out_dir: str, result: dict, t0: float, t_host: float) -> dict:
+    from . import emulate, load, partition
+    from .backends.tvm.deploy import deploy, run_deployed
+    from .backends.tvm.deploy.run import missing_tools
+    from .ir.text import printable
+    from .models import bevdet_with_bev_pool
+
+    path = os.path.join(out_dir, "bevdet_resnet18_b6_tiny_bev_pool.onnx")
+    bevdet_with_bev_pool(path=path, **BEV_POOL_MODEL)
+    bev_mod = load(path)
+    bev_partitioned, bev_report = partition(bev_mod, {"max_batch_size": BEV_POOL_MODEL["batch"]})
+    reason = next((h.reason for h in bev_report.host_ops if h.op == "bevdet.bev_pool"), "not on the host")
+    say(f"   bev_pool (tidlx.register_op; ONNX node tidlx.bevdet/BevPool) on {_shown_path(path)}: "
+        f"{printable(reason)}")
+    frame = _random_frames(bev_mod, 1, seed=3)
+    expected = emulate(bev_partitioned, frame)
+    target = "arm" if not missing_tools("arm") else "x86"
+    folder = os.path.join(out_dir, f"bev_pool_{target}")
+    deploy(bev_partitioned, folder, target, name="bevdet_bev_pool")
+    got = run_deployed(folder, frame, bev_partitioned)
+    err = max(relative_error(g, e) for g, e in zip(got, expected))
+    where = ("aarch64 code under qemu-aarch64" if target == "arm" else
+             "x86 (qemu-aarch64 or the cross compiler is missing: make system-packages)")
+    say(f"   built by TVM with its te_compute and run as {where}, TIDL parts served by the emulator: max abs error "
+        f"/ max abs vs tidlx.emulate {err:.1e} ({time.perf_counter() - t0:.1f} s; the main model's folders "
+        f"{t_host:.1f} s)")
+    result["bev_pool"] = {"target": target, "error": err, "reason": reason}
+    return result
+
+
+def _have_cross_compiler() -> bool:
+    import shutil
+
+    return shutil.which("aarch64-linux-gnu-gcc") is not None
+
+
+def _shown_path(path: str) -> str:
+    from .ir.text import printable
+
+    return printable(os.path.relpath(path))
 
 
 #: The numerics answer's model. The full-size one is too slow for a demo: resnet18 at batch 1,
