@@ -24,7 +24,7 @@ from bench_float import WARMUP, random_feed, run_child  # noqa: E402
 from bench_models import BusyLoop, save_model_and_feed  # noqa: E402
 
 MODES = {
-    "regions": ("tidlx", {"TIDLX_EMULATOR_PARALLEL": "numba"}),
+    "regions": ("tidlx", {"TIDLX_EMULATOR_PARALLEL": "numba", "TIDLX_EMULATOR_ADAPT": "0"}),
     "pool": ("tidlx", {"TIDLX_EMULATOR_PARALLEL": "pool"}),
     "threads1": ("tidlx", {"TIDLX_EMULATOR_THREADS": "1"}),
     "adapt": ("tidlx", {"TIDLX_EMULATOR_ADAPT": "1"}),

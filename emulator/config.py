@@ -29,6 +29,8 @@ class EmulatorConfig:
 
     * ``threads``: at most this many threads per run, 0 = one per CPU up to 8 (``TIDLX_EMULATOR_THREADS``);
       1 runs everything on the calling thread.
+    * ``adapt``: with ``threads=0``, a run uses only the CPUs other processes leave it when it starts
+      (fast/_parallel.py; ``TIDLX_EMULATOR_ADAPT=0`` turns it off: one thread per CPU regardless).
     * ``fuse``: fuse element-wise chains into their producer (``TIDLX_EMULATOR_FUSE=0`` turns it off).
     * ``winograd``: ``"auto"`` (F(2x2, 3x3) in float32, by shape in float64), ``"off"``, ``"2"`` (only
       F(2x2, 3x3)) or ``"4"`` (F(4x4, 3x3) wherever Winograd is used: faster, ~15x the rounding error)
@@ -42,6 +44,7 @@ class EmulatorConfig:
     """
 
     threads: int = 0
+    adapt: bool = True
     fuse: bool = True
     winograd: str = "auto"
     parallel: str = "numba"
@@ -74,6 +77,7 @@ class EmulatorConfig:
         winograd = get("WINOGRAD", "1")
         return cls(
             threads=threads,
+            adapt=get("ADAPT", "1") not in _OFF,
             fuse=get("FUSE", "1") not in _OFF,
             winograd="off" if winograd in _OFF else winograd if winograd in ("2", "4") else "auto",
             parallel="pool" if get("PARALLEL", "numba") == "pool" else "numba",

@@ -28,12 +28,13 @@ to OpenBLAS's threads (and the rest to the pool), ``parallel="pool"`` forces the
 The numba threading layer is chosen as numba's "threadsafe" one unless ``NUMBA_THREADING_LAYER``
 says otherwise (the emulator may run from several threads at once).
 
-Beside other CPU-bound processes a parallel region waits for a descheduled worker. With
-``TIDLX_EMULATOR_ADAPT=1`` (opt-in, default config ``threads=0`` only) a run counts at its start the
-runnable threads of other processes (/proc/loadavg's running count less this process's running
-threads, ~50 us) and uses only the CPUs left (at least 1; on 2 cores beside one busy process: the
-calling thread alone). benchmarks/ab_parallel.py, fresh processes alternating, 3 rounds x 7 runs,
-medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python busy loop:
+Beside other CPU-bound processes a parallel region waits for a descheduled worker. So by default
+(``EmulatorConfig.adapt``, ``TIDLX_EMULATOR_ADAPT=0`` turns it off; config ``threads=0`` only) a run
+counts at its start the runnable threads of other processes (/proc/loadavg's running count less
+this process's running threads, ~50 us) and uses only the CPUs left (at least 1; on 2 cores beside
+one busy process: the calling thread alone). benchmarks/ab_parallel.py, fresh processes
+alternating, 3 rounds x 7 runs, medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python
+busy loop (before the depthwise and activation work of issue 14):
 
     ============================  ============  ============  ============  ============  ===========
     model                         regions       pool          threads=1     adapt         onnxruntime
@@ -43,14 +44,14 @@ medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python busy loop:
     EfficientNet-B0               43.7 / 121.1  51.3 / 59.4   53.7 / 65.6   46.7 / 63.0   8.1 / 15.0
     ============================  ============  ============  ============  ============  ===========
 
-so the rule is as fast as regions idle and as the pool beside a competitor (outputs: the same bits
-under regions, pool and threads=1 on these three models; across engines the tests promise a
-tolerance, not bits). It is not the default because tests/emulator's
-test_runs_use_numba_parallel_regions_on_several_cpus asserts that a default run uses one numba
-thread per CPU, which a busy machine would then fail (it does, beside one busy loop), and a
-default run's blocking would follow the machine's load. Also /proc/loadavg counts the whole
-kernel's runnable threads: in a container on a larger host it counts other tenants (then the rule
-would run on one thread), and the count is one instant's (a burst elsewhere decides a run).
+It became the default when a shared machine (other engineers' compiles, load average ~2.2-2.5 on
+2 cores) made the regions 17x slower than one thread: in one process, configs alternating, 7
+runs, medians, ms: MobileNetV3-small regions 107.5 / pool 6.9 / threads=1 6.3, EfficientNet-B0
+148.1 / 37.6 / 31.0, ResNet-18 224.7 / 48.2 / 42.6; with the rule on, MobileNetV3-small 6.8 and
+ResNet-18 43.6 (threads=1: 6.7, 43.3). Results are the same bits for any thread count, so the rule
+changes only speed. Its limits: /proc/loadavg counts the whole kernel's runnable threads (in a
+container on a larger host, other tenants too: then a run uses one thread), and the count is one
+instant's (a burst elsewhere decides a run).
 """
 
 from __future__ import annotations
@@ -135,10 +136,10 @@ def _others_running() -> int:
 
 
 def _run_threads(config) -> int:
-    """The threads a run with ``config`` uses: its cap, or all (with ``TIDLX_EMULATOR_ADAPT=1`` and
-    no cap: the CPUs other processes leave, see the module doc)."""
+    """The threads a run with ``config`` uses: its cap, or all (with ``config.adapt``, the default,
+    and no cap: the CPUs other processes leave, see the module doc)."""
     most = _thread_count()
-    if config.threads == 0 and os.environ.get("TIDLX_EMULATOR_ADAPT") == "1":
+    if config.threads == 0 and config.adapt:
         return max(1, most - _others_running())
     return min(most, config.threads) if config.threads > 0 else most
 

@@ -101,12 +101,27 @@ def test_runs_use_numba_parallel_regions_on_several_cpus():
 
     assert _blas.AVAILABLE
     assert _parallel.numba_threads() == 1  # outside runs
-    with _parallel.run_context(EmulatorConfig()):
+    with _parallel.run_context(EmulatorConfig(adapt=False)):  # the default adapts to the machine's load
         assert _parallel.numba_threads() == min(_cpus(), 8)
     with _parallel.run_context(EmulatorConfig(parallel="pool")):
         assert _parallel.numba_threads() == 1
     with _parallel.run_context(EmulatorConfig(threads=1)):
         assert _parallel.numba_threads() == 1
+
+
+@pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
+@pytest.mark.parametrize("others,expected", [(0, None), (1, -1), (99, 1)])
+def test_default_runs_use_the_cpus_other_processes_leave(monkeypatch, others, expected):
+    most = min(_cpus(), 8)
+    monkeypatch.setattr(_parallel, "_others_running", lambda: others)
+    with _parallel.run_context(EmulatorConfig()):
+        assert _parallel.numba_threads() == {None: most, -1: max(1, most - 1)}.get(expected, expected)
+    with _parallel.run_context(EmulatorConfig(adapt=False)):
+        assert _parallel.numba_threads() == most
+    with _parallel.run_context(EmulatorConfig(threads=2)):  # a cap is taken as asked
+        assert _parallel.numba_threads() == 2
+    assert EmulatorConfig.from_env({"TIDLX_EMULATOR_ADAPT": "0"}).adapt is False
+    assert EmulatorConfig.from_env({}).adapt is True
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
