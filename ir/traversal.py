@@ -94,13 +94,28 @@ def post_order(root: Expr, enter_functions: Union[bool, Callable[[Function], boo
     return order
 
 
-def users(root: Expr) -> Dict[Expr, List[Expr]]:
-    """For every node reachable from ``root``: the nodes that use it (in post order)."""
-    out: Dict[Expr, List[Expr]] = {}
-    for node in post_order(root):
-        out.setdefault(node, [])
-        for child in children(node):
-            out.setdefault(child, []).append(node)
+def users(root: Expr, order: Optional[List[Expr]] = None) -> Dict[Expr, List[Expr]]:
+    """For every node reachable from ``root``: the nodes that use it (in post order).
+    ``order``: ``post_order(root)`` if the caller has it already."""
+    if order is None:
+        order = post_order(root)
+    out: Dict[Expr, List[Expr]] = {node: [] for node in order}  # children come before their users
+    for node in order:
+        kind = type(node)
+        if kind is Call:
+            op = node.op
+            if isinstance(op, Expr):
+                out[op].append(node)
+            for child in node.args:
+                out[child].append(node)
+        elif kind is TupleGetItem:
+            out[node.tuple_value].append(node)
+        elif kind is Tuple:
+            for child in node.fields:
+                out[child].append(node)
+        elif kind not in _ATOMS:
+            for child in children(node):
+                out[child].append(node)
     return out
 
 
