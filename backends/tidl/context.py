@@ -28,14 +28,17 @@ class RuleContext:
         if not isinstance(function, Function):
             raise TypeError(f"RuleContext needs a Function, got {type(function).__name__}")
         self.function = function
-        self.users: Dict[Expr, List[Expr]] = users(function.body)
+        order = post_order(function.body, enter_functions=False)
+        # Without nested functions that walk is the whole graph, and the users come from it.
+        whole = not any(isinstance(node, Function) for node in order)
+        self.users: Dict[Expr, List[Expr]] = users(function.body, order if whole else None)
         self.graph_inputs = frozenset(function.params)
         body = function.body
         outputs = list(body.fields) if isinstance(body, Tuple) else [body]
         self.graph_outputs = frozenset(outputs)
         self.layer_types: Dict[str, str] = dict(layer_types or {})
         self.composites: Dict[Expr, "object"] = {}
-        self._order: Optional[List[Expr]] = None
+        self._order: Optional[List[Expr]] = order
         self._calls: Optional[List[Call]] = None
         if find_groups:
             from .composites import find_composites
