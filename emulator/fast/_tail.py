@@ -20,6 +20,9 @@ import numpy as np
 from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 ROLES = ("affine", "add", "relu")
+#: Below this many elements the epilogues' numpy calls (~1-2 us each) beat one numba pass (its
+#: dispatch of a dozen arguments costs ~10 us): squeeze-excite convolutions on 1x1 maps.
+SMALL = 4096
 
 
 def is_tail(roles: Sequence) -> bool:
@@ -36,7 +39,7 @@ def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarr
     ``stages`` are the fused stages (with .tail and .attrs), ``others`` each stage's other
     arguments. Returns None, with ``x`` untouched, when the operands do not fit the pass."""
     if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous or not x.flags.writeable \
-            or x.ndim < 2:
+            or x.ndim < 2 or x.size < SMALL:
         return None
     scale = shift = other = None
     relu = clamp = False
