@@ -484,7 +484,8 @@ def partition_for_tidl(mod: IRModule, options: OptionsLike = None, strategy: str
 
     flow = run_flow(mod, options, strategy)
     t0 = time.perf_counter()
-    report = PartitionReport.from_flow(flow, model_name=model_name)
+    with gc_paused():  # as the flow: the layer model and the report are many small acyclic objects
+        report = PartitionReport.from_flow(flow, model_name=model_name)
     report.timings["report"] = time.perf_counter() - t0
     return flow.partition.module, report
 
