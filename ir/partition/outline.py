@@ -92,6 +92,9 @@ class _Context:
 
     def translate(self, root: Expr) -> Expr:
         memo = self.memo
+        done = memo.get(id(root))
+        if done is not None:  # most arguments: a value already built in this function
+            return done
         stack = [(root, False)]
         while stack:
             x, ready = stack.pop()
