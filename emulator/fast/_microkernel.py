@@ -24,8 +24,9 @@ for r < rows and column c < 8 * vectors, with s the stride,
 ``dst[r * 8 * vectors + c] = sum over t < taps of src[r * row_step + offsets[t] + s * c] * weights[t]``,
 summed from 0 in order of t, a product and an addition per term (no FMA: the same bits as the
 numba loop they replace, _jit.depthwise_conv_nchw). They keep 4 vectors of 8 columns in registers
-over all taps (then 1 at a time for the rest), so each output is written once, not once per tap;
-stride 2 loads 16 consecutive floats and keeps the even ones.
+over all taps (then 1 at a time for the rest; rows narrower than 4 vectors go 4 rows at a time),
+so each output is written once, not once per tap; stride 2 loads 16 consecutive floats and keeps
+the even ones.
 
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
 (Winograd) or the numba loop (depthwise).
@@ -51,10 +52,12 @@ def _kernel_ir() -> str:
                       _depthwise_ir(_SYMBOL_DEPTHWISE, 1), _depthwise_ir(_SYMBOL_DEPTHWISE_S2, 2)])
 
 
-def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: str, next_label: str) -> list:
-    """A loop over vector columns [first, stop) in steps of ``unroll`` vectors, each step summing
-    all taps into ``unroll`` vector accumulators; then branches to ``next_label``."""
-    u = range(unroll)
+def _depthwise_columns_ir(tag: str, unroll: int, rows: int, stride: int, first: str, stop: str,
+                          next_label: str) -> list:
+    """A loop over vector columns [first, stop) in steps of ``unroll`` vectors of ``rows`` output
+    rows (from %row_ptr / %out_row), each step summing all taps into rows x unroll vector
+    accumulators (independent chains, so that the FMA-free adds overlap); then ``next_label``."""
+    acc = [(r, k) for r in range(rows) for k in range(unroll)]
     lines = [
         f"{tag}_check:",
         f"  %{tag}_any = icmp slt i64 {first}, {stop}",
@@ -67,8 +70,8 @@ def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: 
         f"{tag}_tap:",
         f"  %{tag}_t = phi i64 [0, %{tag}_vec], [%{tag}_t_next, %{tag}_tap]",
     ]
-    lines += [f"  %{tag}_acc{k} = phi <8 x float> [zeroinitializer, %{tag}_vec], [%{tag}_sum{k}, %{tag}_tap]"
-              for k in u]
+    lines += [f"  %{tag}_acc{r}_{k} = phi <8 x float> [zeroinitializer, %{tag}_vec], [%{tag}_sum{r}_{k}, %{tag}_tap]"
+              for r, k in acc]
     lines += [
         f"  %{tag}_off_ptr = getelementptr i64, ptr %offs, i64 %{tag}_t",
         f"  %{tag}_off = load i64, ptr %{tag}_off_ptr, align 8",
@@ -80,17 +83,19 @@ def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: 
         f"  %{tag}_ws = shufflevector <8 x float> %{tag}_w_ins, <8 x float> poison, <8 x i32> zeroinitializer",
     ]
     evens = ", ".join(f"i32 {2 * lane}" for lane in range(8))
-    for k in u:
-        lines += [f"  %{tag}_xp{k} = getelementptr float, ptr %{tag}_x_ptr, i64 {8 * stride * k}"]
+    for r, k in acc:
+        name = f"{tag}_x{r}_{k}"
+        lines += [f"  %{tag}_xr{r}_{k} = getelementptr float, ptr %{tag}_x_ptr, i64 %row_step{r}",
+                  f"  %{tag}_xp{r}_{k} = getelementptr float, ptr %{tag}_xr{r}_{k}, i64 {8 * stride * k}"]
         if stride == 1:
-            lines += [f"  %{tag}_x{k} = load <8 x float>, ptr %{tag}_xp{k}, align 4"]
+            lines += [f"  %{name} = load <8 x float>, ptr %{tag}_xp{r}_{k}, align 4"]
         else:
-            lines += [f"  %{tag}_wide{k} = load <16 x float>, ptr %{tag}_xp{k}, align 4",
-                      f"  %{tag}_x{k} = shufflevector <16 x float> %{tag}_wide{k}, <16 x float> poison, "
+            lines += [f"  %{tag}_wide{r}_{k} = load <16 x float>, ptr %{tag}_xp{r}_{k}, align 4",
+                      f"  %{name} = shufflevector <16 x float> %{tag}_wide{r}_{k}, <16 x float> poison, "
                       f"<8 x i32> <{evens}>"]
         lines += [
-            f"  %{tag}_p{k} = fmul <8 x float> %{tag}_x{k}, %{tag}_ws",
-            f"  %{tag}_sum{k} = fadd <8 x float> %{tag}_acc{k}, %{tag}_p{k}",
+            f"  %{tag}_p{r}_{k} = fmul <8 x float> %{name}, %{tag}_ws",
+            f"  %{tag}_sum{r}_{k} = fadd <8 x float> %{tag}_acc{r}_{k}, %{tag}_p{r}_{k}",
         ]
     lines += [
         f"  %{tag}_t_next = add i64 %{tag}_t, 1",
@@ -99,9 +104,10 @@ def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: 
         f"{tag}_store:",
         f"  %{tag}_out = getelementptr float, ptr %out_row, i64 %{tag}_col",
     ]
-    for k in u:
-        lines += [f"  %{tag}_op{k} = getelementptr float, ptr %{tag}_out, i64 {8 * k}",
-                  f"  store <8 x float> %{tag}_sum{k}, ptr %{tag}_op{k}, align 4"]
+    for r, k in acc:
+        lines += [f"  %{tag}_or{r}_{k} = getelementptr float, ptr %{tag}_out, i64 %row_len{r}",
+                  f"  %{tag}_op{r}_{k} = getelementptr float, ptr %{tag}_or{r}_{k}, i64 {8 * k}",
+                  f"  store <8 x float> %{tag}_sum{r}_{k}, ptr %{tag}_op{r}_{k}, align 4"]
     lines += [
         f"  %{tag}_v_next = add i64 %{tag}_v, {unroll}",
         f"  %{tag}_more_v = icmp slt i64 %{tag}_v_next, {stop}",
@@ -110,8 +116,16 @@ def _depthwise_columns_ir(tag: str, unroll: int, stride: int, first: str, stop: 
     return lines
 
 
+#: Output rows summed together when rows are narrow (fewer than 4 vectors of 8): four independent
+#: accumulator chains instead of one per row (a 7x7 or 14x14 map would wait on each add's latency).
+ROW_GROUP = 4
+
+
 def _depthwise_ir(symbol: str, stride: int) -> str:
-    """Rows, then vector columns by 4 (up to the last multiple of 4), then by 1, then taps."""
+    """Narrow rows (fewer than 4 vectors): groups of ROW_GROUP rows one vector column at a time;
+    then (and for wide rows, all) rows one at a time: vector columns by 4 up to the last multiple
+    of 4, then by 1. Inside each, the taps."""
+    g = ROW_GROUP
     lines = [
         f"define void @{symbol}(i64 %src_addr, i64 %row_step, i64 %offs_addr, i64 %wts_addr, "
         "i64 %taps, i64 %dst_addr, i64 %rows, i64 %vectors) {",
@@ -122,20 +136,49 @@ def _depthwise_ir(symbol: str, stride: int) -> str:
         "  %dst = inttoptr i64 %dst_addr to ptr",
         "  %row_len = shl i64 %vectors, 3",
         "  %quads = and i64 %vectors, -4",
-        "  %work = icmp sgt i64 %rows, 0",
+    ]
+    for r in range(g):
+        lines += [f"  %row_step{r} = mul i64 %row_step, {r}", f"  %row_len{r} = mul i64 %row_len, {r}"]
+    lines += [
+        "  %narrow = icmp slt i64 %vectors, 4",
+        f"  %grouped_rows = and i64 %rows, {-g}",
+        "  %group_rows = select i1 %narrow, i64 %grouped_rows, i64 0",
         "  %some_taps = icmp sgt i64 %taps, 0",
-        "  %go = and i1 %work, %some_taps",
+        "  %groups_go = icmp sgt i64 %group_rows, 0",
+        "  %go_groups = and i1 %groups_go, %some_taps",
+        "  br i1 %go_groups, label %group, label %rows_check",
+        "group:",
+        "  %gr = phi i64 [0, %entry], [%gr_next, %group_end]",
+        "  %g_row_off = mul i64 %gr, %row_step",
+        "  %g_out_off = mul i64 %gr, %row_len",
+        "  br label %g_setup",
+        "g_setup:",
+        "  %row_ptr_g = getelementptr float, ptr %src, i64 %g_row_off",
+        "  %out_row_g = getelementptr float, ptr %dst, i64 %g_out_off",
+        "  br label %g_check",
+    ]
+    lines += [line.replace("%row_ptr,", "%row_ptr_g,").replace("%out_row,", "%out_row_g,")
+              for line in _depthwise_columns_ir("g", 1, g, stride, "0", "%vectors", "group_end")]
+    lines += [
+        "group_end:",
+        f"  %gr_next = add i64 %gr, {g}",
+        "  %more_gr = icmp slt i64 %gr_next, %group_rows",
+        "  br i1 %more_gr, label %group, label %rows_check",
+        "rows_check:",
+        "  %first_row = phi i64 [0, %entry], [%group_rows, %group_end]",
+        "  %rows_left = icmp slt i64 %first_row, %rows",
+        "  %go = and i1 %rows_left, %some_taps",
         "  br i1 %go, label %row, label %done",
         "row:",
-        "  %r = phi i64 [0, %entry], [%r_next, %row_end]",
+        "  %r = phi i64 [%first_row, %rows_check], [%r_next, %row_end]",
         "  %row_off = mul i64 %r, %row_step",
         "  %row_ptr = getelementptr float, ptr %src, i64 %row_off",
         "  %out_off = mul i64 %r, %row_len",
         "  %out_row = getelementptr float, ptr %dst, i64 %out_off",
         "  br label %q_check",
     ]
-    lines += _depthwise_columns_ir("q", 4, stride, "0", "%quads", "s_check")
-    lines += _depthwise_columns_ir("s", 1, stride, "%quads", "%vectors", "row_end")
+    lines += _depthwise_columns_ir("q", 4, 1, stride, "0", "%quads", "s_check")
+    lines += _depthwise_columns_ir("s", 1, 1, stride, "%quads", "%vectors", "row_end")
     lines += [
         "row_end:",
         "  %r_next = add i64 %r, 1",
