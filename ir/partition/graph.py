@@ -97,6 +97,7 @@ class PartitionGraph:
         self.atom_pos: List[int] = []           # a topological position per atom
         self.atom_supported: List[bool] = []
         self.group_reason: Dict[int, str] = {}  # supported calls held back by their group
+        self._atom_dag: Optional[QuotientDag] = None   # the atoms contracted (built with them)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -288,6 +289,7 @@ class PartitionGraph:
             names = ", ".join(describe_call(self.calls[i]) for i in (bad[0] if bad else exc.groups)[:6])
             raise PartitionError(f"composite group [{names}] is not convex: a path leaves it and comes back, "
                                  f"so no subgraph can hold it") from None
+        self._atom_dag = q  # kept unmerged: quotient() hands out copies
         self.atom_pos = [q.position(m[0]) for m in self.atoms]
         self.atom_supported = []
         for members in self.atoms:
@@ -304,6 +306,9 @@ class PartitionGraph:
 
     def quotient(self, regions: Iterable[Sequence[int]] = ()) -> QuotientDag:
         """A fresh QuotientDag over the calls with every atom (and the given regions) contracted."""
+        regions = list(regions)
+        if not regions:
+            return self._atom_dag.copy()  # the same DAG as built afresh from the atoms
         groups = [m for m in self.atoms if len(m) > 1]
         groups.extend(regions)
         return QuotientDag(len(self.calls), self.users, groups)

@@ -85,6 +85,18 @@ class QuotientDag:
             raise CycleError(sorted(r for r, d in indegree.items() if self.pos[r] < 0))
         self.version = [0] * n
 
+    def copy(self) -> "QuotientDag":
+        """An independent copy (merging in one leaves the other as it is)."""
+        out = QuotientDag.__new__(QuotientDag)
+        out.parent = list(self.parent)
+        out.members = [None if m is None else list(m) for m in self.members]
+        out.weight = list(self.weight)
+        out.succ = [None if x is None else set(x) for x in self.succ]
+        out.pred = [None if x is None else set(x) for x in self.pred]
+        out.pos = list(self.pos)
+        out.version = list(self.version)
+        return out
+
     # --- union-find -------------------------------------------------------------------------
 
     def find(self, x: int) -> int:
