@@ -655,6 +655,11 @@ class AltPattern(Pattern):
         self.left, self.right = left, right
         # What each side's root must be: _first_node skips a side at once on other nodes.
         self._left_keys, self._right_keys = left.dispatch_keys(), right.dispatch_keys()
+        # The quick test as one flat list of the alternatives below nested ``|`` (each with its
+        # root keys): ``a | b | c | d`` is tested as a, b, c, d, not through three levels.
+        self._alternatives = tuple(
+            alt for side, keys in ((left, self._left_keys), (right, self._right_keys))
+            for alt in (side._alternatives if type(side) is AltPattern else ((keys, side),)))
 
     def _ops(self):
         return self.left._ops() + self.right._ops()
@@ -683,7 +688,10 @@ class AltPattern(Pattern):
         return None
 
     def _may_match(self, expr):
-        return self.left._may_match(expr) or self.right._may_match(expr)
+        for keys, alternative in self._alternatives:
+            if _root_may_match(keys, expr) and alternative._may_match(expr):
+                return True
+        return False
 
     def dispatch_keys(self):
         a, b = self.left.dispatch_keys(), self.right.dispatch_keys()
