@@ -340,22 +340,23 @@ def _try(spec: CompositeSpec, node: Expr, node_users, claimed, position,
     if match is None:
         return None
     members = {v for k, v in match.names.items() if k.startswith(MEMBER)}
-    if len(members) < spec.min_members or any(m in claimed for m in members):
+    if len(members) < spec.min_members or not claimed.keys().isdisjoint(members):
         return None
     for member in members:
         if member is node:
             continue
-        if any(u not in members for u in node_users.get(member, ())):
-            return None  # an inner value is used outside: the group cannot be one layer
+        for u in node_users.get(member, ()):
+            if u not in members:
+                return None  # an inner value is used outside: the group cannot be one layer
+    ordered = tuple(sorted(members, key=position.__getitem__))
     anchor = next((match.get(a) for a in spec.anchors if match.get(a) is not None), None)
     if not isinstance(anchor, Call):
-        anchor = next(m for m in sorted(members, key=position.__getitem__) if isinstance(m, Call))
+        anchor = next(m for m in ordered if isinstance(m, Call))
     if switched_off:
         for fusion in group_fusions(spec.name, match.names):
             layers = switched_off.get(fusion, frozenset())
             if layers is None or match.get(MEMBER + FUSED_MEMBER[fusion]).layer in layers:
                 return None  # that fusion is switched off here: let a smaller pattern take the parts
-    ordered = tuple(sorted(members, key=position.__getitem__))
     return Composite(spec.name, spec.layer_type, ordered, node, anchor)
 
 
