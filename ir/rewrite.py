@@ -183,14 +183,22 @@ class _Walk:
     """One sweep's view of a graph: its post order, the ids of the external functions in it
     (left alone), and the candidate keys of its nodes (which rules could fire anywhere)."""
 
-    __slots__ = ("root", "order", "opaque", "keys")
+    __slots__ = ("root", "order", "opaque", "positions")
 
     def __init__(self, root: Expr, enter_external: bool):
         self.root = root  # held, so that the ids below stay those of live nodes
         self.order = _walk_order(root, enter_external)
         self.opaque = frozenset() if enter_external else \
             {id(n) for n in self.order if isinstance(n, Function) and n is not root and is_external(n)}
-        self.keys = {_candidate_key(n) for n in self.order}
+        #: candidate key -> the positions in ``order`` of the nodes with that key
+        self.positions: Dict[object, List[int]] = {}
+        for i, n in enumerate(self.order):
+            key = _candidate_key(n)
+            found = self.positions.get(key)
+            if found is None:
+                self.positions[key] = [i]
+            else:
+                found.append(i)
 
 
 #: The walks of the innermost ``shared_walks`` block: (id(root), enter_external) -> _Walk.
@@ -230,6 +238,14 @@ def _layer_of(node: Expr) -> Optional[str]:
     return node.layer if isinstance(node, Call) else None
 
 
+def _may_fire(rules: Sequence[Rule], node: Expr) -> bool:
+    """Whether some rule's quick test admits ``node`` (most nodes of a sweep: none does)."""
+    for rule in rules:
+        if rule.pattern._may_match(node):
+            return True
+    return False
+
+
 class _Rewriter:
     def __init__(self, table: RewriteTable, mod, max_sweeps, max_local, check_types, enter_external):
         self.table, self.mod = table, mod
@@ -258,7 +274,8 @@ class _Rewriter:
     def _sweep(self, root: Expr, fired: Counter) -> Expr:
         walk = _walk(root, self.enter_external)
         candidates_of = self.table._candidates_of
-        if not any(candidates_of(key) for key in walk.keys):
+        live = [key for key in walk.positions if candidates_of(key)]
+        if not live:
             return root  # no rule can fire at any node
         order, opaque = walk.order, walk.opaque
         ctx = SweepContext(order=order, opaque=opaque, root=root)
@@ -268,17 +285,19 @@ class _Rewriter:
         self._order = order
         memo: Dict[int, Expr] = {}  # id(original) -> its replacement, for the nodes that changed
         candidates = self.table.candidates
-        for node in order:
+        max_local = self.max_local
+
+        def visit(node: Expr) -> None:
             rebuilt = node if not memo or id(node) in opaque else rebuild(node, memo)
             if rebuilt is not node:
                 ctx.record(rebuilt, node)
                 self._known[id(rebuilt)] = rebuilt
-            if not candidates(rebuilt):
+            if not _may_fire(candidates(rebuilt), rebuilt):
                 if rebuilt is not node:
                     memo[id(node)] = rebuilt
-                continue
+                return
             out = rebuilt
-            for _ in range(self.max_local):
+            for _ in range(max_local):
                 new, rule = self._apply_once(out, ctx)
                 if new is None:
                     break
@@ -288,10 +307,25 @@ class _Rewriter:
                 out = new
             else:
                 raise RewriteError(f"rewrite table '{self.table.name}': rules keep replacing "
-                                   f"{self._describe(node)} ({self.max_local} times in a row); last rule: "
+                                   f"{self._describe(node)} ({max_local} times in a row); last rule: "
                                    f"{rule.name}")
             if out is not node:
                 memo[id(node)] = out
+
+        # Until a rule fires nothing is rebuilt, so only the nodes some rule is keyed on need a
+        # visit; from the first change on, every later node may need rebuilding.
+        if len(live) == len(walk.positions):
+            firsts = range(len(order))
+        else:
+            firsts = sorted(i for key in live for i in walk.positions[key])
+        rest = len(order)
+        for i in firsts:
+            visit(order[i])
+            if memo:
+                rest = i + 1
+                break
+        for i in range(rest, len(order)):
+            visit(order[i])
         return memo.get(id(root), root)
 
     def _apply_once(self, node: Expr, ctx: SweepContext):
