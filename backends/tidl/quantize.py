@@ -83,6 +83,28 @@ KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad
 _NO_BOUND = float(np.finfo(np.float32).max)
 
 
+#: the ops whose operands are an EltWise / Concat layer's inputs, one each
+_MERGING_OPS = ("add", "multiply", "maximum", "concatenate")
+
+
+def _operand_tensors(layer: TidlLayer) -> Tuple[int, ...]:
+    """A merging layer's input tensors, one per operand of its op: ``add(%x, %x)`` reads one tensor
+    twice (TIDL's layer lists the same data id twice), though outlining gave its Composite one
+    parameter."""
+    fn = layer.function
+    if fn is None or len(fn.params) != len(layer.inputs) or len(set(layer.inputs)) > 1:
+        return tuple(layer.inputs)
+    tensor_of = {id(p): t for p, t in zip(fn.params, layer.inputs)}
+    for node in post_order(fn.body, enter_functions=False):
+        if isinstance(node, Call) and node.op_name in _MERGING_OPS:
+            operands = node.args[0].fields if node.op_name == "concatenate" and hasattr(node.args[0], "fields") \
+                else node.args
+            ids = [tensor_of.get(id(a)) for a in operands]
+            if all(t is not None for t in ids):
+                return tuple(ids)
+    return tuple(layer.inputs)
+
+
 class QuantizationError(TidlxError):
     """A TIDL subgraph cannot be quantized: a layer type, activation or parameter combination that
     tidlx's fixed point does not support yet, or missing calibration data."""
@@ -546,7 +568,8 @@ class _Quantizer:
 
     def merging(self, layer: TidlLayer) -> QuantizedLayer:
         """EltWise and Concat."""
-        xs = [self.tensors[t] for t in layer.inputs]
+        inputs = _operand_tensors(layer)
+        xs = [self.tensors[t] for t in inputs]
         _, out_bits = self.widths(layer)
         scales = [x.scale for x in xs]
         attrs: Dict[str, Any] = {}
@@ -579,7 +602,7 @@ class _Quantizer:
             acc = out_scale * float(1 << rb)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)
-        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, inputs, layer.outputs, attrs,
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
 

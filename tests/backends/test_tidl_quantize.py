@@ -191,3 +191,40 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     mod = tidlx.parse_relay(text, params=[np.ones((2, 2, 3, 3), np.float32), np.full((1, 2, 4, 4), 2, np.float32)])
     with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer2' \(EltWise\).*constant input.*yet"):
         _quantize(mod, {"x": _frames((1, 2, 4, 4), 2, seed=0)})
+
+
+@pytest.mark.parametrize("merge, expected", [
+    ("add(%1, %1)", lambda y: 2 * y),
+    ("multiply(%1, %1)", lambda y: y * y),
+    ("concatenate((%1, %1), axis=1)", lambda y: np.concatenate([y, y], axis=1)),
+])
+def test_a_merging_layer_reading_one_tensor_twice(tmp_path, merge, expected):
+    # outlining gives the layer's Composite one parameter; TIDL's layer lists the data id twice
+    text = f'''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 4, 8, 8), float32]) {{
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.relu(%0);
+  {merge}
+}}
+'''
+    (w,) = _params(3, ((4, 4, 3, 3), 0.3))
+    mod = tidlx.parse_relay(text, params=[w])
+    calib = {"x": _frames((1, 4, 8, 8), 4, seed=1)}
+    q = _quantize(mod, calib, tensor_bits=16)
+    (sub,) = q.subgraphs.values()
+    merging = [layer for layer in sub.layers if layer.type in ("EltWise", "Concat")]
+    assert len(merging) == 1 and len(merging[0].inputs) == 2 and len(set(merging[0].inputs)) == 1
+    x = _frames((1, 4, 8, 8), 1, seed=2)
+    (float_out,) = tidlx.emulate(mod, {"x": x})
+    (fixed,) = tidlx.emulate(q, {"x": x})
+    assert float_out.shape == fixed.shape
+    y = np.maximum(tidlx.emulate(tidlx.parse_relay(text.replace(merge, "%1"), params=[w]), {"x": x})[0], 0)
+    np.testing.assert_allclose(float_out, expected(y), rtol=1e-5, atol=1e-6)
+    assert _sqnr(float_out, fixed) > 40
+    # the folder keeps the repeated input and runs with the same bits
+    folder = tmp_path / "m"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.compile_model(mod, folder, {"tensor_bits": 16}, calib)
+    (again,) = tidlx.load_compiled(folder).run({"x": x})
+    np.testing.assert_array_equal(again, fixed)
