@@ -67,11 +67,17 @@ def type_reason(call: Call) -> Optional[str]:
 def _plain_float_tensors(call: Call) -> bool:
     """Whether the call's result and inputs are all float32 tensors (or tuples of them, as a
     batch norm's result) of static shape and rank <= MAX_RANK: then type_reason has nothing to say."""
-    if not _plain_float(call.checked_type):
-        return False
-    for arg in call.args:
-        if not _plain_float(arg.checked_type):
+    t = call.checked_type
+    if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
+            or (t.shape and min(t.shape) < 0):
+        if not _plain_float(t):
             return False
+    for arg in call.args:
+        t = arg.checked_type
+        if t.__class__ is not TensorType or t.dtype != FLOAT_DTYPE or len(t.shape) > MAX_RANK \
+                or (t.shape and min(t.shape) < 0):
+            if not _plain_float(t):
+                return False
     return True
 
 
@@ -97,21 +103,22 @@ def call_batch(call: Call) -> int:
     """The batch a call works on: axis 0 of its result and of its non-constant inputs (rank >= 2),
     the largest. Inputs count too: a reshape of N x ... to 1 x N x ... still handles N frames."""
     batch = 1
-    for t in _tensors_of(call.checked_type):
+    t = call.checked_type
+    for t in ((t,) if t.__class__ is TensorType else tensor_types(t)):
         if len(t.shape) >= 2 and t.shape[0] > batch:
             batch = t.shape[0]
     for arg in call.args:
         if isinstance(arg, Constant):
             continue
-        for t in _tensors_of(arg.checked_type):
+        t = arg.checked_type
+        if t.__class__ is TensorType:  # the common case, without a list
+            if len(t.shape) >= 2 and t.shape[0] > batch:
+                batch = t.shape[0]
+            continue
+        for t in tensor_types(t):
             if len(t.shape) >= 2 and t.shape[0] > batch:
                 batch = t.shape[0]
     return batch
-
-
-def _tensors_of(t):
-    """``tensor_types(t)``, without building a list for a plain tensor (the common case)."""
-    return (t,) if t.__class__ is TensorType else tensor_types(t)
 
 
 def model_batch(ctx) -> int:
