@@ -173,22 +173,32 @@ class PartitionGraph:
         return g
 
     def _plain_refs(self, args: Sequence[Expr]) -> Optional[List[Ref]]:
-        """``_leaf_refs(args)`` when every argument is a constant or a call or variable with a
-        tensor type (most calls of a model); None otherwise (then ``_leaf_refs`` works it out)."""
+        """``_leaf_refs(args)`` when every argument is a constant, a call or variable with a
+        tensor type, or a tensor field of a call's tuple (most calls of a model); None otherwise
+        (then ``_leaf_refs`` works it out)."""
         refs: List[Ref] = []
         for x in args:
             kind = type(x)
             if kind is Constant:
                 continue
-            t = x._checked_type
-            if t.__class__ is not TensorType:
-                return None
-            if kind is Call:
-                ref = (self.index[id(x)], ())
-            elif kind is Var:
-                ref = (x, ())
+            if kind is TupleGetItem:  # a field of a call's tuple (a batch norm's .0)
+                base = x.tuple_value
+                if type(base) is not Call or base._checked_type.__class__ is not TupleType:
+                    return None
+                t = base._checked_type.fields[x.index]
+                if t.__class__ is not TensorType:
+                    return None
+                ref = (self.index[id(base)], (x.index,))
             else:
-                return None
+                t = x._checked_type
+                if t.__class__ is not TensorType:
+                    return None
+                if kind is Call:
+                    ref = (self.index[id(x)], ())
+                elif kind is Var:
+                    ref = (x, ())
+                else:
+                    return None
             if ref not in self.ref_type:
                 self.ref_type[ref] = t
             if ref not in refs:
