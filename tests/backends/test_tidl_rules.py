@@ -1,6 +1,5 @@
 """TIDL support rules, the batch limit, composite groups and host reasons."""
 
-import time
 import warnings
 
 import numpy as np
@@ -491,17 +490,16 @@ def test_the_quick_composite_test_never_refuses_a_match():
     assert matched >= 8  # the graphs do exercise the patterns that have the quick test
 
 
-def test_composites_on_a_long_chain_are_fast():
+def test_composites_on_a_long_chain():
+    # deeper than Python's recursion limit: the matcher walks iteratively (speed: benchmarks/bench_partition.py)
     x = var("x", (1, 4, 8, 8))
     y = x
     w, b = ones(4, 4, 3, 3), values(4)
     for i in range(1500):
         y = ir.call("nn.relu", ir.call("nn.bias_add", ir.call("nn.conv2d", y, w, padding=(1, 1)), b))
     fn = Function([x], y)
-    start = time.perf_counter()
     groups = find_composites(fn)
     assert len(groups) == 1500 and all(g.name == "conv2d_act" for g in groups)
-    assert time.perf_counter() - start < 20
 
 
 # -- explain: user lists and composites ----------------------------------------------------------

@@ -10,7 +10,6 @@ The built-in models run through both sets as well.
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -207,19 +206,17 @@ def _model_outputs(model, seed=0):
     feeds = {model.graph.input[0].name: np.random.default_rng(seed).standard_normal(dims, dtype=np.float32)}
     mod = from_onnx(model)
     fast = run(mod, feeds)
-    start = time.perf_counter()
     ref = run(mod, feeds, kernels="reference")
-    return fast, ref, time.perf_counter() - start
+    return fast, ref
 
 
 @pytest.mark.parametrize("tiny", [True, False], ids=["tiny", "full-size"])
 def test_builtin_bevdet_fast_against_reference(tiny):
     from tidlx.models import bevdet_img_stage
 
-    fast, ref, seconds = _model_outputs(bevdet_img_stage(backbone="resnet18", batch=1, tiny=tiny))
+    fast, ref = _model_outputs(bevdet_img_stage(backbone="resnet18", batch=1, tiny=tiny))
     assert len(fast) == len(ref) == 2
     for f, r in zip(fast, ref):
         assert f.shape == r.shape and f.dtype == r.dtype and np.all(np.isfinite(f))
         err = float(np.max(np.abs(f.astype(np.float64) - r))) / float(np.max(np.abs(r)))
         assert err <= MODEL_TOLERANCE, err
-    assert seconds < 20, f"the reference set took {seconds:.1f} s"

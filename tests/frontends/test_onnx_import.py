@@ -3,7 +3,6 @@ outputs, constants, the IR structure of key ops, and deep graphs."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -238,11 +237,8 @@ def test_deep_chain_imports_without_recursion():
     depth = 10_000
     nodes = [helper.make_node("Add", [f"t{i}", "one"], [f"t{i + 1}"], name=f"add{i}") for i in range(depth)]
     model = make_model(nodes, [tensor("t0", [1])], [tensor(f"t{depth}", [1])], [init("one", np.ones(1, np.float32))])
-    start = time.perf_counter()
     mod = from_onnx(model)
-    elapsed = time.perf_counter() - start
     assert len(calls_of(mod)) == depth
-    assert elapsed < 20, f"importing {depth} nodes took {elapsed:.1f} s"
     out = tidlx.emulator.run(mod, {"t0": np.zeros(1, np.float32)})
     assert out[0][0] == depth
 

