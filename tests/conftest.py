@@ -17,3 +17,23 @@ def relay_samples() -> Path:
         pytest.fail(f"Relay text samples not found at {RELAY_SAMPLES} (expected ../shared/relay-samples "
                     f"beside the repository)")
     return RELAY_SAMPLES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_driver_cache(tmp_path_factory):
+    """Deploy-folder drivers are built into a cache of the test session's own (TIDLX_CACHE_DIR): the
+    tests neither reuse nor leave builds in the user's ~/.cache/tidlx."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TIDLX_CACHE_DIR", str(tmp_path_factory.mktemp("driver-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def bev_pool_op():
+    """BEVDet's bev_pool registered for one test module; later modules see the op registry as a new
+    process would."""
+    from tidlx.models import register_bev_pool, unregister_bev_pool
+
+    register_bev_pool()
+    yield
+    unregister_bev_pool()

@@ -19,19 +19,14 @@ import tidlx  # noqa: E402
 from tidlx.backends.tvm.deploy import deploy, run_deployed  # noqa: E402
 from tidlx.backends.tvm.deploy.run import missing_tools  # noqa: E402
 from tidlx.frontends.onnx import from_onnx  # noqa: E402
-from tidlx.models import bevdet_with_bev_pool, register_bev_pool, unregister_bev_pool  # noqa: E402
+from tidlx.models import bevdet_with_bev_pool, register_bev_pool  # noqa: E402
 from tidlx.models.bev_pool import OP_NAME  # noqa: E402
 
 CAMERAS = 6
 RELATIVE = 1e-5
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _bev_pool_registered():
-    """The op for this module only: later modules see the registry as a new process would."""
-    register_bev_pool()
-    yield
-    unregister_bev_pool()
+pytestmark = pytest.mark.usefixtures("bev_pool_op")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ pytest.importorskip("tvm")
 
 import tidlx  # noqa: E402
 from tidlx.backends.tvm import build, to_relax  # noqa: E402
-from tidlx.models import bevdet_img_stage_tiny, bevdet_with_bev_pool, register_bev_pool, unregister_bev_pool  # noqa: E402
+from tidlx.models import bevdet_img_stage_tiny, bevdet_with_bev_pool, register_bev_pool  # noqa: E402
 from tidlx.models.bev_pool import INDEX_NAME, OP_NAME, bev_pool_numpy  # noqa: E402
 
 CAMERAS = 6
@@ -27,12 +27,7 @@ def relative_error(got, ref):
     return float(np.max(np.abs(got.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _bev_pool_registered():
-    """The op for this module only: later modules see the registry as a new process would."""
-    register_bev_pool()
-    yield
-    unregister_bev_pool()
+pytestmark = pytest.mark.usefixtures("bev_pool_op")
 
 
 @pytest.fixture(scope="module")

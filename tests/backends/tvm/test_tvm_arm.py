@@ -6,7 +6,6 @@ matches the float emulator."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 
 import numpy as np
@@ -25,17 +24,6 @@ pytestmark = pytest.mark.skipif(bool(_missing), reason="the arm check needs " + 
                                 " (make system-packages installs them with apt-get as root)")
 
 EM_AARCH64 = 183
-
-
-@pytest.fixture(autouse=True, scope="module")
-def driver_cache(tmp_path_factory):
-    old = os.environ.get("TIDLX_CACHE_DIR")
-    os.environ["TIDLX_CACHE_DIR"] = str(tmp_path_factory.mktemp("driver-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TIDLX_CACHE_DIR", None)
-    else:
-        os.environ["TIDLX_CACHE_DIR"] = old
 
 
 def _elf_machine(path):

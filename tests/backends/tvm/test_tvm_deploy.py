@@ -79,18 +79,6 @@ def folders(partitioned, tmp_path_factory):
             for target in ("x86", "c7x")}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def driver_cache(tmp_path_factory):
-    # a private driver cache: tests neither read nor leave builds in the user's
-    old = os.environ.get("TIDLX_CACHE_DIR")
-    os.environ["TIDLX_CACHE_DIR"] = str(tmp_path_factory.mktemp("driver-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TIDLX_CACHE_DIR", None)
-    else:
-        os.environ["TIDLX_CACHE_DIR"] = old
-
-
 def test_the_folder_has_ti_artifact_names_and_the_driver(folders):
     for target, (directory, paths) in folders.items():
         library = "deploy_lib.c" if target == "c7x" else "deploy_lib.so"
