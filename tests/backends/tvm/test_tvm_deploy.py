@@ -29,8 +29,8 @@ from tidlx.backends.tvm.deploy import deploy, run_deployed  # noqa: E402
 from tidlx.backends.tvm.deploy import run as deploy_run  # noqa: E402
 from tidlx.ir import Function, IRModule, TensorType, TidlxError, Tuple, Var, call, const  # noqa: E402
 from tidlx.ir.errors import TidlxInternalError  # noqa: E402
+from test_tvm_models import assert_close, relative_error  # noqa: E402  (the same measure)
 
-RELATIVE = 1e-5
 HOST_CC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(HOST_CC is None, reason="gcc is not installed (apt-get install gcc)")
 
@@ -52,17 +52,6 @@ def two_subgraph_model(seed=4):
 
 def frames(n, seed=5):
     return np.random.default_rng(seed).standard_normal((n, 3, 10, 12)).astype(np.float32)
-
-
-def relative_error(got, ref):
-    return float(np.max(np.abs(got.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
-
-
-def assert_close(got, ref, tolerance=RELATIVE):
-    assert len(got) == len(ref)
-    for g, r in zip(got, ref):
-        assert g.shape == r.shape and g.dtype == r.dtype
-        assert relative_error(g, r) <= tolerance
 
 
 @pytest.fixture(scope="module")
