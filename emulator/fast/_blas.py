@@ -102,6 +102,23 @@ def gemm_blocks(a, b, c, blocks, by_rows, align):
                 gemm_into(a, b[:, start:stop], c[:, start:stop])
 
 
+@njit(cache=True, nogil=True)
+def gemm_blocks_serial(a, b, c, blocks, by_rows, align):
+    """gemm_blocks' blocks, one after another on the calling thread (the same bits: a run's
+    results must not depend on its thread count)."""
+    total = a.shape[0] if by_rows else b.shape[1]
+    step = (total + blocks - 1) // blocks
+    step = (step + align - 1) // align * align
+    for i in range(blocks):
+        start = i * step
+        stop = min(total, start + step)
+        if start < stop:
+            if by_rows:
+                gemm_into(a[start:stop], b, c[start:stop])
+            else:
+                gemm_into(a, b[:, start:stop], c[:, start:stop])
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def gemm_stack(a, b, c):
     """c[p] = a[p] @ b[p] for every p of 3-D stacks, the products spread over the numba threads."""

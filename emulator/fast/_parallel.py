@@ -301,39 +301,53 @@ def for_blocks(count: int, fn: Callable[[int, int], None], min_block: int = 1) -
             f.result()
 
 
+def product_blocks(m: int, n: int) -> tuple:
+    """(by_rows, blocks, step) of a split ``m x n`` product: its longer side cut in one block per
+    CPU of the machine (not per thread of the run), each a multiple of the SIMD-friendly align.
+
+    OpenBLAS picks its kernels by a product's size, so a block may round differently from the whole
+    product: on this AVX-512 VM 48x224 @ 224x196 gave other bits in two column blocks (112 + 84)
+    than in one call, and a run's results changed with its thread count (so with the load, through
+    the adapt rule). Blocks fixed by the shape keep them the same bits for any threads or engine;
+    one thread computes the blocks in turn (MobileNetV2 at threads=1: 2-4% slower than one call)."""
+    by_rows = n < m
+    total = m if by_rows else n
+    blocks = max(1, min(_thread_count(), -(-total // _BLOCK_ALIGN)))
+    step = -(-(-(-total // blocks)) // _BLOCK_ALIGN) * _BLOCK_ALIGN  # as _blas.gemm_blocks cuts them
+    return by_rows, blocks, step
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
-    """``a @ b`` for 2-D operands; large float products in blocks of rows or columns, one per thread
-    (numba threads, else the pool) when the run split products (then BLAS is single-threaded),
-    else one (threaded) BLAS call."""
+    """``a @ b`` for 2-D operands; large float products, when the run splits products (BLAS being
+    single-threaded), in the blocks of ``product_blocks`` spread over the run's threads (numba
+    threads, else the pool; one thread computes them in turn), else one BLAS call."""
     m, k = a.shape
     n = b.shape[1]
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     if not _state["split_products"] or m * k * n < _MIN_PARALLEL_MACS or a.dtype.kind != "f":
         return np.matmul(a, b, out=out)
-    threads = numba_threads()
-    if threads > 1:
-        from . import _blas
+    by_rows, blocks, step = product_blocks(m, n)
+    from . import _blas
 
-        if _blas.usable(a, b, out):
-            by_rows = n < m
-            blocks = min(threads, -(-(m if by_rows else n) // _BLOCK_ALIGN))
-            _blas.gemm_blocks(a, b, out, blocks, by_rows, _BLOCK_ALIGN)
-            return out
-    if n >= m:  # split the longer side, in SIMD-friendly multiples
-        cols = -(-n // _BLOCK_ALIGN)
+    blas = _blas.usable(a, b, out)
+    cap = getattr(_local, "threads", None)
+    if blas and (numba_threads() > 1 or cap == 1):
+        (_blas.gemm_blocks if numba_threads() > 1 else _blas.gemm_blocks_serial)(a, b, out, blocks, by_rows,
+                                                                                 _BLOCK_ALIGN)
+        return out
+    total = m if by_rows else n
+    product = _blas.gemm_into if blas else lambda x, y, z: np.matmul(x, y, out=z)
 
-        def block(s, e):
-            s, e = s * _BLOCK_ALIGN, min(e * _BLOCK_ALIGN, n)
-            np.matmul(a, b[:, s:e], out=out[:, s:e])
+    def run(first, last):
+        for i in range(first, last):
+            s, e = i * step, min(total, (i + 1) * step)
+            if s >= e:  # the last blocks may be empty, as in gemm_blocks
+                continue
+            if by_rows:
+                product(a[s:e], b, out[s:e])
+            else:
+                product(a, b[:, s:e], out[:, s:e])
 
-        for_blocks(cols, block)
-    else:
-        rows = -(-m // _BLOCK_ALIGN)
-
-        def block(s, e):
-            s, e = s * _BLOCK_ALIGN, min(e * _BLOCK_ALIGN, m)
-            np.matmul(a[s:e], b, out=out[s:e])
-
-        for_blocks(rows, block)
+    for_blocks(blocks, run)
     return out

@@ -49,6 +49,35 @@ def test_products_split_over_the_pool_equal_one_product(m, k, n):
         assert threads[1]() == before  # OpenBLAS's thread count is restored
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(48, 224, 196), (40, 256, 196), (96, 448, 49), (700, 300, 20), (33, 1000, 77)])
+def test_split_products_are_the_same_bits_for_any_thread_count_and_engine(dtype, m, k, n):
+    """On AVX-512 cores OpenBLAS computes a 48x224 @ 224x196 product in one call and its two
+    column blocks with different kernels: blocks cut by the run's thread count gave other bits at
+    threads=1 than at 2. Blocks fixed by the shape do not."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    results = {}
+    for name, config in {"one thread": EmulatorConfig(threads=1),
+                         "numba": EmulatorConfig(threads=2, adapt=False),
+                         "pool": EmulatorConfig(threads=2, adapt=False, parallel="pool"),
+                         "all CPUs": EmulatorConfig(adapt=False)}.items():
+        with _parallel.run_context(config):
+            results[name] = _parallel.matmul(a, b)
+    np.testing.assert_allclose(results["one thread"], a @ b, rtol=1e-5, atol=1e-3)
+    differ = [name for name, r in results.items() if r.tobytes() != results["one thread"].tobytes()]
+    assert differ == [], f"other bits than one thread's: {differ}"
+
+
+def test_product_blocks_cover_the_longer_side():
+    for m, n in [(48, 196), (1280, 49), (16, 16), (33, 77), (700, 20), (5, 1)]:
+        by_rows, blocks, step = _parallel.product_blocks(m, n)
+        total = m if by_rows else n
+        assert by_rows == (n < m) and step % 16 == 0 and 1 <= blocks <= 8
+        assert total <= blocks * step and step < total + 16  # every row or column, in no more than one block's spill
+
+
 def test_openblas_threads_can_be_kept():
     with _parallel.run_context(EmulatorConfig(blas="openblas")):
         assert not _parallel.splitting_products()
