@@ -66,8 +66,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-#: products smaller than this many multiply-adds run as one call
-_MIN_PARALLEL_MACS = 2_000_000
+#: products smaller than this many multiply-adds run as one call, larger ones in blocks: in a
+#: numba region (~5 us to start) two blocks of a 0.4-2M product (MobileNetV3-small's 1x1
+#: convolutions at 28x28 and 14x14) ran 1.1-1.8x faster than one call on 2 cores, 0.2-0.3M ones
+#: no faster; MobileNetV3-small's runs went 3.6% faster than with 2M (in-process A/B, twice)
+_MIN_PARALLEL_MACS = 400_000
+#: ... and the Python pool (a ~100 us hand-off) takes blocks of products from this size; smaller
+#: ones compute their blocks in turn on the calling thread (the same blocks: the same bits)
+_MIN_POOL_MACS = 2_000_000
 #: element-wise passes over fewer elements than this per thread run in the calling thread: a pool
 #: dispatch costs ~0.1 ms of thread wake-ups in a VM, as long as one thread takes for ~1M floats
 #: (a batch norm over 64x112x112 took 0.3 ms on the pool, 0.1 ms in one thread)
@@ -349,5 +355,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: Optional[np.ndarray] = None) -> np
             else:
                 product(a, b[:, s:e], out[:, s:e])
 
-    for_blocks(blocks, run)
+    if m * k * n < _MIN_POOL_MACS:
+        run(0, blocks)
+    else:
+        for_blocks(blocks, run)
     return out

@@ -50,7 +50,8 @@ def test_products_split_over_the_pool_equal_one_product(m, k, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,k,n", [(48, 224, 196), (40, 256, 196), (96, 448, 49), (700, 300, 20), (33, 1000, 77)])
+@pytest.mark.parametrize("m,k,n", [(48, 224, 196), (40, 256, 196), (96, 448, 49), (700, 300, 20), (33, 1000, 77),
+                                   (48, 120, 196), (96, 288, 49)])
 def test_split_products_are_the_same_bits_for_any_thread_count_and_engine(dtype, m, k, n):
     """On AVX-512 cores OpenBLAS computes a 48x224 @ 224x196 product in one call and its two
     column blocks with different kernels: blocks cut by the run's thread count gave other bits at
