@@ -85,38 +85,41 @@ def gemm_into(a, b, c):
                b.ctypes, b.strides[0] // size, 0.0, c.ctypes, c.strides[0] // size)
 
 
+@njit(cache=True, nogil=True)
+def _block_step(a, b, blocks, by_rows, align):
+    """(rows or columns per block, the total): blocks fixed by the shape, each a multiple of align."""
+    total = a.shape[0] if by_rows else b.shape[1]
+    step = (total + blocks - 1) // blocks
+    return (step + align - 1) // align * align, total
+
+
+@njit(cache=True, nogil=True)
+def _gemm_block(a, b, c, i, step, total, by_rows):
+    start = i * step
+    stop = min(total, start + step)
+    if start < stop:
+        if by_rows:
+            gemm_into(a[start:stop], b, c[start:stop])
+        else:
+            gemm_into(a, b[:, start:stop], c[:, start:stop])
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def gemm_blocks(a, b, c, blocks, by_rows, align):
     """c = a @ b in ``blocks`` blocks of rows (``by_rows``) or columns, each a multiple of ``align``
     (SIMD-friendly edges), one numba thread each."""
-    total = a.shape[0] if by_rows else b.shape[1]
-    step = (total + blocks - 1) // blocks
-    step = (step + align - 1) // align * align
+    step, total = _block_step(a, b, blocks, by_rows, align)
     for i in prange(blocks):
-        start = i * step
-        stop = min(total, start + step)
-        if start < stop:
-            if by_rows:
-                gemm_into(a[start:stop], b, c[start:stop])
-            else:
-                gemm_into(a, b[:, start:stop], c[:, start:stop])
+        _gemm_block(a, b, c, i, step, total, by_rows)
 
 
 @njit(cache=True, nogil=True)
 def gemm_blocks_serial(a, b, c, blocks, by_rows, align):
     """gemm_blocks' blocks, one after another on the calling thread (the same bits: a run's
     results must not depend on its thread count)."""
-    total = a.shape[0] if by_rows else b.shape[1]
-    step = (total + blocks - 1) // blocks
-    step = (step + align - 1) // align * align
+    step, total = _block_step(a, b, blocks, by_rows, align)
     for i in range(blocks):
-        start = i * step
-        stop = min(total, start + step)
-        if start < stop:
-            if by_rows:
-                gemm_into(a[start:stop], b, c[start:stop])
-            else:
-                gemm_into(a, b[:, start:stop], c[:, start:stop])
+        _gemm_block(a, b, c, i, step, total, by_rows)
 
 
 @njit(cache=True, nogil=True, parallel=True)
