@@ -136,8 +136,12 @@ class _Decoder:
             shape = struct.unpack_from(f"<{rank}Q", self.data, view.take(8 * rank))
             offset, nbytes = view.unpack(_QQ)
             count = 1
+            extent = 1   # the product of the non-zero dims: numpy refuses a shape beyond int64 even at size 0
             for d in shape:
                 count *= d
+                extent *= max(d, 1)
+            if extent >= 1 << 62:
+                raise view.fail(f"an array of shape {shape} is beyond any size (its dims multiply past 2^62)", at)
             start, size = self.blob
             if count * dtype.itemsize != nbytes:
                 raise view.fail(f"an array of shape {shape} ({dtype}) says it has {nbytes} bytes", at)
