@@ -25,7 +25,7 @@ import numpy as np
 from ....ir.errors import TidlxInternalError
 from ....ir.module import IRModule
 from ..errors import TvmBackendError
-from .folder import AARCH64_CC, DEPLOY_C_SOURCE, DEPLOY_GRAPH, DEPLOY_LIB
+from .folder import AARCH64_CC, DEPLOY_C_SOURCE, DEPLOY_GRAPH, DEPLOY_LIB, TARGETS
 from .graph import GRAPH_FORMAT, GRAPH_VERSION
 
 #: the aarch64 sysroot of libc6-dev-arm64-cross (qemu-aarch64 -L)
@@ -51,7 +51,49 @@ def read_graph(directory) -> dict:
         raise TvmBackendError(f"{path}: not readable as JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != GRAPH_FORMAT or doc.get("version") != GRAPH_VERSION:
         raise TvmBackendError(f"{path}: not a {GRAPH_FORMAT} version {GRAPH_VERSION} file")
+    _check_graph(doc, path)
     return doc
+
+
+def _ids(value) -> bool:
+    return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+
+
+def _check_graph(doc: dict, path: str) -> None:
+    """The fields run_deployed and the tools read, with their types: an edited or damaged file is a
+    TvmBackendError naming the field, not a KeyError inside the run."""
+    def fail(what: str):
+        return TvmBackendError(f"{path}: {what}")
+
+    if doc.get("target") not in TARGETS:
+        raise fail(f"'target' {doc.get('target')!r} is not one of {', '.join(TARGETS)}")
+    tensors = doc.get("tensors")
+    if not isinstance(tensors, list):
+        raise fail("'tensors' is missing or not a list")
+    by_id = {}
+    for k, t in enumerate(tensors):
+        if not (isinstance(t, dict) and isinstance(t.get("id"), int) and _ids(t.get("shape"))
+                and isinstance(t.get("dtype"), str) and isinstance(t.get("bytes"), int)):
+            raise fail(f"tensors[{k}] lacks an int 'id', an int list 'shape', a str 'dtype' or an int 'bytes'")
+        by_id[t["id"]] = t
+    ids = set(by_id)
+    for key in ("inputs", "heads"):
+        if not _ids(doc.get(key)) or not set(doc[key]) <= ids:
+            raise fail(f"'{key}' is not a list of the tensors' ids")
+    for tid in doc["inputs"]:
+        if not isinstance(by_id[tid].get("name"), str):
+            raise fail(f"input tensor {tid} has no str 'name'")
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list):
+        raise fail("'nodes' is missing or not a list")
+    for k, n in enumerate(nodes):
+        if not (isinstance(n, dict) and n.get("kind") in ("kernel", "tidl") and isinstance(n.get("name"), str)
+                and _ids(n.get("inputs")) and _ids(n.get("outputs"))
+                and set(n["inputs"]) | set(n["outputs"]) <= ids):
+            raise fail(f"nodes[{k}] lacks a 'kind' (kernel or tidl), a str 'name' or 'inputs'/'outputs' lists of "
+                       f"the tensors' ids")
+        if n["kind"] == "tidl" and not isinstance(n.get("subgraph"), int):
+            raise fail(f"nodes[{k}] is a TIDL call without an int 'subgraph'")
 
 
 def missing_tools(target: str) -> List[str]:

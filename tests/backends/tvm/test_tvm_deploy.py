@@ -219,6 +219,33 @@ def test_a_failing_kernel_is_an_internal_error_with_the_drivers_message(folders,
         run_deployed(broken, {"x": frames(1)}, tidlx.partition(two_subgraph_model())[0])
 
 
+def _drop(doc, *path):
+    *where, key = path
+    for step in where:
+        doc = doc[step]
+    del doc[key]
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: _drop(d, "nodes", 0, "kind"), r"nodes\[0\] lacks a 'kind'"),
+    (lambda d: d["nodes"][0].update(inputs=[999]), r"nodes\[0\] lacks .* lists of the tensors' ids"),
+    (lambda d: _drop(d, "tensors", 0, "bytes"), r"tensors\[0\] lacks"),
+    (lambda d: _drop(d, "tensors", 0, "name"), r"input tensor 0 has no str 'name'"),
+    (lambda d: d.update(heads="all"), r"'heads' is not a list of the tensors' ids"),
+    (lambda d: d.update(target="riscv"), r"'target' 'riscv' is not one of"),
+    (lambda d: _drop(d, "nodes"), r"'nodes' is missing"),
+])
+def test_a_damaged_graph_file_is_named_before_anything_runs(folders, partitioned, tmp_path, damage, message):
+    directory, _ = folders["x86"]
+    copy = tmp_path / "copy"
+    shutil.copytree(directory, copy)
+    doc = json.loads((copy / "deploy_graph.json").read_text())
+    damage(doc)
+    (copy / "deploy_graph.json").write_text(json.dumps(doc))
+    with pytest.raises(TvmBackendError, match=r"deploy_graph.json: " + message):
+        run_deployed(copy, {"x": frames(1)}, partitioned)
+
+
 def test_bad_inputs_targets_and_missing_tools_are_named(folders, partitioned, tmp_path, monkeypatch):
     directory, _ = folders["x86"]
     with pytest.raises(TvmBackendError, match=r"input 'x' must be float32 \(1, 3, 10, 12\)"):
