@@ -16,6 +16,7 @@ with ``--force``; the folder is written beside its place and renamed, never half
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -76,10 +77,7 @@ def _print_host_part(folder: str, target: str) -> None:
     from .backends.tvm.deploy.run import read_graph
     from .ir.text import printable
 
-    doc = read_graph(folder)
-    kinds = {}
-    for node in doc.get("nodes", []):
-        kinds[node.get("kind", node.get("op", "?"))] = kinds.get(node.get("kind", node.get("op", "?")), 0) + 1
+    kinds = collections.Counter(node["kind"] for node in read_graph(folder)["nodes"])   # the folder compile_model just wrote
     lib = "deploy_lib.c" if target == "c7x" else "deploy_lib.so"
     print(printable(f"host part for {target}: {lib}, deploy_graph.json, deploy_params.params and the C driver "
                     f"(driver/deploy_model.c: model_run()); graph nodes: "

@@ -55,11 +55,9 @@ def compile_model(mod: IRModule, folder, options=None, calib=None, *, force: boo
     ``artifacts``; ``name`` goes into the generated C files' first line (default ``model``; not the
     folder's name, so the same model gives the same bytes wherever it is written)."""
     from . import __version__
-    from . import api as _api
     from .backends.tidl.artifacts import folder_files, write_folder
-    from .backends.tidl.calibration import _options, calibrate
-    from .backends.tidl.quantize import quantize_model
-    from .quantize_api import _is_partitioned
+    from .backends.tidl.calibration import _options
+    from .quantize_api import quantize
 
     if target is not None and target not in HOST_TARGETS:
         raise TidlxError(f"target {target!r}: the host part is built for one of {', '.join(HOST_TARGETS)}")
@@ -77,14 +75,7 @@ def compile_model(mod: IRModule, folder, options=None, calib=None, *, force: boo
         option_strings = ([f"{k}={v}" for k, v in options.items()] if isinstance(options, Mapping)
                           else list(options) if isinstance(options, (list, tuple)) else [])
     _check_target(folder, force)
-    # tidlx.quantize's steps, one by one for the progress bar (the same calls, the same bytes)
-    step("partition", 0, 1)
-    partitioned = mod if _is_partitioned(mod) else _api.partition(mod, options)[0]   # with disabled_passes
-    step("partition", 1, 1)
-    results = calibrate(partitioned, opts, calib, progress=lambda done, total: step("calibration", done, total))
-    step("quantize", 0, 1)
-    qmodel = quantize_model(partitioned, opts, results)
-    step("quantize", 1, 1)
+    qmodel = quantize(mod, options, calib, progress=step)   # as given: disabled_passes reach the partition
     host_files: Dict[str, bytes] = {}
     if target is not None:
         step("host", 0, 1)

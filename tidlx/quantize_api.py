@@ -19,7 +19,7 @@ def _is_partitioned(mod: IRModule) -> bool:
 
 
 def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: str = "reference", mean=None,
-             scale=None):
+             scale=None, progress=None):
     """Partitions ``mod`` for TIDL (unless it holds ``Compiler="tidl"`` subgraphs already), calibrates
     once and quantizes every subgraph; returns a ``QuantizedModel``.
 
@@ -28,17 +28,25 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     ``calib``: calibration frames: a path (``.npz`` of arrays by input name, frames on the batch axis,
     or a folder of images), a mapping of arrays, or None for seeded random frames (with a warning).
     ``mean``/``scale``: a folder's per-channel preprocessing ``(x - mean) * scale`` (TI's
-    ``input_mean``/``input_scale``).
+    ``input_mean``/``input_scale``). ``progress(stage, done, total)``: the stages ``partition``,
+    ``calibration`` (after each frame) and ``quantize`` (which includes bias calibration).
     """
     from .backends.tidl.calibration import calibrate, _options
     from .backends.tidl.quantize import quantize_model
 
     if not isinstance(mod, IRModule):
         raise TidlxError(f"tidlx.quantize takes an IRModule (tidlx.load gives one), got {type(mod).__name__}")
+    step = progress if progress is not None else (lambda stage, done, total: None)
     opts = _options(options)
+    step("partition", 0, 1)
     partitioned = mod if _is_partitioned(mod) else _api.partition(mod, options)[0]   # with disabled_passes
-    results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale)
-    return quantize_model(partitioned, opts, results)
+    step("partition", 1, 1)
+    results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale,
+                        progress=lambda done, total: step("calibration", done, total))
+    step("quantize", 0, 1)
+    qmodel = quantize_model(partitioned, opts, results)
+    step("quantize", 1, 1)
+    return qmodel
 
 
 def emulate(model, inputs: Mapping[str, "object"], *, kernels="fast", mode: str = "float", options=None,

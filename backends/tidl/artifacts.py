@@ -370,10 +370,11 @@ def folder_files(qmodel, *, options: Sequence[str] = (), calibration: str = "ran
         files[io_name] = encode_io(sub, net, info)
         files[json_name] = subgraph_json(sub, info, n).encode("utf-8")
         subgraphs.append({"function": name, "net": net_name, "io": io_name, "json": json_name})
-    clash = sorted(set(host_files or {}) & set(files) | {n for n in host_files or {} if n == MANIFEST})
+    host_files = host_files or {}
+    clash = sorted(name for name in host_files if name in files or name == MANIFEST)
     if clash:
         raise ArtifactError(f"the host part's files {clash} collide with the TIDL artifacts' names")
-    files.update(host_files or {})
+    files.update(host_files)
     main = qmodel.module["main"]
     manifest = {
         "format": FOLDER_FORMAT, "version": fmt.version_text(), "tidlx_version": tidlx_version,
