@@ -39,6 +39,8 @@ class EmulatorConfig:
     * ``blas``: ``"pool"`` (products split over tidlx's threads, OpenBLAS single-threaded during a run)
       or ``"openblas"`` (OpenBLAS's own threads) (``TIDLX_EMULATOR_BLAS``).
     * ``keep_memory``: keep freed heap pages for reuse, once per process (``TIDLX_EMULATOR_KEEP_MEMORY``).
+    * ``prepare``: specialize each step to its call site when its plan is compiled (fast/_prepared.py;
+      the same bits; ``TIDLX_EMULATOR_PREPARE=0`` turns it off).
     * ``tile_blocks``: float32 Winograd by blocks of 16 tiles on the microkernel (False: whole
       transformed arrays and BLAS products; no environment variable, for tests and measurements).
     """
@@ -51,6 +53,7 @@ class EmulatorConfig:
     blas: str = "pool"
     keep_memory: bool = True
     tile_blocks: bool = True
+    prepare: bool = True
 
     def __post_init__(self):
         if not isinstance(self.threads, int) or self.threads < 0:
@@ -83,6 +86,7 @@ class EmulatorConfig:
             parallel="pool" if get("PARALLEL", "numba") == "pool" else "numba",
             blas="openblas" if get("BLAS", "pool") == "openblas" else "pool",
             keep_memory=get("KEEP_MEMORY", "1") not in _OFF,
+            prepare=get("PREPARE", "1") not in _OFF,
         )
 
     def replace(self, **changes) -> "EmulatorConfig":

@@ -1,5 +1,7 @@
 """Fused element-wise chains (emulator/fast/_fusion.py): bit-identical to unfused runs, in place only on
-arrays no one else holds, and counted in RunStats like the unfused ops."""
+arrays no one else holds, and counted in RunStats like the unfused ops. Fused runs here leave the
+chains unprepared (``prepare=False``), so that _fusion.py's own path runs; prepared chains are
+compared with these in test_emu_prepared.py."""
 
 import numpy as np
 import pytest
@@ -37,12 +39,12 @@ def _run_both(make, inputs):
     results = []
     for enabled in (True, False):
         mod = IRModule({"main": make()})
-        results.append((run(mod, inputs, config=EmulatorConfig(fuse=enabled)), mod))
+        results.append((run(mod, inputs, config=EmulatorConfig(fuse=enabled, prepare=False)), mod))
     return results[0][0], results[1][0], results[0][1]
 
 
 def fused_chains(mod):
-    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True))
+    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True, prepare=False))
     return [_fusion.describe(s[3]) for s in plan.steps if s[0] == CUSTOM]
 
 
@@ -115,7 +117,7 @@ def test_a_fused_op_failing_names_its_own_binding(monkeypatch):
     def broken(x, others, attrs, in_place):
         raise ValueError("broken relu")
 
-    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True))
+    plan = plan_of(mod, "main", config=EmulatorConfig(fuse=True, prepare=False))
     steps = []
     for step in plan.steps:
         if step[0] == CUSTOM:
@@ -124,7 +126,7 @@ def test_a_fused_op_failing_names_its_own_binding(monkeypatch):
         steps.append(step)
     monkeypatch.setattr(plan, "steps", tuple(steps))
     with pytest.raises(EmulatorError, match=r"nn\.relu.*broken relu"):
-        run(mod, {"x": np.zeros(shape, np.float32)}, config=EmulatorConfig(fuse=True))
+        run(mod, {"x": np.zeros(shape, np.float32)}, config=EmulatorConfig(fuse=True, prepare=False))
 
 
 @pytest.mark.parametrize("tail", [("bn", "add"), ("add", "relu"), ("bn", "relu"), ("bn", "add", "relu")])

@@ -1,0 +1,399 @@
+"""Prepared steps: the fast set's last plan transform specializes each step once, when its plan is compiled.
+
+Called generically, a kernel re-reads its attributes on every call, checks layouts and dtypes,
+reshapes its constant weights and picks its route, and a fused chain checks each stage's operands
+and result: ~10-15 us on a 1x1 convolution with its bias, as long as the product of a
+squeeze-excite convolution itself. Small networks run 100-180 such steps (MobileNetV3-small,
+EfficientNet-B0, ShuffleNetV2), so that is a fifth to a third of their run time.
+
+Everything a step's call would decide from its static facts — the argument and result types,
+the constant arguments (weights, biases, batch-norm parameters) and the attributes — is decided
+here instead: an op's *preparer* (facet ``emulator.prepare``, a ``Preparer`` record) returns a
+callable specialized to one call site, or None where it has no specialized form. A fused chain
+(_fusion.py) becomes one ``PreparedChain`` when its head has a fresh result and every stage has
+a prepared in-place form; its run is the head, then the stages, with no per-call checks.
+
+A prepared callable runs the very computation its kernel or epilogue would run for those facts
+(the same functions, products cut in the same blocks, the same float operations in the same
+order), so results are the same bits with or without this transform (``EmulatorConfig.prepare``,
+``TIDLX_EMULATOR_PREPARE=0`` turns it off; tests compare the two). Steps whose facts a preparer
+does not recognise keep their generic kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from ..interpreter import CUSTOM, OP, EmulatorError, check_result, kernel_failure
+from ...ir.expr import Call, Constant
+from ...ir.op import declare_facet, register_op_attr
+from ...ir.types import TensorType
+from ..registry import PlanTransform
+from ._fusion import Fused
+from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, run_blocks
+
+PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
+                        "(fast/_prepared.py)", "tidlx.emulator")
+
+
+class Preparer(NamedTuple):
+    """An op's prepared forms.
+
+    ``kernel(node, constants) -> fn(args) -> ndarray | None``: the op's kernel for one call site;
+    ``constants`` holds each argument's array when the argument is a Constant node, else None.
+    ``stage(node, position, constants) -> fn(x, others) -> ndarray | None``: the op applied in place
+    to ``x``, a fresh float array of the type of argument ``position`` that nobody else holds (a
+    fused chain's value), ``others`` the op's other arguments in order.
+    """
+
+    kernel: Optional[Callable] = None
+    stage: Optional[Callable] = None
+
+
+def preparer(op_name: str, *, kernel: Optional[Callable] = None, stage: Optional[Callable] = None) -> Preparer:
+    record = Preparer(kernel, stage)
+    register_op_attr((op_name,), PREPARE, record)
+    return record
+
+
+def _preparer_of(op) -> Optional[Preparer]:
+    found = op.get_attr(PREPARE)
+    return found if isinstance(found, Preparer) else None
+
+
+def _constants(node: Call) -> tuple:
+    return tuple(a.data if isinstance(a, Constant) and type(a.data) is np.ndarray else None for a in node.args)
+
+
+def _tensor(t) -> Optional[Tuple[tuple, np.dtype]]:
+    """(shape, numpy dtype) of a tensor type of float32/float64, else None."""
+    if isinstance(t, TensorType) and t.dtype in ("float32", "float64"):
+        return tuple(t.shape), np.dtype(t.dtype)
+    return None
+
+
+# --- the transform ----------------------------------------------------------------------------
+
+class PreparedChain(NamedTuple):
+    """Payload of a prepared fused chain: the head's callable (with its argument count), then each
+    stage's in-place callable with the number of fused-step inputs it takes."""
+
+    fused: Fused                   # the chain it stands for (describe, errors, counts)
+    head: Callable                 # fn(args) -> fresh array
+    head_checked: bool             # the head is the generic kernel: its result is checked
+    stages: Tuple[Tuple[Callable, int], ...]
+
+    @property
+    def head_node(self) -> Call:
+        return self.fused.head_node
+
+    def describe(self) -> str:
+        return self.fused.describe()
+
+    def run(self, plan, values: list, stats):
+        fused = self.fused
+        n = fused.n_head_args
+        try:
+            res = self.head(values[:n])
+        except Exception as exc:
+            if isinstance(exc, EmulatorError):
+                raise
+            raise kernel_failure(plan, fused.head_node, exc) from exc
+        if self.head_checked:
+            res = check_result(plan, fused.head_node, res, fused.head[3])
+            if not (res.flags.c_contiguous and res.flags.writeable):  # the stages write a contiguous value in place
+                from ._fusion import _run_fused
+
+                return _run_fused(plan, fused, values, stats)
+        at = n
+        for (fn, n_others), stage in zip(self.stages, fused.stages):
+            try:
+                res = fn(res, values[at:at + n_others])
+            except Exception as exc:
+                if isinstance(exc, EmulatorError):
+                    raise
+                raise kernel_failure(plan, stage.node, exc) from exc
+            at += n_others
+        if stats is not None:
+            from ._fusion import _count_fused
+
+            _count_fused(stats, fused)
+        return res
+
+
+def prepare_steps(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
+    """The schedule with each step a preparer recognises replaced by its prepared form."""
+    out = []
+    for step in raw_steps:
+        kind, slot, ins, payload, node = step
+        if kind == OP:
+            fn = _prepared_kernel(node, payload)
+            if fn is not None:
+                step = (kind, slot, ins, (fn,) + tuple(payload[1:]), node)
+        elif kind == CUSTOM and type(payload) is Fused:
+            chain = _prepared_chain(payload)
+            if chain is not None:
+                step = (kind, slot, ins, chain, node)
+        out.append(step)
+    return out
+
+
+def _prepared_kernel(node, payload) -> Optional[Callable]:
+    """The step's prepared kernel, in the interpreter's kernel signature, or None."""
+    if not isinstance(node, Call):
+        return None
+    found = _preparer_of(node.op)
+    if found is None or found.kernel is None:
+        return None
+    fn = found.kernel(node, _constants(node))
+    if fn is None:
+        return None
+    return lambda args, attrs, out_type: fn(args)
+
+
+def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
+    if not fused.fresh:
+        return None
+    head_node = fused.head_node
+    head = None
+    found = _preparer_of(head_node.op)
+    if found is not None and found.kernel is not None:
+        head = found.kernel(head_node, _constants(head_node))
+    checked = head is None
+    if head is None:
+        kernel, attrs, out_type = fused.head[0], fused.head[1], fused.head[2]
+        head = lambda args: kernel(args, attrs, out_type)  # noqa: E731
+    stages = _prepared_tail(fused) if fused.tail else None
+    if stages is None:
+        stages = []
+        for stage in fused.stages:
+            found = _preparer_of(stage.node.op)
+            fn = None
+            if found is not None and found.stage is not None:
+                fn = found.stage(stage.node, stage.position, _constants(stage.node))
+            if fn is None:
+                return None
+            stages.append((fn, stage.n_others))
+    return PreparedChain(fused, head, checked, tuple(stages))
+
+
+# --- convolutions and dense products -------------------------------------------------------------
+
+def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
+    """1x1 stride-1 unpadded one-group NCHW convolutions of one image: the product of the weight
+    matrix (reshaped once) and the input as a (C, H*W) matrix, as op_conv._conv_nchw computes it;
+    depthwise ones: op_conv._conv_depthwise with the weights made contiguous once."""
+    from . import op_conv
+
+    attrs = node.attrs
+    x_t, out_t = _tensor(node.args[0].checked_type), _tensor(node.checked_type)
+    w = constants[1]
+    if x_t is None or out_t is None or w is None or x_t[1] != out_t[1] or w.dtype != out_t[1] or w.ndim != 4:
+        return None
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        return None
+    (n, c, h, wd), dtype = x_t
+    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
+    o, i_per_group, kh, kw = w.shape
+    out_shape = out_t[0]
+    if geo.groups > 1 and i_per_group == 1:
+        weights = np.ascontiguousarray(w)
+        strides, dilation, pads, out_hw = geo.strides, geo.dilation, geo.pads, geo.out_hw
+
+        def depthwise(args):
+            return op_conv._conv_depthwise(args[0], weights, strides, dilation, pads, out_hw, dtype)
+        return depthwise
+    if n != 1 or geo.groups != 1 or (kh, kw) != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
+        return None
+    matrix = w.reshape(o, c)
+    cols = h * wd
+
+    def pointwise(args):
+        return gemm(matrix, args[0].reshape(c, cols)).reshape(out_shape)
+    return pointwise
+
+
+# --- stages ---------------------------------------------------------------------------------------
+
+def _along_axis(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    shape = [1] * ndim
+    shape[axis] = vec.shape[0]
+    return vec.reshape(shape)
+
+
+def _stage_value(node: Call, position: int):
+    """(shape, dtype) of the chain value a stage receives, and of its result, when both are the
+    same float tensor type (the stages below keep the value's type)."""
+    x_t, out_t = _tensor(node.args[position].checked_type), _tensor(node.checked_type)
+    return x_t if x_t is not None and x_t == out_t else None
+
+
+def _stage_bias_add(node: Call, position: int, constants) -> Optional[Callable]:
+    """x + bias along the axis in place (op_nn.bias_add_epilogue)."""
+    x_t = _stage_value(node, position)
+    bias = constants[1]
+    if position != 0 or x_t is None or bias is None or bias.dtype != x_t[1] or bias.ndim != 1:
+        return None
+    shape, _ = x_t
+    axis = node.attrs.axis % len(shape)
+    if bias.shape[0] != shape[axis]:
+        return None
+    shaped = _along_axis(bias, axis, len(shape))
+
+    def bias_add(x, others):
+        return np.add(x, shaped, out=x)
+    return bias_add
+
+
+def _item0_value(node: Call):
+    """(shape, dtype) of batch_norm's input when item 0 of its result has the same float type."""
+    x_t = _tensor(node.args[0].checked_type)
+    fields = getattr(node.checked_type, "fields", None)
+    return x_t if x_t is not None and fields and _tensor(fields[0]) == x_t else None
+
+
+def _stage_batch_norm(node: Call, position: int, constants) -> Optional[Callable]:
+    """Item 0 of batch_norm in place with constant parameters (op_nn._batch_norm_into, out=x)."""
+    from ._jit import channel_affine_inplace, channel_affine_inplace_blocks
+    from .op_nn import cached_scale_shift
+
+    x_t = _item0_value(node)
+    params = constants[1:]
+    if position != 0 or x_t is None or any(p is None or p.flags.writeable for p in params):
+        return None
+    shape, dtype = x_t
+    axis = node.attrs.axis % len(shape)
+    scale, shift = cached_scale_shift(dtype, list(params), node.attrs)
+    inner = math.prod(shape[axis + 1:])
+    if math.prod(shape) >= 4096 and inner >= 16:
+        rows_shape = (-1, shape[axis], inner)
+        count = math.prod(shape[:axis + 1])
+        min_block = max(1, MIN_ELEMENTWISE_BLOCK // inner)
+
+        def batch_norm_rows(x, others):
+            run_blocks(count, channel_affine_inplace, channel_affine_inplace_blocks, x.reshape(rows_shape), scale,
+                       shift, min_block=min_block)
+            return x
+        return batch_norm_rows
+    scale_b, shift_b = _along_axis(scale, axis, len(shape)), _along_axis(shift, axis, len(shape))
+
+    def batch_norm_small(x, others):
+        np.multiply(x, scale_b, out=x)
+        x += shift_b
+        return x
+    return batch_norm_small
+
+
+def _stage_relu(node: Call, position: int, constants) -> Optional[Callable]:
+    """relu in place (op_elemwise.relu_epilogue)."""
+    from .op_elemwise import _SMALL, _relu_into
+
+    x_t = _stage_value(node, position)
+    if x_t is None:
+        return None
+    shape, dtype = x_t
+    zero = dtype.type(0)
+    if math.prod(shape) < _SMALL:
+        return lambda x, others: np.maximum(x, zero, out=x)
+    return lambda x, others: _relu_into(x, x)
+
+
+def _stage_clip(node: Call, position: int, constants) -> Optional[Callable]:
+    """np.clip in place (op_elemwise.clip_epilogue)."""
+    x_t = _stage_value(node, position)
+    if x_t is None:
+        return None
+    lo, hi = x_t[1].type(node.attrs.a_min), x_t[1].type(node.attrs.a_max)
+    return lambda x, others: np.clip(x, lo, hi, out=x)
+
+
+def _stage_add(node: Call, position: int, constants) -> Optional[Callable]:
+    """A residual add of a value of the same type, in place (op_elemwise.add_epilogue)."""
+    x_t = _stage_value(node, position)
+    if x_t is None or _tensor(node.args[1 - position].checked_type) != x_t:
+        return None
+    return lambda x, others: np.add(x, others[0], out=x)
+
+
+def _prepared_tail(fused: Fused) -> Optional[list]:
+    """A one-pass tail (_tail.py) with its scale, shift and flags decided here: one stage callable
+    running the whole pass (taking every stage's inputs), or None where _tail.run_tail would not
+    run it (then the stages are prepared one by one: the same bits, as the pass and the
+    epilogues are)."""
+    from ._jit import conv_tail, conv_tail_blocks
+    from ._tail import SMALL
+
+    head = _tensor(fused.head_node.checked_type)
+    if head is None or len(head[0]) < 2 or math.prod(head[0]) < SMALL:
+        return None
+    shape, dtype = head
+    scale = shift = None
+    add_at = None
+    relu = clamp = False
+    lo = hi = dtype.type(0)
+    at = 0
+    for stage in fused.stages:
+        node, constants = stage.node, _constants(stage.node)
+        if stage.tail == "affine":
+            if node.attrs.axis % len(shape) != 1:
+                return None
+            if stage.op_name == "nn.bias_add":
+                bias = constants[1]
+                if bias is None or bias.dtype != dtype or bias.shape != (shape[1],):
+                    return None
+                from ._tail import _ones
+
+                scale, shift = _ones(shape[1], dtype), bias
+            else:
+                from .op_nn import cached_scale_shift
+
+                params = constants[1:]
+                if _item0_value(node) != head or any(p is None or p.flags.writeable for p in params):
+                    return None
+                scale, shift = cached_scale_shift(dtype, list(params), node.attrs)
+                if scale.shape != (shape[1],) or shift.shape != (shape[1],):
+                    return None
+        elif stage.tail == "add":
+            if _tensor(node.args[1 - stage.position].checked_type) != head:
+                return None
+            add_at = at
+        elif stage.op_name == "clip":
+            clamp = True
+            lo, hi = dtype.type(node.attrs.a_min), dtype.type(node.attrs.a_max)
+        else:
+            relu = True
+        at += stage.n_others
+    inner = math.prod(shape[2:])
+    rows_shape = (-1, inner)
+    channels = shape[1]
+    dummy = np.empty(1, dtype)
+    scale_a = dummy if scale is None else scale
+    shift_a = dummy if shift is None else shift
+    min_block = max(1, MIN_ELEMENTWISE_BLOCK // inner)
+    rows_count = math.prod(shape) // inner
+    n_inputs = at
+
+    def tail(x, others):
+        rows = x.reshape(rows_shape)
+        if add_at is None:
+            other = rows
+        else:
+            other = others[add_at].reshape(rows_shape)  # (a strided residual: a contiguous copy)
+        run_blocks(rows_count, conv_tail, conv_tail_blocks, rows, channels, scale_a, shift_a, other,
+                   scale is not None, add_at is not None, relu, clamp, lo, hi, min_block=min_block)
+        return x
+    return [(tail, n_inputs)]
+
+
+preparer("nn.conv2d", kernel=_prepare_conv2d)
+preparer("nn.bias_add", stage=_stage_bias_add)
+preparer("nn.batch_norm", stage=_stage_batch_norm)
+preparer("nn.relu", stage=_stage_relu)
+preparer("clip", stage=_stage_clip)
+preparer("add", stage=_stage_add)
+
+PREPARED = PlanTransform("prepared", prepare_steps, enabled=lambda config: config.prepare)
+

@@ -1,0 +1,192 @@
+"""Prepared steps (emulator/fast/_prepared.py): each step specialized to its call site gives the
+bits of the generic kernels and fused chains, falls back where its facts do not hold, and fails
+naming the failing op's binding."""
+
+import numpy as np
+import pytest
+
+from tidlx.emulator import EmulatorConfig, EmulatorError, RunStats, run
+from tidlx.emulator.fast._fusion import Fused
+from tidlx.emulator.fast._prepared import PreparedChain
+from tidlx.emulator.interpreter import CUSTOM, OP, plan_of
+from tidlx.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const
+
+PREPARED, GENERIC = EmulatorConfig(prepare=True), EmulatorConfig(prepare=False)
+
+
+def _weights(rng, *shape):
+    return const(rng.normal(0, 0.3, shape).astype(np.float32))
+
+
+def _bn(rng, x, c):
+    g, b, m = (rng.uniform(-1, 1, c).astype(np.float32) for _ in range(3))
+    v = rng.uniform(0.5, 2, c).astype(np.float32)
+    return TupleGetItem(call("nn.batch_norm", x, const(g), const(b), const(m), const(v), epsilon=1e-5), 0)
+
+
+def _conv(rng, x, c_in, c_out, k=1, groups=1, stride=1):
+    return call("nn.conv2d", x, _weights(rng, c_out, c_in // groups, k, k), padding=(k // 2,) * 4, channels=c_out,
+                kernel_size=(k, k), groups=groups, strides=(stride, stride))
+
+
+def mobile_block(shape, seed=0):
+    """A MobileNet-style block: 1x1 expand + bias + relu, depthwise 3x3 + batch norm + clip,
+    squeeze-excite on a 1x1 map (1x1 convs with bias), 1x1 project + bias + residual add, and a
+    dense head: the chains the prepared forms cover."""
+    rng = np.random.default_rng(seed)
+    n, c, h, w = shape
+    x = Var("x", TensorType(shape, "float32"))
+    y = call("nn.relu", call("nn.bias_add", _conv(rng, x, c, 4 * c), _weights(rng, 4 * c)))
+    y = call("clip", _bn(rng, _conv(rng, y, 4 * c, 4 * c, k=3, groups=4 * c), 4 * c), a_min=0.0, a_max=6.0)
+    s = call("nn.global_avg_pool2d", y)
+    s = call("nn.relu", call("nn.bias_add", _conv(rng, s, 4 * c, c), _weights(rng, c)))
+    s = call("sigmoid", call("nn.bias_add", _conv(rng, s, c, 4 * c), _weights(rng, 4 * c)))
+    y = call("multiply", y, s)
+    y = call("add", call("nn.bias_add", _conv(rng, y, 4 * c, c), _weights(rng, c)), x)
+    flat = call("nn.batch_flatten", call("nn.global_avg_pool2d", y))
+    out = call("nn.bias_add", call("nn.dense", flat, _weights(rng, 10, c)), _weights(rng, 10))
+    return Function([x], out)
+
+
+def _module(fn):
+    return IRModule({"main": fn})
+
+
+def _prepared_payloads(mod):
+    steps = plan_of(mod, config=PREPARED).steps
+    chains = [s[3] for s in steps if s[0] == CUSTOM and isinstance(s[3], PreparedChain)]
+    unprepared = [s[3].describe() for s in steps if s[0] == CUSTOM and isinstance(s[3], Fused)]
+    return chains, unprepared
+
+
+def _inputs(shape, seed=1):
+    x = np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+    x.reshape(-1)[:2] = -0.0  # (a NaN would reach the squeeze-excite pool and make every output NaN)
+    return {"x": x}
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 32, 32), (1, 4, 5, 5)])  # numba passes / small numpy paths
+def test_prepared_block_gives_the_generic_bits(shape):
+    mod = _module(mobile_block(shape))
+    inputs = _inputs(shape)
+    for threads in (1, 2):
+        prepared = run(mod, inputs, config=PREPARED.replace(threads=threads))
+        generic = run(mod, inputs, config=GENERIC.replace(threads=threads))
+        assert prepared[0].tobytes() == generic[0].tobytes()
+
+
+def test_every_chain_of_the_block_is_prepared_and_the_convolutions_specialized():
+    mod = _module(mobile_block((1, 16, 32, 32)))
+    chains, unprepared = _prepared_payloads(mod)
+    assert unprepared == []
+    assert sorted(c.describe() for c in chains) == [
+        "nn.conv2d+nn.batch_norm+clip", "nn.conv2d+nn.bias_add", "nn.conv2d+nn.bias_add+add",
+        "nn.conv2d+nn.bias_add+nn.relu", "nn.conv2d+nn.bias_add+nn.relu", "nn.dense+nn.bias_add"]
+    convs = [c for c in chains if c.head_node.op.name == "nn.conv2d"]
+    assert all(not c.head_checked for c in convs)  # 1x1 and depthwise: specialized heads
+    dense = [c for c in chains if c.head_node.op.name == "nn.dense"]
+    assert [c.head_checked for c in dense] == [True]  # the generic kernel, its result checked
+
+
+def test_run_stats_count_prepared_chains_like_fused_ones():
+    mod = _module(mobile_block((1, 16, 32, 32)))
+    inputs = _inputs((1, 16, 32, 32))
+    counted = []
+    for config in (PREPARED, GENERIC):
+        stats = RunStats()
+        run(mod, inputs, config=config, stats=stats)
+        counted.append((stats.steps, stats.kernel_calls))
+    assert counted[0] == counted[1]
+
+
+def _tail_module(shape, other_view):
+    """conv + batch norm + add + relu (a one-pass tail) whose other operand is either a plain
+    array or a transposed view (reshaped into a contiguous copy for the one pass)."""
+    rng = np.random.default_rng(7)
+    c = shape[1]
+    x = Var("x", TensorType(shape, "float32"))
+    other = Var("other", TensorType(shape[::-1] if other_view else shape, "float32"))
+    o = call("transpose", other, axes=(3, 2, 1, 0)) if other_view else other
+    y = call("nn.relu", call("add", _bn(rng, _conv(rng, x, c, c), c), o))
+    return _module(Function([x, other], y))
+
+
+@pytest.mark.parametrize("other_view", [False, True])
+def test_prepared_tail_matches_with_contiguous_and_strided_residuals(other_view):
+    shape = (1, 16, 32, 32)
+    mod = _tail_module(shape, other_view)
+    rng = np.random.default_rng(8)
+    other = rng.uniform(-1, 1, shape[::-1] if other_view else shape).astype(np.float32)
+    inputs = {"x": _inputs(shape)["x"], "other": other}
+    prepared, generic = run(mod, inputs, config=PREPARED), run(mod, inputs, config=GENERIC)
+    assert prepared[0].tobytes() == generic[0].tobytes()
+    chains, _ = _prepared_payloads(mod)
+    assert [c.describe() for c in chains] == ["nn.conv2d+nn.batch_norm+add+nn.relu"]
+    assert len(chains[0].stages) == 1  # the whole tail as one pass
+
+
+def test_a_generic_head_with_a_strided_result_falls_back_to_the_fused_path():
+    """An NHWC convolution read as NCHW hands back a transposed view: the prepared stages (which
+    write a contiguous value in place) must not run on it."""
+    rng = np.random.default_rng(9)
+    shape = (1, 8, 8, 16)
+    x = Var("x", TensorType(shape, "float32"))
+    w = rng.normal(0, 0.3, (3, 3, 16, 16)).astype(np.float32)
+    y = call("nn.conv2d", x, const(w), padding=(1, 1, 1, 1), channels=16, kernel_size=(3, 3), data_layout="NHWC",
+             kernel_layout="HWIO", out_layout="NCHW")
+    y = call("nn.relu", call("nn.bias_add", y, _weights(rng, 16)))
+    mod = _module(Function([x], y))
+    inputs = {"x": rng.uniform(-1, 1, shape).astype(np.float32)}
+    assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
+
+
+def test_weights_that_are_not_constants_keep_the_generic_kernel():
+    rng = np.random.default_rng(10)
+    shape = (1, 8, 6, 6)
+    x = Var("x", TensorType(shape, "float32"))
+    w = Var("w", TensorType((4, 8, 1, 1), "float32"))
+    mod = _module(Function([x, w], call("nn.relu", call("nn.conv2d", x, w, channels=4, kernel_size=(1, 1)))))
+    inputs = {"x": rng.uniform(-1, 1, shape).astype(np.float32),
+              "w": rng.uniform(-1, 1, (4, 8, 1, 1)).astype(np.float32)}
+    chains, _ = _prepared_payloads(mod)
+    assert [c.head_checked for c in chains] == [True]
+    assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
+
+
+def test_a_lone_convolution_step_is_prepared():
+    rng = np.random.default_rng(11)
+    shape = (1, 8, 6, 6)
+    x = Var("x", TensorType(shape, "float32"))
+    conv = _conv(rng, x, 8, 4)
+    mod = _module(Function([x], call("add", conv, conv)))  # read twice: no chain, an OP step
+    steps = plan_of(mod, config=PREPARED).steps
+    assert [s[3][0].__qualname__ for s in steps if s[0] == OP and s[6].op.name == "nn.conv2d"] == \
+        ["_prepared_kernel.<locals>.<lambda>"]
+    inputs = {"x": rng.uniform(-1, 1, shape).astype(np.float32)}
+    assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
+
+
+def test_a_failing_prepared_stage_names_its_op(monkeypatch):
+    mod = _module(mobile_block((1, 4, 5, 5)))
+    plan = plan_of(mod, config=PREPARED)
+
+    def broken(x, others):
+        raise ValueError("broken stage")
+
+    steps = []
+    for step in plan.steps:
+        if step[0] == CUSTOM and isinstance(step[3], PreparedChain) and "clip" in step[3].describe():
+            chain = step[3]
+            stages = tuple((broken, f[1]) if s.op_name == "clip" else f for f, s in zip(chain.stages, chain.fused.stages))
+            step = step[:3] + (chain._replace(stages=stages),) + step[4:]
+        steps.append(step)
+    monkeypatch.setattr(plan, "steps", tuple(steps))
+    with pytest.raises(EmulatorError, match=r"binding %\d+ \(clip.*broken stage"):
+        run(mod, _inputs((1, 4, 5, 5)), config=PREPARED)
+
+
+def test_the_environment_turns_preparation_off(monkeypatch):
+    monkeypatch.setenv("TIDLX_EMULATOR_PREPARE", "0")
+    assert EmulatorConfig.from_env().prepare is False
+    monkeypatch.setenv("TIDLX_EMULATOR_PREPARE", "1")
+    assert EmulatorConfig.from_env().prepare is True
