@@ -24,7 +24,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._microkernel import COLUMNS, ROWS, depthwise_rows, depthwise_rows_s2, sgemm_6x16, sgemm_6x16_add
+from ._microkernel import (COLUMNS, ROWS, conv_taps_6x16, depthwise_rows, depthwise_rows_s2, sgemm_6x16,
+                           sgemm_6x16_add)
 
 
 @njit(cache=True, nogil=True)
@@ -174,6 +175,98 @@ def im2col_chw_blocks(xp, col, sh, sw, dh, dw, count, blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             im2col_chw(xp, col, sh, sw, dh, dw, start, stop)
+
+
+# Direct convolution of few input channels (the 3-channel stems, op_conv._conv_few_channels): a
+# unit of work is a block of output rows of one image. Its input rows are copied once into a
+# zero-padded patch whose rows are split by column phase (column k of phase p is input column
+# sw * k + p - pl), so that every tap (c, i, j) reads 16 consecutive floats for 16 outputs of a row
+# at a fixed offset; _microkernel.conv_taps_6x16 then sums all taps of 6 output channels x 16
+# columns in registers.
+
+@njit(cache=True, nogil=True)
+def few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span):
+    """Offset (in floats, in the patch) of each tap (c, i, j) from its output's first column."""
+    offsets = np.empty(channels * kh * kw, np.int64)
+    for c in range(channels):
+        for i in range(kh):
+            for j in range(kw):
+                col = j * dw
+                offsets[(c * kh + i) * kw + j] = ((c * patch_rows + i * dh) * sw + col % sw) * span + col // sw
+    return offsets
+
+
+@njit(cache=True, nogil=True)
+def fill_phase_patch(x, n, first_row, pl, sw, patch):
+    """patch[c, r, p, k] = x[n, c, first_row + r, sw * k + p - pl], zero outside the image."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    patch_rows, span = patch.shape[1], patch.shape[3]
+    zero = np.float32(0)
+    for c in range(channels):
+        for r in range(patch_rows):
+            row = first_row + r
+            for p in range(sw):
+                dst = patch[c, r, p]
+                if row < 0 or row >= height:
+                    for k in range(span):
+                        dst[k] = zero
+                    continue
+                src = x[n, c, row]
+                lo = min(span, max(0, (pl - p + sw - 1) // sw))  # first k with a column >= 0
+                hi = max(lo, min(span, (width - 1 + pl - p) // sw + 1))  # past the last inside
+                for k in range(lo):
+                    dst[k] = zero
+                for k in range(lo, hi):
+                    dst[k] = src[sw * k + p - pl]
+                for k in range(hi, span):
+                    dst[k] = zero
+
+
+@njit(cache=True, nogil=True)
+def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop):
+    """y[n, o, oy, ox] = sum over taps (c, i, j) in order of x[n, c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
+    * w[o, c, i, j] (zero outside the image), float32, for the units [start, stop) (unit = image *
+    row blocks + block of ``block_rows`` output rows). wp: the weights in panels of 6 output
+    channels, (panels, taps, 6); x and y contiguous."""
+    channels = x.shape[1]
+    outs, out_h, out_w = y.shape[1], y.shape[2], y.shape[3]
+    panels, taps = wp.shape[0], wp.shape[1]
+    segments = (out_w + COLUMNS - 1) // COLUMNS
+    span = segments * COLUMNS + ((kw - 1) * dw) // sw + 1
+    patch_rows = (block_rows - 1) * sh + (kh - 1) * dh + 1
+    patch = np.empty((channels, patch_rows, sw, span), np.float32)
+    offsets = few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span)
+    scratch = np.empty((ROWS, COLUMNS), np.float32)
+    row_blocks = (out_h + block_rows - 1) // block_rows
+    plane = out_h * out_w
+    for unit in range(start, stop):
+        n = unit // row_blocks
+        oy0 = (unit % row_blocks) * block_rows
+        fill_phase_patch(x, n, oy0 * sh - pt, pl, sw, patch)
+        for r in range(min(block_rows, out_h - oy0)):
+            b = patch.ctypes.data + 4 * r * sh * sw * span
+            for q in range(panels):
+                a = wp[q].ctypes.data
+                first = (n * outs + ROWS * q) * plane + (oy0 + r) * out_w
+                for s in range(segments):
+                    j = s * COLUMNS
+                    if ROWS * (q + 1) <= outs and j + COLUMNS <= out_w:
+                        conv_taps_6x16(a, b + 4 * j, offsets.ctypes.data, y.ctypes.data + 4 * (first + j), plane,
+                                       taps)
+                        continue
+                    conv_taps_6x16(a, b + 4 * j, offsets.ctypes.data, scratch.ctypes.data, COLUMNS, taps)
+                    for i in range(min(ROWS, outs - ROWS * q)):
+                        dst = y[n, ROWS * q + i, oy0 + r]
+                        for k in range(min(COLUMNS, out_w - j)):
+                            dst[j + k] = scratch[i, k]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def conv_few_channels_blocks(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop)
 
 
 # --- pooling -----------------------------------------------------------------------------------

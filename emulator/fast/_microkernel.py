@@ -17,6 +17,12 @@ blocking. Without hardware FMA, LLVM calls the C library's fmaf: the same bits, 
 ``sgemm_6x16_add`` (same arguments) computes the same sum and adds it to ``c``: callers sum long
 products in chunks of channels (two-level summation, see _jit.winograd_block_products).
 
+``conv_taps_6x16(a, b, offsets, c, ldc, k)`` (same arguments as sgemm_6x16, but ``offsets`` is the
+address of k int64 offsets in floats): ``c[i, j] = sum over q of a[q, i] * b[offsets[q] + j]``, summed
+as sgemm_6x16 does. The direct convolution of few input channels (_jit.conv_few_channels) sums
+each output's taps (channel, kernel row, kernel column) this way, with ``b`` one output row's
+input and offsets[q] the tap's position, so no im2col matrix is built.
+
 ``depthwise_rows(src, row_step, offsets, weights, taps, dst, rows, vectors)`` and
 ``depthwise_rows_s2`` (same arguments; all int64, src, offsets, weights, dst are addresses) are the
 depthwise convolution's inner kernels for column strides 1 and 2 (_jit.py's depthwise_conv_planes):
@@ -42,13 +48,15 @@ _SYMBOL = "tidlx_sgemm_6x16"
 _SYMBOL_ADD = "tidlx_sgemm_6x16_add"
 _SYMBOL_DEPTHWISE = "tidlx_depthwise_rows"
 _SYMBOL_DEPTHWISE_S2 = "tidlx_depthwise_rows_s2"
-_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_DEPTHWISE_S2)
+_SYMBOL_TAPS = "tidlx_conv_taps_6x16"
+_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_DEPTHWISE_S2, _SYMBOL_TAPS)
 
 
 def _kernel_ir() -> str:
     """All kernels in LLVM IR."""
     return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
+                      _function_ir(_SYMBOL_TAPS, add=False, taps=True),
                       _depthwise_ir(_SYMBOL_DEPTHWISE, 1), _depthwise_ir(_SYMBOL_DEPTHWISE_S2, 2)])
 
 
@@ -191,14 +199,20 @@ def _depthwise_ir(symbol: str, stride: int) -> str:
     return "\n".join(lines)
 
 
-def _function_ir(symbol: str, add: bool) -> str:
-    """12 vector accumulators (6 rows x 2 vectors) over a loop on k; stored to c, or added to it."""
+def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
+    """12 vector accumulators (6 rows x 2 vectors) over a loop on k; stored to c, or added to it.
+    ``taps``: b's row q starts at the offset offsets[q] (the third argument's table), not q * ldb."""
+    third = "%offs_addr" if taps else "%ldb"
     lines = [
-        f"define void @{symbol}(i64 %a_addr, i64 %b_addr, i64 %ldb, i64 %c_addr, i64 %ldc, i64 %k) {{",
+        f"define void @{symbol}(i64 %a_addr, i64 %b_addr, i64 {third}, i64 %c_addr, i64 %ldc, i64 %k) {{",
         "entry:",
         "  %a = inttoptr i64 %a_addr to ptr",
         "  %b = inttoptr i64 %b_addr to ptr",
         "  %c = inttoptr i64 %c_addr to ptr",
+    ]
+    if taps:
+        lines += ["  %offs = inttoptr i64 %offs_addr to ptr"]
+    lines += [
         "  %any = icmp sgt i64 %k, 0",
         "  br i1 %any, label %loop, label %done",
         "loop:",
@@ -206,8 +220,12 @@ def _function_ir(symbol: str, add: bool) -> str:
     ]
     acc = [(i, j) for i in range(ROWS) for j in range(2)]
     lines += [f"  %s{i}_{j} = phi <8 x float> [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
+    if taps:
+        lines += ["  %off_ptr = getelementptr i64, ptr %offs, i64 %q",
+                  "  %b_off = load i64, ptr %off_ptr, align 8"]
+    else:
+        lines += ["  %b_off = mul i64 %q, %ldb"]
     lines += [
-        "  %b_off = mul i64 %q, %ldb",
         "  %b_row = getelementptr float, ptr %b, i64 %b_off",
         "  %b_hi = getelementptr float, ptr %b_row, i64 8",
         "  %b0 = load <8 x float>, ptr %b_row, align 4",
@@ -281,6 +299,7 @@ from numba import types  # noqa: E402  (after the symbol exists for cached code)
 _i64 = types.int64
 sgemm_6x16 = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 sgemm_6x16_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+conv_taps_6x16 = types.ExternalFunction(_SYMBOL_TAPS, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_rows = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_rows_s2 = types.ExternalFunction(_SYMBOL_DEPTHWISE_S2,
                                            types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))

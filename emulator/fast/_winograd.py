@@ -5,6 +5,12 @@ element-wise products, so the (m+2)^2 matrix products (one per tile position, O 
 C x tiles) do 36/16 = 2.25x (F(2,3)) or 144/36 = 4x (F(4,3)) fewer multiply-adds than im2col,
 and no im2col matrix is built.
 
+A 3x3 convolution with dilation (dh, dw) is dh * dw plain 3x3 convolutions, one per phase sub-grid
+x_padded[r::dh, q::dw] of the padded input; ``conv3x3`` stacks the phases as images, runs them
+through the same Winograd path and interleaves their outputs (FCN-ResNet-50's dilated layer3 and
+layer4: 1.3-1.45x faster than im2col + sgemm per layer, and closer to float64: the sums are the
+chunked ones below, see benchmarks/ab_conv_routes.py).
+
 F(2x2, 3x3) transforms only add, subtract and halve: float32 results stay within a few ulps
 of the direct sum. F(4x4, 3x3) uses the points 0, +-1, +-2 and infinity (Lavin & Gray); its
 transforms scale by up to 8 and 1/24, so its float32 error is ~15x F(2,3)'s: 4e-6..9e-6 of
@@ -118,13 +124,29 @@ F43_MIN_PIXELS = 28 * 28
 MIN_PIXELS_TILE_BLOCKS = 7 * 7
 
 
-def usable(x_shape, w_shape, groups, strides, dilation, dtype, config: EmulatorConfig | None = None) -> bool:
-    """Winograd pays for dense 3x3 stride-1 float convolutions with enough channels and pixels."""
+#: Dilated convolutions use Winograd on their phase sub-grids (see ``conv3x3``) when each phase's
+#: output is at least this many pixels a side: smaller phases waste much of their 2x2 or 4x4 tiles.
+MIN_PHASE_EDGE = 4
+#: Whether dilated 3x3 convolutions may use Winograd (benchmarks/ab_conv_routes.py turns it off for A/B).
+DILATED = True
+
+
+def usable(x_shape, w_shape, groups, strides, dilation, dtype, config: EmulatorConfig | None = None,
+           out_hw=None) -> bool:
+    """Winograd pays for dense 3x3 stride-1 float convolutions with enough channels and pixels;
+    dilated ones are Winograd convolutions of their phase sub-grids (``conv3x3``), each of which
+    needs MIN_PHASE_EDGE output pixels a side (``out_hw``: the convolution's output size; by
+    default the unpadded one)."""
     config = config or active_config()
     n, c, h, wd = x_shape
     o, _, kh, kw = w_shape
+    dh, dw = (int(d) for d in dilation)
+    if (dh, dw) != (1, 1):
+        oh, ow = out_hw if out_hw is not None else (h - 2 * dh, wd - 2 * dw)
+        if not DILATED or min(dh, dw) < 1 or -(-oh // dh) < MIN_PHASE_EDGE or -(-ow // dw) < MIN_PHASE_EDGE:
+            return False
     return (config.winograd != "off" and groups == 1 and (kh, kw) == (3, 3) and tuple(strides) == (1, 1)
-            and tuple(dilation) == (1, 1) and dtype.kind == "f" and c >= 16 and o >= 16
+            and dtype.kind == "f" and c >= 16 and o >= 16
             and h * wd >= (MIN_PIXELS_TILE_BLOCKS if _tile_blocks(dtype, config) else MIN_PIXELS))
 
 
@@ -143,15 +165,49 @@ def tile_size(out_hw, dtype, config: EmulatorConfig | None = None) -> int:
 
 
 def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: int | None = None,
-            config: EmulatorConfig | None = None) -> np.ndarray:
-    """NCHW x OIHW -> NCHW, stride 1, no dilation, one group; ``tile`` 2 or 4 (default by shape)."""
+            config: EmulatorConfig | None = None, dilation=(1, 1)) -> np.ndarray:
+    """NCHW x OIHW -> NCHW, stride 1, one group; ``tile`` 2 or 4 (default by shape). A dilated
+    convolution runs as the non-dilated one of its phase sub-grids stacked as images (_phase_images)."""
     config = config or active_config()
+    if tuple(dilation) != (1, 1):
+        dh, dw = (int(d) for d in dilation)
+        phases, phase_hw = _phase_images(x, pads, out_hw, dh, dw, dtype)
+        edge = tile or tile_size(phase_hw, dtype, config)
+        y = conv3x3(phases, w, (0, 0, 0, 0), phase_hw, dtype, edge, config)
+        return _interleave_phases(y, x.shape[0], out_hw, dh, dw)
     edge = tile or tile_size(out_hw, dtype, config)
     if _tile_blocks(dtype, config):
         return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
     if edge == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
     return _conv3x3_f23(x, w, pads, out_hw, dtype)
+
+
+def _phase_images(x: np.ndarray, pads, out_hw, dh: int, dw: int, dtype):
+    """The phase sub-grids of a 3x3 convolution with dilation (dh, dw), as (n * dh * dw) images for
+    an unpadded, undilated 3x3 convolution with (ceil(oh / dh), ceil(ow / dw)) outputs, and that size.
+
+    Output pixel (r + dh * k, q + dw * l) (0 <= r < dh, 0 <= q < dw) sums the taps
+    x_padded[r + dh * (k + i), q + dw * (l + j)] * w[i, j]: a plain 3x3 convolution of the sub-grid
+    x_padded[r::dh, q::dw]. Phases whose outputs stop a row or column short compute one extra
+    (dropped by _interleave_phases) on zeros or real pixels."""
+    n, c, h, wd = x.shape
+    pt, pl = pads[0], pads[1]
+    ph, pw = -(-out_hw[0] // dh), -(-out_hw[1] // dw)
+    rows, cols = dh * (ph + 2), dw * (pw + 2)  # every phase reads ph + 2 rows, pw + 2 columns
+    xp = np.zeros((n, c, rows, cols), dtype)
+    keep_h, keep_w = min(h, rows - pt), min(wd, cols - pl)
+    xp[:, :, pt:pt + keep_h, pl:pl + keep_w] = x[:, :, :keep_h, :keep_w]
+    phases = xp.reshape(n, c, ph + 2, dh, pw + 2, dw).transpose(0, 3, 5, 1, 2, 4)
+    return np.ascontiguousarray(phases).reshape(n * dh * dw, c, ph + 2, pw + 2), (ph, pw)
+
+
+def _interleave_phases(y: np.ndarray, n: int, out_hw, dh: int, dw: int) -> np.ndarray:
+    """The dilated convolution's output from its phases' outputs (n * dh * dw, O, ph, pw): pixel
+    (r + dh * k, q + dw * l) is phase (r, q)'s pixel (k, l)."""
+    o, ph, pw = y.shape[1:]
+    full = y.reshape(n, dh, dw, o, ph, pw).transpose(0, 3, 4, 1, 5, 2).reshape(n, o, ph * dh, pw * dw)
+    return np.ascontiguousarray(full[:, :, :out_hw[0], :out_hw[1]])
 
 
 #: Tiles per block: the microkernel's 16 columns. Wider blocks were slower on ResNet-18 shapes

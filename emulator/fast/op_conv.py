@@ -1,7 +1,10 @@
 """Fast nn.conv2d: Winograd, im2col gathered in numba, products split over threads, numba depthwise loops.
 
 Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
-float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)). Other dense and grouped convolutions are one BLAS matmul per group over an
+float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated ones too, as the Winograd
+convolution of their phase sub-grids. Dense float32 convolutions with few taps per output (C x KH x
+KW <= FEW_CHANNEL_TAPS: the 3-channel stems) sum their taps directly (_conv_few_channels), with no
+padded copy and no im2col matrix. Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
 input directly. Depthwise convolutions (one input channel per group) run on the microkernel's
 vector rows (float32, column stride 1 or 2) or in a numba loop. The
@@ -133,6 +136,57 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     return out
 
 
+#: The direct route (``_conv_few_channels``) takes dense float32 convolutions with at most this many
+#: taps per output (input channels x kernel height x kernel width) and a kernel larger than 1x1.
+FEW_CHANNEL_TAPS = 64
+#: Whether that route is on (benchmarks/ab_conv_routes.py turns it off for A/B).
+DIRECT_FEW_CHANNELS = True
+#: Output rows per unit of work of the direct route: fixed, so the blocks do not depend on the threads.
+FEW_CHANNEL_BLOCK_ROWS = 8
+
+
+def _few_channels_usable(x4, w4, groups, work) -> bool:
+    o, i_per_group, kh, kw = w4.shape
+    if not DIRECT_FEW_CHANNELS or groups != 1 or work != np.float32 or kh * kw == 1 \
+            or i_per_group * kh * kw > FEW_CHANNEL_TAPS:
+        return False
+    from . import _microkernel
+
+    return _microkernel.AVAILABLE
+
+
+def tap_panels(w: np.ndarray) -> np.ndarray:
+    """OIHW weights as the direct route's panels of 6 output channels: (ceil(O/6), C*KH*KW, 6) float32,
+    taps in (c, kh, kw) order; missing rows are zero (~5 us for a stem: not worth a cache)."""
+    from ._microkernel import ROWS
+
+    o = w.shape[0]
+    taps = w[0].size
+    panels = -(-o // ROWS)
+    packed = np.zeros((panels * ROWS, taps), np.float32)
+    packed[:o] = w.reshape(o, taps)
+    return np.ascontiguousarray(packed.reshape(panels, ROWS, taps).transpose(0, 2, 1))
+
+
+def _conv_few_channels(x, w, strides, dilation, pads, out_hw):
+    """Dense float32 convolution summing each output's C x KH x KW taps directly (_jit.conv_few_channels
+    on _microkernel.conv_taps_6x16): no padded copy of the input and no im2col matrix, which cost
+    more than the products when C x KH x KW is small (the 3-channel stems)."""
+    from ._jit import conv_few_channels, conv_few_channels_blocks
+
+    n = x.shape[0]
+    o, c, kh, kw = w.shape
+    packed = tap_panels(w)
+    y = np.empty((n, o, out_hw[0], out_hw[1]), np.float32)
+    rows = FEW_CHANNEL_BLOCK_ROWS
+    units = n * -(-out_hw[0] // rows)
+    per_unit = rows * out_hw[1] * packed.size
+    run_blocks(units, conv_few_channels, conv_few_channels_blocks, np.ascontiguousarray(x, np.float32), packed, y,
+               kh, kw, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], rows,
+               min_block=max(1, 4_000_000 // per_unit))
+    return y
+
+
 _geometry_cache: dict = {}
 
 
@@ -162,9 +216,11 @@ def conv2d(args, attrs, out_type):
     config = active_config()
     if groups > 1 and w4.shape[1] == 1:
         res = _conv_depthwise(x4, w4, strides, dilation, pads, out_hw, work)
-    elif winograd.usable(x4.shape, w4.shape, groups, strides, dilation, work, config) and x.dtype == work \
-            and w.dtype == work:
-        res = winograd.conv3x3(x4, w4, pads, out_hw, work, config=config)
+    elif _few_channels_usable(x4, w4, groups, work) and x.dtype == work and w.dtype == work:
+        res = _conv_few_channels(x4, w4, strides, dilation, pads, out_hw)
+    elif winograd.usable(x4.shape, w4.shape, groups, strides, dilation, work, config, out_hw) \
+            and x.dtype == work and w.dtype == work:
+        res = winograd.conv3x3(x4, w4, pads, out_hw, work, config=config, dilation=dilation)
     elif attrs.data_layout == "NHWC" and groups == 1:
         res = _conv_nhwc(x, w4, strides, dilation, pads, out_hw, work)
         return finish(res if out_layout == "NHWC" else res.transpose(0, 3, 1, 2), dtype)

@@ -391,3 +391,180 @@ def test_depthwise_vector_rows_give_the_numba_loops_bits(n, c, h, w, mult, k, st
     np.testing.assert_array_equal(got, loop)
     ref = naive_conv_nchw(x, wt, strides, pads, dilation, c, acc=np.float64)
     assert relative_max_error(got, ref) <= 1e-6
+
+
+# --- dilated 3x3 convolutions through Winograd (phase sub-grids) --------------------------------
+
+def dilated_kernel(w, dilation):
+    """The 3x3 kernel spread out to its dilated footprint (zeros between the taps)."""
+    dh, dw = dilation
+    spread = np.zeros(w.shape[:2] + (2 * dh + 1, 2 * dw + 1), w.dtype)
+    spread[:, :, ::dh, ::dw] = w
+    return spread
+
+
+THREAD_CONFIGS = [EmulatorConfig(threads=1), EmulatorConfig(threads=2, adapt=False),
+                  EmulatorConfig(threads=2, adapt=False, parallel="pool")]
+
+
+def run_in_each_thread_config(fn):
+    """fn() inside a fast run context of 1 thread, 2 numba threads and the 2-thread pool."""
+    from tidlx.emulator.fast import _parallel
+
+    results = []
+    for config in THREAD_CONFIGS:
+        with _parallel.run_context(config):
+            results.append(fn())
+    return results
+
+
+@pytest.mark.parametrize("n,c,h,w,o,pads,dilation", [
+    (1, 16, 32, 32, 16, (2, 2, 2, 2), (2, 2)),    # FCN's "same" layout: pads = dilation
+    (1, 16, 32, 32, 24, (4, 4, 4, 4), (4, 4)),    # dilation 4, 8x8 phases
+    (2, 17, 29, 31, 20, (1, 3, 0, 2), (3, 2)),    # odd sizes, batch 2, asymmetric pads and dilation
+    (1, 24, 33, 30, 16, (3, 3, 3, 3), (3, 3)),    # dilation 3: phases of unequal sizes
+    (1, 16, 26, 27, 18, (0, 0, 0, 0), (2, 3)),    # no padding
+    (1, 16, 19, 23, 16, (5, 1, 6, 2), (2, 2)),    # padding wider than the kernel reach
+])
+def test_dilated_winograd_matches_the_dilated_kernel(n, c, h, w, o, pads, dilation, winograd_path, monkeypatch):
+    """Dilated 3x3 convolutions run as Winograd convolutions of their phase sub-grids (spied), within
+    the fast set's tolerance of a float64 direct sum, the same bits at 1 and 2 threads."""
+    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast.op_conv import TOLERANCE
+
+    phases = []
+    real = _winograd._phase_images
+    monkeypatch.setattr(_winograd, "_phase_images", lambda *a: phases.append(a[3:5]) or real(*a))
+    rng = np.random.default_rng(n + c + h + w + o + sum(dilation))
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (o, c, 3, 3))
+    wt.setflags(write=False)
+    ref = fast_reference_conv(x, dilated_kernel(wt, dilation), pads)
+
+    def conv():
+        with using_config(winograd_path):
+            return run_kernel("nn.conv2d", [x, wt], padding=pads, dilation=dilation)
+
+    results = run_in_each_thread_config(conv)
+    assert phases == [dilation] * len(THREAD_CONFIGS)
+    assert results[0].shape == ref.shape
+    assert relative_max_error(results[0], ref) <= min(TOLERANCE, 3e-6)
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_dilated_winograd_is_the_winograd_of_each_phase(tile):
+    """Output pixel (r + d k, q + d l) is phase (r, q)'s pixel (k, l), bit for bit: the phase images
+    are x_padded[r::d, q::d] and their outputs interleave back."""
+    from tidlx.emulator.fast import _winograd
+
+    rng = np.random.default_rng(tile)
+    x = rand(rng, (1, 16, 22, 21))
+    wt = rand(rng, (16, 16, 3, 3))
+    f32 = np.dtype("float32")
+    d, pads = 2, (2, 2, 2, 2)
+    got = _winograd.conv3x3(x, wt, pads, (22, 21), f32, tile, dilation=(d, d))
+    xp = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    for r in range(d):
+        for q in range(d):
+            sub = np.ascontiguousarray(xp[:, :, r::d, q::d])
+            k, l = got[:, :, r::d, q::d].shape[2:]
+            phase = _winograd.conv3x3(sub, wt, (0, 0, 0, 0), (k, l), f32, tile)
+            np.testing.assert_array_equal(got[:, :, r::d, q::d], phase)
+
+
+def test_dilated_winograd_needs_phases_of_4x4_outputs_and_can_be_turned_off(monkeypatch):
+    from tidlx.emulator.fast import _winograd
+
+    f32 = np.dtype("float32")
+    usable = lambda hw, out_hw, d: _winograd.usable((1, 64) + hw, (64, 64, 3, 3), 1, (1, 1), d, f32,  # noqa: E731
+                                                    EmulatorConfig(), out_hw)
+    assert usable((32, 32), (32, 32), (4, 4))  # 8x8 phases
+    assert usable((16, 16), (16, 16), (4, 4))  # 4x4 phases
+    assert not usable((12, 12), (12, 12), (4, 4))  # 3x3 phases: most of each 2x2 tile wasted
+    assert not usable((16, 16), (16, 16), (4, 6))  # 4x3 phases
+    assert usable((16, 16), (16, 16), (2, 1))
+    monkeypatch.setattr(_winograd, "DILATED", False)
+    assert not usable((32, 32), (32, 32), (2, 2))
+    assert usable((32, 32), (32, 32), (1, 1))
+
+
+# --- direct convolution of few input channels (the 3-channel stems) -----------------------------
+
+@pytest.mark.parametrize("n,c,h,w,o,k,strides,pads,dilation", [
+    (1, 3, 224, 224, 16, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # MobileNetV3-small's stem: whole vectors
+    (1, 3, 225, 225, 32, 3, (2, 2), (0, 0, 1, 1), (1, 1)),   # TF-style pads; 32 outputs: a partial panel
+    (2, 3, 17, 37, 7, 3, (1, 1), (0, 2, 1, 0), (1, 1)),      # stride 1, batch 2, odd width (partial vectors)
+    (1, 2, 15, 40, 13, 5, (2, 3), (2, 1, 0, 3), (2, 1)),     # column stride 3, dilation, asymmetric pads
+    (1, 7, 9, 9, 6, 3, (1, 2), (4, 4, 4, 4), (1, 2)),        # 63 taps; padding wider than the image
+    (1, 1, 8, 8, 1, 2, (1, 1), (0, 0, 0, 0), (1, 1)),        # one channel in, one out, 2x2 kernel
+])
+def test_few_channel_convolutions_run_directly(n, c, h, w, o, k, strides, pads, dilation, monkeypatch):
+    """Dense convolutions with at most FEW_CHANNEL_TAPS taps per output take the direct route (spied),
+    within the fast set's tolerance of float64 loops, the same bits at 1 and 2 threads."""
+    from tidlx.emulator.fast import op_conv
+
+    calls = []
+    real = op_conv._conv_few_channels
+    monkeypatch.setattr(op_conv, "_conv_few_channels", lambda *a: calls.append(a[1].shape) or real(*a))
+    rng = np.random.default_rng(n + c + h + w + o + k)
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (o, c, k, k))
+    geometry = dict(strides=strides, padding=pads, dilation=dilation)
+    results = run_in_each_thread_config(lambda: run_kernel("nn.conv2d", [x, wt], **geometry))
+    assert calls == [wt.shape] * len(THREAD_CONFIGS)
+    ref = naive_conv_nchw(x, wt, strides, pads, dilation, 1) if h * w < 2000 else \
+        _strided_reference(x, wt, strides, pads, dilation)
+    assert results[0].shape == ref.shape
+    assert relative_max_error(results[0], ref) <= min(op_conv.TOLERANCE, 1e-6)
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+
+
+def _strided_reference(x, w, strides, pads, dilation):
+    """float64 convolution tap by tap (for the full-size stems, where the naive loops take minutes)."""
+    (sh, sw), (dh, dw) = strides, dilation
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    kh, kw = w.shape[2:]
+    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            taps = xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            out += np.einsum("nchw,oc->nohw", taps, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+def test_few_channel_units_give_the_same_bits_in_any_split():
+    """Units are blocks of output rows fixed by the shape: computing them in any ranges gives the
+    whole call's bits."""
+    from tidlx.emulator.fast import _jit, op_conv
+
+    rng = np.random.default_rng(5)
+    x = rand(rng, (2, 3, 41, 50))
+    wt = rand(rng, (10, 3, 3, 3))
+    whole = op_conv._conv_few_channels(x, wt, (2, 2), (1, 1), (1, 1, 1, 1), (21, 25))
+    packed = op_conv.tap_panels(wt)
+    assert packed.shape == (2, 27, 6) and not packed[1, :, 4:].any()
+    np.testing.assert_array_equal(packed[1, :, 3], wt[9].ravel())
+    split = np.full_like(whole, np.nan)
+    units = 2 * -(-21 // op_conv.FEW_CHANNEL_BLOCK_ROWS)
+    for start, stop in ((0, 1), (1, 4), (4, units)):
+        _jit.conv_few_channels(x, packed, split, 3, 3, 2, 2, 1, 1, 1, 1, op_conv.FEW_CHANNEL_BLOCK_ROWS, start, stop)
+    assert whole.tobytes() == split.tobytes()
+
+
+def test_few_channel_route_takes_only_small_dense_float32_kernels():
+    from tidlx.emulator.fast import op_conv
+
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    usable = lambda x_shape, w_shape, groups=1, work=f32: op_conv._few_channels_usable(  # noqa: E731
+        np.empty(x_shape, np.float32), np.empty(w_shape, np.float32), groups, work)
+    assert usable((1, 3, 224, 224), (32, 3, 3, 3))
+    assert usable((1, 7, 9, 9), (8, 7, 3, 3))  # 63 taps
+    assert not usable((1, 8, 9, 9), (8, 8, 3, 3))  # 72 taps: im2col + sgemm
+    assert not usable((1, 3, 224, 224), (64, 3, 7, 7))  # ResNet's stem: 147 taps
+    assert not usable((1, 16, 9, 9), (8, 16, 1, 1))  # 1x1: a plain product already
+    assert not usable((1, 4, 9, 9), (8, 2, 3, 3), groups=2)
+    assert not usable((1, 3, 9, 9), (8, 3, 3, 3), work=f64)
