@@ -106,6 +106,8 @@ CASES = {
                       ([_special((1, 4, 5, 6), nan=False)], {"scale_h": 2.0, "scale_w": 2.0, "method": "bilinear",
                                                              "align_corners": True}),
                       ([_uniform((1, 2, 4, 4))], {"scale_h": 3.0, "scale_w": 2.0, "method": "bicubic"})],
+    "sigmoid": [([_special((3, 5), nan=False)], {}), ([_uniform((1, 32, 64, 64), low=-30, high=30)], {}),  # numba blocks
+                ([_uniform((1, 8, 4, 4), low=-104, high=-80)], {}), ([_uniform((3, 40), "float64", -50, 50)], {})],
 }
 
 #: the fast set under each config must keep its promise (bits or tolerance)
