@@ -6,14 +6,21 @@ ops: ``multiply(x, 1/6) -> add(0.5) -> clip(0, 1) [-> multiply(x, .)]`` and
 them, and each op allocates and writes an activation of its own: on MobileNetV3-small 112 such
 ops per run (~0.85 ms of ~7.5 on one thread), on EfficientNet-B0 the sigmoids and multiplies
 ~8.7 of ~35 ms. This plan transform (before fusion) replaces each chain by one step that does
-the very float operations of the reference kernels in the same order, element by element, so
+the very float operations of the kernels it replaces in the same order, element by element, so
 results are bit-identical to the ops it replaces:
 
 * hard-sigmoid: ``t = x * a; t = t + b; t = lo if t < lo else t; t = hi if t > hi else t``
   (np.clip's compares: NaN and -0 kept), hard-swish then ``x * t``;
-* swish: numpy's own ufuncs in the reference's order on one buffer, in place: ``-x``, exp, ``1 +``,
-  ``1 /``, then the multiply with x's operand position kept (which NaN a product of two NaNs
-  returns depends on it: a numba ``x * s`` flipped the sign of some).
+* float32 swish: ``x * sigmoid_f32(x)`` in one vectorized numba pass in blocks over the run's
+  threads (_exp.py), with the very function of the fast set's float32 ``sigmoid`` kernel, so it
+  gives that kernel's bits then the multiply's (NaN too: sigmoid_f32 returns the NaN it got).
+  That kernel is not numpy's bits: within 1.5e-7 relative of the exact value, a declared
+  tolerance of 5e-7 against the reference (op_elemwise.SIGMOID_TOLERANCE, _exp.py's doc). A
+  (1, 96, 112, 112) swish took 1.0 ms as numpy's five passes (one thread), 0.31 ms so on 2 threads
+  (benchmarks/ab_swish.py, in-process A/B, medians);
+* float64 swish: numpy's own ufuncs in the reference's order on one buffer, in place: ``-x``,
+  exp, ``1 +``, ``1 /``, then the multiply with x's operand position kept (which NaN a product of
+  two NaNs returns depends on it: a numba ``x * s`` flipped the sign of some).
 
 A chain qualifies when its values are float32 or float64 tensors of x's shape and dtype, each
 constant is a one-element array of that dtype, and every intermediate value has one reader (x:
@@ -32,6 +39,7 @@ from ...ir.expr import Call, Constant
 from ...ir.types import TensorType
 from ..registry import PlanTransform
 from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
+from .op_elemwise import MIN_EXP_BLOCK
 
 
 class Activation(NamedTuple):
@@ -65,7 +73,11 @@ def _apply(act: Activation, x: np.ndarray) -> np.ndarray:
 
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    if act.kind == "swish":
+    if act.kind == "swish" and flat.dtype == np.float32:
+        from ._exp import swish_flat, swish_flat_blocks
+
+        run_blocks(flat.size, swish_flat, swish_flat_blocks, flat, out, min_block=MIN_EXP_BLOCK)
+    elif act.kind == "swish":
         one = flat.dtype.type(1)
         with np.errstate(over="ignore"):
             np.exp(np.negative(flat, out=out), out=out)

@@ -1,5 +1,11 @@
-"""Fast element-wise kernels: relu and erf in numba loops, and the epilogues (in-place fused forms)
-of relu, clip (ReLU6) and the residual add. Same bits as the reference kernels (reference/op_elemwise.py)."""
+"""Fast element-wise kernels: relu, erf and float32 sigmoid in numba loops, and the epilogues
+(in-place fused forms) of relu, clip (ReLU6) and the residual add.
+
+Same bits as the reference kernels (reference/op_elemwise.py), except the float32 sigmoid: its own
+vectorized exp (_exp.py) is within 1.5e-7 relative of the exact value over every float32 (numpy's
+chain: 2.53e-7), so the kernel declares a tolerance of ``SIGMOID_TOLERANCE`` against numpy's bits;
+the swish step (_activations.py) uses the same function, so fused and unfused swish agree bit for
+bit. float64 sigmoid is the reference's."""
 
 from __future__ import annotations
 
@@ -12,6 +18,14 @@ from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 #: below this many elements numpy's maximum is as fast as a numba pass
 _SMALL = 4096
+#: exp-based passes (sigmoid, swish) over fewer elements than this per thread run in one call:
+#: ~10x the work per element of a relu, so blocks may be smaller than MIN_ELEMENTWISE_BLOCK
+#: (run_blocks divides it by 16 in numba regions: 16k floats, ~8 us of work)
+MIN_EXP_BLOCK = 1 << 18
+#: |fast - reference| / max |reference| of the float32 sigmoid: its error (1.5e-7 relative to the
+#: exact value, _exp.py; 2.75e-7 from numpy's chain at most, measured over every float32 in
+#: [-104, 89]), with a margin for numpy's other exp paths
+SIGMOID_TOLERANCE = 5e-7
 
 
 @fast_kernel("nn.relu")
@@ -64,6 +78,21 @@ def clip_epilogue(x, others, attrs, in_place):
     if x.dtype.kind != "f" or not x.flags.c_contiguous:
         return None
     return np.clip(x, x.dtype.type(attrs.a_min), x.dtype.type(attrs.a_max), out=x if in_place else None)
+
+
+@fast_kernel("sigmoid", fresh_result=True, tolerance=SIGMOID_TOLERANCE)
+def sigmoid(args, attrs, out_type):
+    """float32: one vectorized pass of _exp.sigmoid_f32 (every size, so that the swish step, which
+    uses the same function, gives the bits of this kernel then multiply); else the reference."""
+    x = args[0]
+    if x.dtype != np.float32:
+        return ref.sigmoid(args, attrs, out_type)
+    from ._exp import sigmoid_flat, sigmoid_flat_blocks
+
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    run_blocks(flat.size, sigmoid_flat, sigmoid_flat_blocks, flat, out, min_block=MIN_EXP_BLOCK)
+    return out.reshape(x.shape)
 
 
 @fast_kernel("erf")

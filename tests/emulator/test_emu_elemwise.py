@@ -100,3 +100,29 @@ def test_cast_truncates_like_onnxruntime():
         np.testing.assert_array_equal(run_kernel("cast", [x], dtype=dtype),
                                       ort_node("Cast", {"x": x}, dict(to=proto))[0])
     np.testing.assert_array_equal(run_kernel("cast", [x], dtype="bool"), x != 0)
+
+
+def test_fast_sigmoid_within_its_tolerance_of_the_reference_and_onnxruntime():
+    """The fast set's float32 sigmoid (emulator/fast/_exp.py) is not numpy's bits: it declares a
+    tolerance, and keeps it against the reference kernel and onnxruntime over [-100, 95] (the
+    exact value's range of float32 outputs, numpy's overflow to 0 included)."""
+    from tidlx.emulator.registry import FAST, get_kernel
+    from tidlx.ir import get_op
+
+    tolerance = get_op("sigmoid").get_attr(FAST).tolerance
+    assert tolerance is not None and tolerance <= 1e-6
+    x = np.linspace(-100, 95, 300_006, dtype=np.float32).reshape(1, 7, -1)
+    fast = run_kernel("sigmoid", [x])
+    attrs = get_op("sigmoid").make_attrs({})
+    reference = get_kernel("sigmoid", "reference")([x], attrs, None)
+    for other in (reference, ort_node("Sigmoid", {"x": x})[0]):  # (onnxruntime gives 0 from x = -18 down)
+        assert fast.dtype == other.dtype == np.float32
+        assert np.max(np.abs(fast.astype(np.float64) - other)) <= tolerance * np.max(np.abs(other))
+    small = (reference >= np.finfo(np.float32).tiny) & (reference < 1e-30)  # relative where tiny (normal) too
+    assert small.any()
+    assert np.max(np.abs(fast[small] - reference[small]) / reference[small]) <= tolerance
+    assert np.array_equal(fast == 0, reference == 0)
+    assert fast.tobytes() != reference.tobytes()  # it really is the fast kernel
+    # a non-contiguous view gives the bits of its contiguous copy
+    view = x.transpose(2, 1, 0)[::3]
+    assert run_kernel("sigmoid", [view]).tobytes() == run_kernel("sigmoid", [np.ascontiguousarray(view)]).tobytes()
