@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 
-_SYMBOLS = {"tidlx_cblas_sgemm64": "scipy_cblas_sgemm64_", "tidlx_cblas_dgemm64": "scipy_cblas_dgemm64_"}
+_SYMBOLS = {"tidlx_cblas_sgemm64": "scipy_cblas_sgemm64_", "tidlx_cblas_dgemm64": "scipy_cblas_dgemm64_",
+            "tidlx_cblas_sgemv64": "scipy_cblas_sgemv64_", "tidlx_cblas_dgemv64": "scipy_cblas_dgemv64_"}
 
 
 def _bind_symbols() -> bool:
@@ -53,6 +54,14 @@ _sgemm = types.ExternalFunction("tidlx_cblas_sgemm64", types.void(
 _dgemm = types.ExternalFunction("tidlx_cblas_dgemm64", types.void(
     types.int32, types.int32, types.int32, types.int64, types.int64, types.int64, types.float64, types.voidptr,
     types.int64, types.voidptr, types.int64, types.float64, types.voidptr, types.int64))
+
+# cblas_?gemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+_sgemv = types.ExternalFunction("tidlx_cblas_sgemv64", types.void(
+    types.int32, types.int32, types.int64, types.int64, types.float32, types.voidptr, types.int64, types.voidptr,
+    types.int64, types.float32, types.voidptr, types.int64))
+_dgemv = types.ExternalFunction("tidlx_cblas_dgemv64", types.void(
+    types.int32, types.int32, types.int64, types.int64, types.float64, types.voidptr, types.int64, types.voidptr,
+    types.int64, types.float64, types.voidptr, types.int64))
 
 
 def usable(*arrays: np.ndarray) -> bool:
@@ -127,3 +136,38 @@ def gemm_stack(a, b, c):
     """c[p] = a[p] @ b[p] for every p of 3-D stacks, the products spread over the numba threads."""
     for p in prange(a.shape[0]):
         gemm_into(a[p], b[p], c[p])
+
+
+@njit(cache=True, nogil=True)
+def _gemv_rows(a, x, y, start, stop):
+    """y[start:stop] = a[start:stop] @ x on the calling thread (a row-major, x and y contiguous)."""
+    if start >= stop:
+        return
+    k = a.shape[1]
+    size = a.itemsize
+    rows = a[start:stop]
+    out = y[start:stop]
+    if size == 4:
+        _sgemv(_ROW_MAJOR, _NO_TRANS, stop - start, k, np.float32(1.0), rows.ctypes, a.strides[0] // size, x.ctypes, 1,
+               np.float32(0.0), out.ctypes, 1)
+    else:
+        _dgemv(_ROW_MAJOR, _NO_TRANS, stop - start, k, 1.0, rows.ctypes, a.strides[0] // size, x.ctypes, 1, 0.0,
+               out.ctypes, 1)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemv_blocks(a, x, y, blocks, align):
+    """y = a @ x in ``blocks`` blocks of rows, each a multiple of ``align``, one numba thread each: a
+    matrix-vector product (a dense layer of one sample) streams its weights from memory, and two
+    cores stream them ~1.5x faster than one."""
+    step, total = _block_step(a, a, blocks, True, align)
+    for i in prange(blocks):
+        _gemv_rows(a, x, y, i * step, min(total, (i + 1) * step))
+
+
+@njit(cache=True, nogil=True)
+def gemv_blocks_serial(a, x, y, blocks, align):
+    """gemv_blocks' blocks in turn on the calling thread (the same bits)."""
+    step, total = _block_step(a, a, blocks, True, align)
+    for i in range(blocks):
+        _gemv_rows(a, x, y, i * step, min(total, (i + 1) * step))

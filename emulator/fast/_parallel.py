@@ -323,6 +323,28 @@ def product_blocks(m: int, n: int) -> tuple:
     return by_rows, blocks, step
 
 
+#: matrix-vector products from this many multiply-adds run in blocks of rows (a dense layer of one
+#: sample: MobileNetV3-small's 576x1024 and 1024x1000 weights come from memory, 184 -> 127 us for the
+#: second in two blocks on 2 cores, a cold cache each time)
+_MIN_MATVEC_MACS = 200_000
+
+
+def matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``a @ x`` for a row-major float matrix and a contiguous vector of its dtype: when the run splits
+    products, in blocks of rows fixed by the shape (``product_blocks``) over the run's numba threads
+    (one thread: in turn, the same bits), else one BLAS call."""
+    m, k = a.shape
+    from . import _blas
+
+    if not _state["split_products"] or m * k < _MIN_MATVEC_MACS or not _blas.usable(a, x) \
+            or not a.flags.c_contiguous or not x.flags.c_contiguous:
+        return np.matmul(a, x)
+    _, blocks, _ = product_blocks(m, 1)
+    y = np.empty(m, a.dtype)
+    (_blas.gemv_blocks if numba_threads() > 1 else _blas.gemv_blocks_serial)(a, x, y, blocks, _BLOCK_ALIGN)
+    return y
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
     """``a @ b`` for 2-D operands; large float products, when the run splits products (BLAS being
     single-threaded), in the blocks of ``product_blocks`` spread over the run's threads (numba

@@ -33,7 +33,7 @@ from ...ir.op import declare_facet, register_op_attr
 from ...ir.types import TensorType
 from ..registry import PlanTransform
 from ._fusion import Fused
-from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, run_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, matvec, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -216,6 +216,17 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     return pointwise
 
 
+def _prepare_dense(node: Call, constants) -> Optional[Callable]:
+    """A dense layer of one sample with constant weights: op_nn.dense's matrix-vector product."""
+    from .op_nn import dense_as_matvec
+
+    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), constants[1]
+    if x_t is None or out_t is None or w is None or not dense_as_matvec(*x_t, w, out_t[1]):
+        return None
+    out_shape = out_t[0]
+    return lambda args: matvec(w, args[0].reshape(-1)).reshape(out_shape)
+
+
 # --- stages ---------------------------------------------------------------------------------------
 
 def _along_axis(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
@@ -389,6 +400,7 @@ def _prepared_tail(fused: Fused) -> Optional[list]:
 
 
 preparer("nn.conv2d", kernel=_prepare_conv2d)
+preparer("nn.dense", kernel=_prepare_dense)
 preparer("nn.bias_add", stage=_stage_bias_add)
 preparer("nn.batch_norm", stage=_stage_batch_norm)
 preparer("nn.relu", stage=_stage_relu)

@@ -1,6 +1,7 @@
 """Fast batch normalization: one numba pass per activation, the per-channel scale and shift cached
 for constant parameters, and the epilogues (in-place fused forms) of batch_norm and bias_add. Same
-bits as reference/op_nn.py (x * scale, then + shift; x + bias)."""
+bits as reference/op_nn.py (x * scale, then + shift; x + bias). Dense layers of one sample: the
+matrix-vector product in blocks of rows over the run's threads (_parallel.matvec)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,27 @@ import weakref
 import numpy as np
 
 from ..reference import op_nn as ref
+from ..reference._common import out_dtype
 from ..registry import epilogue, fast_kernel
-from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, matvec, run_blocks
+
+#: |fast - reference| / max |reference| of a dense layer: each output is one BLAS dot product as in
+#: the reference's product, but OpenBLAS does not promise that a block of rows sums like the whole
+#: matrix (on every shape measured here it did: the same bits)
+DENSE_TOLERANCE = 1e-5
+
+
+def dense_as_matvec(x_shape: tuple, x_dtype: np.dtype, w: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether nn.dense(x, w) runs as one matrix-vector product: one float sample of w's dtype."""
+    return len(x_shape) == 2 and x_shape[0] == 1 and x_dtype == w.dtype == dtype and dtype.kind == "f" and w.ndim == 2
+
+
+@fast_kernel("nn.dense", fresh_result=True, tolerance=DENSE_TOLERANCE)
+def dense(args, attrs, out_type):
+    x, w = args
+    if dense_as_matvec(x.shape, x.dtype, w, out_dtype(out_type)):
+        return matvec(w, x.reshape(-1)).reshape(1, -1)
+    return ref.dense(args, attrs, out_type)
 
 
 @fast_kernel("nn.batch_norm")

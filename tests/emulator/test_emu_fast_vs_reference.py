@@ -69,6 +69,10 @@ CASES = {
         ([RNG.integers(-128, 128, (1, 4, 6, 6)).astype("int8"), RNG.integers(-128, 128, (5, 4, 3, 3)).astype("int8")],
          {"padding": (1, 1), "out_dtype": "int32"}),
     ],
+    "nn.dense": [([_uniform((1, 1024)), _uniform((1000, 1024))], {}),                  # blocks of rows
+                 ([_uniform((2, 300)), _uniform((500, 300))], {}),
+                 ([_special((3, 20), nan=False, inf=False), _uniform((7, 20))], {}),
+                 ([_special((1, 9), nan=False, inf=False), _uniform((5, 9))], {})],
     "nn.max_pool2d": [
         ([_special((1, 8, 17, 16))], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
         ([_special((2, 3, 9, 10))], {"pool_size": (2, 3), "strides": (2, 2), "ceil_mode": True}),

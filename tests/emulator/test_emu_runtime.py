@@ -175,6 +175,30 @@ def test_numba_products_equal_numpy(dtype, m, k, n):
     assert _blas.usable(a, b, c[0]) and not _blas.usable(a.astype(np.int32), b, c[0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k", [(1000, 1024), (999, 333), (37, 9000)])
+def test_matrix_vector_products_in_row_blocks_are_the_same_for_any_thread_count(dtype, m, k, monkeypatch):
+    """A dense layer of one sample (_parallel.matvec): blocks of rows fixed by the shape, run over
+    the numba threads or in turn on one; equal to numpy's product within the dense tolerance."""
+    from tidlx.emulator.fast import _blas
+    from tidlx.emulator.fast.op_nn import DENSE_TOLERANCE
+
+    rng = np.random.default_rng(3)
+    a, x = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal(k).astype(dtype)
+    drivers = []
+    for name in ("gemv_blocks", "gemv_blocks_serial"):
+        original = getattr(_blas, name)
+        monkeypatch.setattr(_blas, name, lambda *args, _f=original, _n=name: drivers.append(_n) or _f(*args))
+    outs = []
+    for threads in (1, 2):
+        with _parallel.run_context(EmulatorConfig(threads=threads, adapt=False)):
+            outs.append(_parallel.matvec(a, x))
+    assert outs[0].tobytes() == outs[1].tobytes()
+    want = a @ x
+    assert np.abs(outs[0] - want).max() <= DENSE_TOLERANCE * np.abs(want).max()
+    assert drivers == ["gemv_blocks_serial", "gemv_blocks" if _cpus() > 1 else "gemv_blocks_serial"]
+
+
 def test_run_blocks_in_a_run_covers_every_index_once():
     from tidlx.emulator.fast._jit import relu_flat, relu_flat_blocks
 
