@@ -3,7 +3,7 @@
 Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
 float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated ones too, as the Winograd
 convolution of their phase sub-grids. Dense float32 convolutions with few taps per output (C x KH x
-KW <= FEW_CHANNEL_TAPS: the 3-channel stems) sum their taps directly (_conv_few_channels), with no
+KW <= FEW_CHANNEL_TAPS, or C <= FEW_CHANNELS: the stems) sum their taps directly (_conv_few_channels), with no
 padded copy and no im2col matrix. Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
 input directly. Depthwise convolutions (one input channel per group) run on the microkernel's
@@ -136,8 +136,13 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     return out
 
 
-#: The direct route (``_conv_few_channels``) takes dense float32 convolutions with at most this many
-#: taps per output (input channels x kernel height x kernel width) and a kernel larger than 1x1.
+#: The direct route (``_conv_few_channels``) takes dense float32 convolutions with a kernel larger than
+#: 1x1 and at most FEW_CHANNELS input channels or FEW_CHANNEL_TAPS taps per output (channels x kernel
+#: height x kernel width). Measured against im2col + sgemm (benchmarks/ab_conv_routes.py, 1 and 2
+#: threads): the 3x3 stride-2 stems from 3 channels 1.3-2.6x faster, ResNet's 7x7 stem (147 taps)
+#: 1.4x, 3 -> 64 channels 11x11 stride 4 1.4x, 8 channels 3x3 stride 2 (72 taps) 1.05-1.09x, but 32
+#: channels 3x3 stride 2 (288 taps) 0.9x.
+FEW_CHANNELS = 8
 FEW_CHANNEL_TAPS = 64
 #: Whether that route is on (benchmarks/ab_conv_routes.py turns it off for A/B).
 DIRECT_FEW_CHANNELS = True
@@ -148,7 +153,7 @@ FEW_CHANNEL_BLOCK_ROWS = 8
 def _few_channels_usable(x4, w4, groups, work) -> bool:
     o, i_per_group, kh, kw = w4.shape
     if not DIRECT_FEW_CHANNELS or groups != 1 or work != np.float32 or kh * kw == 1 \
-            or i_per_group * kh * kw > FEW_CHANNEL_TAPS:
+            or (i_per_group > FEW_CHANNELS and i_per_group * kh * kw > FEW_CHANNEL_TAPS):
         return False
     from . import _microkernel
 

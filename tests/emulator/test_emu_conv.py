@@ -498,6 +498,8 @@ def test_dilated_winograd_needs_phases_of_4x4_outputs_and_can_be_turned_off(monk
     (1, 2, 15, 40, 13, 5, (2, 3), (2, 1, 0, 3), (2, 1)),     # column stride 3, dilation, asymmetric pads
     (1, 7, 9, 9, 6, 3, (1, 2), (4, 4, 4, 4), (1, 2)),        # 63 taps; padding wider than the image
     (1, 1, 8, 8, 1, 2, (1, 1), (0, 0, 0, 0), (1, 1)),        # one channel in, one out, 2x2 kernel
+    (1, 3, 61, 58, 20, 7, (2, 2), (3, 3, 3, 3), (1, 1)),     # ResNet's 7x7 stem layout: 147 taps
+    (1, 4, 27, 29, 8, 11, (4, 4), (2, 1, 2, 1), (1, 1)),     # 11x11 stride 4: 484 taps
 ])
 def test_few_channel_convolutions_run_directly(n, c, h, w, o, k, strides, pads, dilation, monkeypatch):
     """Dense convolutions with at most FEW_CHANNEL_TAPS taps per output take the direct route (spied),
@@ -563,8 +565,10 @@ def test_few_channel_route_takes_only_small_dense_float32_kernels():
         np.empty(x_shape, np.float32), np.empty(w_shape, np.float32), groups, work)
     assert usable((1, 3, 224, 224), (32, 3, 3, 3))
     assert usable((1, 7, 9, 9), (8, 7, 3, 3))  # 63 taps
-    assert not usable((1, 8, 9, 9), (8, 8, 3, 3))  # 72 taps: im2col + sgemm
-    assert not usable((1, 3, 224, 224), (64, 3, 7, 7))  # ResNet's stem: 147 taps
+    assert usable((1, 3, 224, 224), (64, 3, 7, 7))  # ResNet's stem: 147 taps, 3 channels
+    assert usable((1, 8, 9, 9), (8, 8, 3, 3))  # 72 taps, 8 channels
+    assert not usable((1, 9, 9, 9), (8, 9, 3, 3))  # 81 taps, 9 channels: im2col + sgemm
+    assert usable((1, 16, 9, 9), (8, 16, 2, 2))  # 64 taps
     assert not usable((1, 16, 9, 9), (8, 16, 1, 1))  # 1x1: a plain product already
     assert not usable((1, 4, 9, 9), (8, 2, 3, 3), groups=2)
     assert not usable((1, 3, 9, 9), (8, 3, 3, 3), work=f64)
