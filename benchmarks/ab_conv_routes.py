@@ -1,12 +1,14 @@
 """In-process A/B of the fast convolution routes: dilated 3x3 by Winograd on phase sub-grids, and the
-direct route for convolutions with few input channels (the 3-channel stems), each against the route
-they replace (im2col + sgemm).
+direct route for convolutions with few input channels (the stems), each against the route they
+replace (im2col + sgemm), and Winograd's BLAS products for large weights against its tile blocks.
 
 Not part of ``make bench`` (its name does not match bench_*.py). The routes are switched by module
-flags (``_winograd.DILATED``, ``op_conv.DIRECT_FEW_CHANNELS``), the two variants alternating run
+flags (``_winograd.DILATED``, ``op_conv.DIRECT_FEW_CHANNELS``, ``_winograd.BLAS_MIN_CHANNEL_PAIRS``;
+``--routes`` picks which), the two variants alternating run
 by run in one process (the machine is shared: quote the ratio of medians). ``--shapes`` times the
 nn.conv2d kernel alone inside a fast run context (2 threads unless ``--threads``); ``--models``
-times whole models of benchmarks/model_set.py (``tidlx.emulator.run``).
+times whole models of benchmarks/model_set.py (``tidlx.emulator.run``, ``--threads`` threads, the
+adapt rule off: it would pick 1 or 2 threads by the load at each run's start).
 
     .venv/bin/python benchmarks/ab_conv_routes.py --shapes dilated,stems --runs 30
     .venv/bin/python benchmarks/ab_conv_routes.py --models fcn_resnet50 --runs 6
@@ -42,6 +44,11 @@ SHAPES = {
         ("stem 3->24 s2 224 (ShuffleV2)", 1, 3, 224, 224, 24, 3, 2, 1, 1),
         ("stem 3->64 7x7 s2 224 (ResNet)", 1, 3, 224, 224, 64, 7, 2, 3, 1),
     ],
+    "winograd": [
+        ("FCN head 2048->512 32x32", 1, 2048, 32, 32, 512, 3, 1, 1, 1),
+        ("512ch 14x14", 1, 512, 14, 14, 512, 3, 1, 1, 1),
+        ("1024->256 16x16", 1, 1024, 16, 16, 256, 3, 1, 1, 1),
+    ],
     "stride2": [
         ("ResNet-18 64->128 s2 56", 1, 64, 56, 56, 128, 3, 2, 1, 1),
         ("ResNet-18 128->256 s2 28", 1, 128, 28, 28, 256, 3, 2, 1, 1),
@@ -56,10 +63,21 @@ def _flags():
     return _winograd, op_conv
 
 
+ROUTES = ("dilated", "few", "blas")
+_chosen = list(ROUTES)
+_defaults: dict = {}
+
+
 def _set_route(new: bool) -> None:
+    """Turns the chosen routes (``--routes``) on (new) or off (the routes they replace)."""
     winograd, op_conv = _flags()
-    winograd.DILATED = new
-    op_conv.DIRECT_FEW_CHANNELS = new
+    if "dilated" in _chosen:
+        winograd.DILATED = new
+    if "few" in _chosen:
+        op_conv.DIRECT_FEW_CHANNELS = new
+    if "blas" in _chosen:
+        _defaults.setdefault("pairs", winograd.BLAS_MIN_CHANNEL_PAIRS)
+        winograd.BLAS_MIN_CHANNEL_PAIRS = _defaults["pairs"] if new else 1 << 62
 
 
 def _conv_runner(n, c, h, w, o, k, stride, pad, dilation):
@@ -135,9 +153,12 @@ def model_errors(names) -> None:
               f"({errs[True] / ort_err:.2f}x ort)  ort {ort_err:.3g}")
 
 
-def time_models(names, runs: int) -> None:
+def time_models(names, runs: int, threads: int) -> None:
     import tidlx
-    from tidlx.emulator import run
+    from tidlx.emulator import EmulatorConfig, run
+
+    # a fixed thread count: the default adapt rule picks 1 or 2 threads by the load at each run's start
+    config = EmulatorConfig(threads=threads, adapt=False)
 
     for name in names:
         model = model_set.MODELS[name][0]()
@@ -150,19 +171,19 @@ def time_models(names, runs: int) -> None:
         for new in (False, True):  # warm-up
             _set_route(new)
             for _ in range(2):
-                outs[new] = run(mod, feed)
+                outs[new] = run(mod, feed, config=config)
         for _ in range(runs):
             for new in (False, True):
                 _set_route(new)
                 start = time.perf_counter()
-                run(mod, feed)
+                run(mod, feed, config=config)
                 times[new].append(time.perf_counter() - start)
         _set_route(True)
         old, new = (statistics.median(times[v]) * 1e3 for v in (False, True))
         a, b = (np.asarray(outs[v][0] if isinstance(outs[v], (list, tuple)) else outs[v], np.float64)
                 for v in (False, True))
         diff = np.abs(b - a).max() / np.abs(a).max()
-        print(f"{name:<24} old {old:8.2f} ms  new {new:8.2f} ms  old/new {old / new:5.2f}x  "
+        print(f"{name:<20} {threads} thr  old {old:8.2f} ms  new {new:8.2f} ms  old/new {old / new:5.2f}x  "
               f"max|new-old|/max|old| {diff:.2e}  ({runs} runs each, alternating)")
 
 
@@ -173,12 +194,16 @@ def main() -> None:
     parser.add_argument("--errors", default="", help="comma list of model_set names: errors against float64")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--routes", default=",".join(ROUTES),
+                        help="the routes switched between old and new: dilated (Winograd on phases), few "
+                             "(direct few-channel convolutions), blas (Winograd products by BLAS for large weights)")
     args = parser.parse_args()
+    _chosen[:] = args.routes.split(",")
     print(f"load average {os.getloadavg()[0]:.2f} at start")
     if args.shapes:
         time_shapes(args.shapes.split(","), args.runs, args.threads)
     if args.models:
-        time_models(args.models.split(","), args.runs)
+        time_models(args.models.split(","), args.runs, args.threads)
     if args.errors:
         model_errors(args.errors.split(","))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")

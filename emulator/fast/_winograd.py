@@ -33,7 +33,10 @@ every one of these small products). Each output element's sum runs over the inpu
 order, in chunks of _jit.CHANNEL_CHUNK channels whose sums are then added in order (a single
 chain over 2048 channels was 1.8x onnxruntime's error on FCN), so results do not depend on the
 thread count. float64 (and a
-CPU the microkernel does not compile for) uses whole transformed arrays and BLAS products.
+CPU the microkernel does not compile for) uses whole transformed arrays and BLAS products, and so do
+float32 convolutions with large weights and enough tiles (``blas_products_pay``: FCN's 512- and
+2048-channel layers), where a block's pass over all the transformed weights would stream them from
+memory for only 16 tiles.
 
 Transformed weights of constant (read-only) weight arrays are cached for as long as the array
 lives, so a model's weights are transformed once, not on every run. The run's config
@@ -176,7 +179,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: i
         y = conv3x3(phases, w, (0, 0, 0, 0), phase_hw, dtype, edge, config)
         return _interleave_phases(y, x.shape[0], out_hw, dh, dw)
     edge = tile or tile_size(out_hw, dtype, config)
-    if _tile_blocks(dtype, config):
+    if _tile_blocks(dtype, config) and not blas_products_pay(x.shape, w.shape, out_hw, edge):
         return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
     if edge == 4:
         return _conv3x3_f43(x, w, pads, out_hw, dtype)
@@ -213,6 +216,25 @@ def _interleave_phases(y: np.ndarray, n: int, out_hw, dh: int, dw: int) -> np.nd
 #: Tiles per block: the microkernel's 16 columns. Wider blocks were slower on ResNet-18 shapes
 #: (their transformed tiles no longer stay in L2).
 BLOCK_TILES = 16
+
+
+#: float32 convolutions with at least this many (input, output) channel pairs and BLAS_MIN_TILES
+#: tiles use whole transformed arrays and BLAS products even with tile blocks: a block of 16 tiles
+#: reads all the transformed weights (16 x O x C floats: 16 MB at 512 x 512), far past the L2
+#: cache, for 16 tiles' products, where OpenBLAS blocks the per-position products for its caches.
+#: Measured on this 2-core EPYC VM (1 / 2 threads, blocks / whole arrays): 512 x 512 at 32x32
+#: 1.8x / 1.4x, FCN's head 2048 -> 512 at 32x32 1.7x / 1.6x, 1024 -> 256 at 16x16 1.5x / 1.6x,
+#: 512 x 512 at 14x14 (49 tiles) 1.5x / 1.5x; but 512 x 512 at 7x7 (16 tiles) 0.8x / 0.7x and 256 x 256
+#: 1.06-1.3x (noisy, shared machine). OpenBLAS sums each product's channels in its own blocks of
+#: a few hundred, not in CHANNEL_CHUNKs: FCN-ResNet-50's error went 1.13x -> 1.16x onnxruntime's.
+BLAS_MIN_CHANNEL_PAIRS = 1 << 18
+BLAS_MIN_TILES = 49
+
+
+def blas_products_pay(x_shape, w_shape, out_hw, edge: int) -> bool:
+    """Whether a tile-blocks convolution runs on whole arrays and BLAS products instead (see above)."""
+    tiles = x_shape[0] * -(-out_hw[0] // edge) * -(-out_hw[1] // edge)
+    return w_shape[0] * w_shape[1] >= BLAS_MIN_CHANNEL_PAIRS and tiles >= BLAS_MIN_TILES
 
 
 def _output_splits(outs: int) -> int:

@@ -572,3 +572,42 @@ def test_few_channel_route_takes_only_small_dense_float32_kernels():
     assert not usable((1, 16, 9, 9), (8, 16, 1, 1))  # 1x1: a plain product already
     assert not usable((1, 4, 9, 9), (8, 2, 3, 3), groups=2)
     assert not usable((1, 3, 9, 9), (8, 3, 3, 3), work=f64)
+
+
+# --- Winograd products by BLAS for large weights ------------------------------------------------
+
+def test_large_weights_take_blas_products_by_shape():
+    from tidlx.emulator.fast import _winograd
+
+    pays = _winograd.blas_products_pay
+    assert pays((1, 2048, 32, 32), (512, 2048, 3, 3), (32, 32), 2)  # FCN's head
+    assert pays((16, 512, 10, 10), (512, 512, 3, 3), (8, 8), 2)  # FCN's dilation-4 phases: 256 tiles
+    assert pays((1, 512, 14, 14), (512, 512, 3, 3), (14, 14), 2)  # 49 tiles
+    assert not pays((1, 512, 7, 7), (512, 512, 3, 3), (7, 7), 2)  # 16 tiles: tile blocks
+    assert not pays((1, 256, 56, 56), (256, 256, 3, 3), (56, 56), 2)  # weights fit the caches better
+
+
+@pytest.mark.parametrize("dilation", [(1, 1), (2, 2)])
+def test_blas_products_route_is_spied_accurate_and_thread_independent(dilation, monkeypatch):
+    """With tile blocks on, convolutions past the weight threshold run on whole arrays (spied), within
+    F(2x2, 3x3)'s bound of float64 and the same bits at 1 and 2 threads (one BLAS call per position)."""
+    from tidlx.emulator.fast import _winograd
+
+    monkeypatch.setattr(_winograd, "BLAS_MIN_CHANNEL_PAIRS", 32 * 40)
+    whole = []
+    real = _winograd._conv3x3_f23
+    monkeypatch.setattr(_winograd, "_conv3x3_f23", lambda *a: whole.append(a[0].shape) or real(*a))
+    rng = np.random.default_rng(sum(dilation))
+    x = rand(rng, (1, 40, 30, 29))
+    wt = rand(rng, (32, 40, 3, 3))
+    wt.setflags(write=False)
+    pads = (dilation[0],) * 4
+    ref = fast_reference_conv(x, dilated_kernel(wt, dilation), pads)
+    results = run_in_each_thread_config(
+        lambda: run_kernel("nn.conv2d", [x, wt], padding=pads, dilation=dilation))
+    assert len(whole) == len(THREAD_CONFIGS)
+    assert relative_max_error(results[0], ref) <= 3e-6
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+    monkeypatch.setattr(_winograd, "BLAS_MIN_CHANNEL_PAIRS", 32 * 40 + 1)
+    run_kernel("nn.conv2d", [x, wt], padding=pads, dilation=dilation)
+    assert len(whole) == len(THREAD_CONFIGS)  # below the threshold: tile blocks
