@@ -112,6 +112,10 @@ CASES = {
                       ([_uniform((1, 2, 4, 4))], {"scale_h": 3.0, "scale_w": 2.0, "method": "bicubic"})],
     "sigmoid": [([_special((3, 5), nan=False)], {}), ([_uniform((1, 32, 64, 64), low=-30, high=30)], {}),  # numba blocks
                 ([_uniform((1, 8, 4, 4), low=-104, high=-80)], {}), ([_uniform((3, 40), "float64", -50, 50)], {})],
+    "multiply": [([_special((1, 32, 16, 16)), _special((1, 32, 1, 1), nan=False)], {}),  # squeeze-excite scales
+                 ([_uniform((1, 64, 1, 1)), _special((1, 64, 28, 28))], {}),
+                 ([_special((2, 48, 7, 7)), _uniform((2, 48, 1, 1))], {}),
+                 ([_special((1, 8, 4, 4)), _special((1, 8, 4, 4))], {})],                     # the reference's
 }
 
 #: the fast set under each config must keep its promise (bits or tolerance)
