@@ -1,11 +1,12 @@
-"""The fast set's float32 sigmoid / swish (emulator/fast/_exp.py) against numpy's chain, in one process.
+"""The fast set's float32 sigmoid / swish and squeeze-excite scale (emulator/fast/_exp.py) against numpy.
 
 Not part of ``make bench`` (its name does not match bench_*.py). "numpy" is what the fast set did
-before: ``1 / (1 + exp(-x))`` and the multiply as numpy's ufuncs, one pass each, on the calling
-thread (put in place of _exp.py's loops for the A runs); "one pass" is the vectorized numba loop
-in blocks over the run's threads. Each swish shape of EfficientNet-B0 is timed inside a run
-context, then the whole model (``emulator.run``, fast set, default config), the two variants
-alternating run by run; medians, ratios, the load average before and after.
+before: ``1 / (1 + exp(-x))`` and the multiply as numpy's ufuncs, one pass each, and the
+(1, C, H, W) * (1, C, 1, 1) scale as numpy's broadcasting multiply, on the calling thread (put in
+place of _exp.py's loops for the A runs); "one pass" is the numba loops in blocks over the run's
+threads. Each swish and scale shape of EfficientNet-B0 is timed inside a run context, then the
+whole model (``emulator.run``, fast set), the two variants alternating run by run; medians,
+ratios, the load average before and after. One process.
 
     .venv/bin/python benchmarks/ab_swish.py --runs 30
 """
@@ -49,6 +50,11 @@ _NUMPY_LOOPS = {  # the same signatures as _exp.py's loops, numpy's chain on one
     "sigmoid_flat_blocks": lambda x, out, count, blocks: _numpy_sigmoid(x, out),
     "swish_flat": lambda x, out, start, stop: _numpy_swish(x[start:stop], out[start:stop]),
     "swish_flat_blocks": lambda x, out, count, blocks: _numpy_swish(x, out),
+    "scale_planes": lambda x, scale, out, inner, start, stop: np.multiply(
+        x[start * inner:stop * inner].reshape(-1, inner), scale[start:stop, None],
+        out=out[start * inner:stop * inner].reshape(-1, inner)),
+    "scale_planes_blocks": lambda x, scale, out, inner, count, blocks: np.multiply(
+        x.reshape(-1, inner), scale[:, None], out=out.reshape(-1, inner)),
 }
 
 
@@ -113,6 +119,19 @@ def main() -> None:
                 _activations._apply(act, x)
 
         ab(f"swish {shape}", swish, args.runs)
+    from tidlx.emulator.fast.op_elemwise import multiply
+    from tidlx.ir import TensorType
+
+    for shape in SHAPES[:-1]:
+        x = np.random.default_rng(0).normal(0, 3, shape).astype(np.float32)
+        factors = np.random.default_rng(1).random(shape[:2] + (1, 1)).astype(np.float32)
+        out_type = TensorType(shape, "float32")
+
+        def scale():
+            with _parallel.run_context(config):
+                multiply([x, factors], None, out_type)
+
+        ab(f"scale {shape}", scale, args.runs)
 
     model = model_set.MODELS["efficientnet_b0"][0]()
     feed = random_feed(model, 0)

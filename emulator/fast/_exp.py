@@ -159,3 +159,27 @@ def swish_flat_blocks(x, out, count, blocks):
         start, stop = _block_range(count, blocks, i)
         if start < stop:
             swish_flat(x, out, start, stop)
+
+
+# --- the squeeze-excite scale: planes times one factor each ----------------------------------
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scale_planes(x, scale, out, inner, start, stop):
+    """out[p * inner + i] = x[p * inner + i] * scale[p] for planes p in [start, stop) of flat x and
+    out. The caller gives no NaN scale: then the bits are numpy's whichever operand order LLVM
+    gives the multiply (a NaN x comes back quieted, inf * 0 is the default NaN; only for two NaN
+    operands does the order pick the result, and numpy's own choice depends on its loop)."""
+    for p in range(start, stop):
+        s = scale[p]
+        src = x[p * inner:(p + 1) * inner]
+        dst = out[p * inner:(p + 1) * inner]
+        for i in range(inner):
+            dst[i] = src[i] * s
+
+
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def scale_planes_blocks(x, scale, out, inner, count, blocks):
+    for i in prange(blocks):
+        start, stop = _block_range(count, blocks, i)
+        if start < stop:
+            scale_planes(x, scale, out, inner, start, stop)

@@ -126,3 +126,71 @@ def test_fast_sigmoid_within_its_tolerance_of_the_reference_and_onnxruntime():
     # a non-contiguous view gives the bits of its contiguous copy
     view = x.transpose(2, 1, 0)[::3]
     assert run_kernel("sigmoid", [view]).tobytes() == run_kernel("sigmoid", [np.ascontiguousarray(view)]).tobytes()
+
+
+def _nan(bits):
+    return np.array([bits], np.uint32).view(np.float32)[0]
+
+
+@pytest.mark.parametrize("shape,factor_shape", [
+    ((1, 144, 56, 56), (1, 144, 1, 1)), ((1, 1152, 7, 7), (1, 1152, 1, 1)), ((1, 96, 112, 112), (96, 1, 1)),
+    ((2, 40, 9, 9), (2, 40, 1, 1)), ((3, 4, 5, 6, 70), (3, 4, 1, 1, 1)), ((1, 50, 700), (1, 50, 1)),
+    ((2, 40, 9, 9), (1, 40, 1, 1)),  # broadcast along the batch too: the reference's loop
+    ((1, 64, 8, 8), (1, 64, 8, 1)), ((1, 640, 8, 8), (1, 1, 1, 1))])
+def test_plane_scale_multiply_gives_numpy_bits(shape, factor_shape):
+    """The fast multiply's squeeze-excite path (numba, planes times a factor each): numpy's bits in
+    both operand orders, with NaN / inf / signed zero operands, for 1 and 2 threads."""
+    from tidlx.emulator import EmulatorConfig, run
+    from tidlx.ir import Function, IRModule, TensorType, Var, call
+
+    rng = np.random.default_rng(len(shape))
+    x = rng.normal(0, 3, shape).astype(np.float32)
+    factors = rng.normal(0, 1, factor_shape).astype(np.float32)
+    x.reshape(-1)[:8] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, _nan(0x7F800001), _nan(0xFFC01234)]
+    factors.reshape(-1)[:1] = 0.0  # inf * 0: the default NaN
+    for a, b in ((x, factors), (factors, x)):
+        with np.errstate(invalid="ignore"):  # inf * 0 (the reference's numpy warns)
+            want = np.multiply(a, b).tobytes()
+            assert run_kernel("multiply", [a, b]).tobytes() == want
+            va, vb = Var("a", TensorType(a.shape, "float32")), Var("b", TensorType(b.shape, "float32"))
+            mod = IRModule({"main": Function([va, vb], call("multiply", va, vb))})
+            for config in (EmulatorConfig(threads=1), EmulatorConfig(threads=2, adapt=False),
+                           EmulatorConfig(parallel="pool")):
+                assert run(mod, {"a": a, "b": b}, config=config)[0].tobytes() == want
+
+
+def test_plane_scale_multiply_takes_numba_blocks_and_leaves_nan_factors_to_numpy(monkeypatch):
+    from tidlx.emulator import EmulatorConfig
+    from tidlx.emulator.fast import _exp, _parallel
+
+    calls = []
+    for name in ("scale_planes", "scale_planes_blocks"):
+        loop = getattr(_exp, name)
+        monkeypatch.setattr(_exp, name, lambda *a, _l=loop, _n=name: (calls.append((_n,) + a[-2:]), _l(*a)))
+    rng = np.random.default_rng(9)
+    x = rng.normal(0, 3, (1, 144, 56, 56)).astype(np.float32)
+    factors = rng.normal(0, 1, (1, 144, 1, 1)).astype(np.float32)
+    with _parallel.run_context(EmulatorConfig(threads=2, adapt=False)):
+        got = run_kernel("multiply", [x, factors])
+        small = run_kernel("multiply", [x[:, :16, :16, :16], factors[:, :16]])
+        two = _parallel.numba_threads() > 1
+    assert got.tobytes() == (x * factors).tobytes() and small.tobytes() == (x[:, :16, :16, :16] * factors[:, :16]).tobytes()
+    assert calls == ([("scale_planes_blocks", 144, 2)] if two else [("scale_planes", 0, 144)]) + [("scale_planes", 0, 16)]
+    # two NaN operands: numpy's result depends on its loop (x's NaN or the factor's), so NaN factors are its
+    calls.clear()
+    factors.reshape(-1)[3] = _nan(0xFFC00002)
+    x[0, 3, 0, 0] = _nan(0x7FC00001)
+    with np.errstate(invalid="ignore"):
+        assert run_kernel("multiply", [x, factors]).tobytes() == np.multiply(x, factors).tobytes()
+        assert run_kernel("multiply", [factors, x]).tobytes() == np.multiply(factors, x).tobytes()
+    assert calls == []
+
+
+def test_plane_scale_multiply_float64_and_mixed_dtypes():
+    rng = np.random.default_rng(11)
+    x = rng.normal(0, 3, (1, 48, 14, 14))
+    factors = rng.normal(0, 1, (1, 48, 1, 1))
+    x.reshape(-1)[:3] = [np.nan, np.inf, -0.0]
+    assert run_kernel("multiply", [x, factors]).tobytes() == np.multiply(x, factors).tobytes()
+    got = run_kernel("multiply", [factors.astype(np.float32), x.astype(np.float32)])
+    assert got.tobytes() == np.multiply(factors.astype(np.float32), x.astype(np.float32)).tobytes()
