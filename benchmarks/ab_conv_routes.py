@@ -108,10 +108,11 @@ def time_shapes(names, runs: int, threads: int) -> None:
             times = {False: [], True: []}
             results = {}
             with run_context(config):
-                for new in (False, True):  # warm-up (numba cache, weight transforms)
+                for new in (False, True):  # warm-up (numba cache, weight transforms, threads)
                     _set_route(new)
                     results[new] = call()
-                    call()
+                    for _ in range(5):
+                        call()
                 for _ in range(runs):
                     for new in (False, True):
                         _set_route(new)

@@ -197,29 +197,43 @@ def few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span):
 
 
 @njit(cache=True, nogil=True)
-def fill_phase_patch(x, n, first_row, pl, sw, patch):
-    """patch[c, r, p, k] = x[n, c, first_row + r, sw * k + p - pl], zero outside the image."""
+def fill_phase_patch(x, n, first_row, pl, sw, patch, row_buffer):
+    """patch[c, r, p, k] = x[n, c, first_row + r, sw * k + p - pl], zero outside the image. Each input
+    row goes through ``row_buffer`` (sw * span floats, zero on entry: columns past the image stay
+    zero), copied in and split by phase in loops LLVM vectorizes (a strided gather with bounds
+    checks took ~half of a stem's time)."""
     channels, height, width = x.shape[1], x.shape[2], x.shape[3]
     patch_rows, span = patch.shape[1], patch.shape[3]
     zero = np.float32(0)
+    first_col = min(pl, sw * span)  # where the image starts in the buffer
+    count = max(0, min(width, sw * span - pl))  # image columns the patch reaches
     for c in range(channels):
         for r in range(patch_rows):
             row = first_row + r
-            for p in range(sw):
-                dst = patch[c, r, p]
-                if row < 0 or row >= height:
+            if row < 0 or row >= height:
+                for p in range(sw):
+                    dst = patch[c, r, p]
                     for k in range(span):
                         dst[k] = zero
-                    continue
-                src = x[n, c, row]
-                lo = min(span, max(0, (pl - p + sw - 1) // sw))  # first k with a column >= 0
-                hi = max(lo, min(span, (width - 1 + pl - p) // sw + 1))  # past the last inside
-                for k in range(lo):
-                    dst[k] = zero
-                for k in range(lo, hi):
-                    dst[k] = src[sw * k + p - pl]
-                for k in range(hi, span):
-                    dst[k] = zero
+                continue
+            src = x[n, c, row]
+            inner = row_buffer[first_col:]
+            for k in range(count):
+                inner[k] = src[k]
+            if sw == 1:
+                dst = patch[c, r, 0]
+                for k in range(span):
+                    dst[k] = row_buffer[k]
+            elif sw == 2:
+                even, odd = patch[c, r, 0], patch[c, r, 1]
+                for k in range(span):
+                    even[k] = row_buffer[2 * k]
+                    odd[k] = row_buffer[2 * k + 1]
+            else:
+                for p in range(sw):
+                    dst = patch[c, r, p]
+                    for k in range(span):
+                        dst[k] = row_buffer[sw * k + p]
 
 
 @njit(cache=True, nogil=True)
@@ -235,6 +249,7 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, star
     span = segments * COLUMNS + ((kw - 1) * dw) // sw + 1
     patch_rows = (block_rows - 1) * sh + (kh - 1) * dh + 1
     patch = np.empty((channels, patch_rows, sw, span), np.float32)
+    row_buffer = np.zeros(sw * span, np.float32)
     offsets = few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span)
     scratch = np.empty((ROWS, COLUMNS), np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
@@ -242,7 +257,7 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, star
     for unit in range(start, stop):
         n = unit // row_blocks
         oy0 = (unit % row_blocks) * block_rows
-        fill_phase_patch(x, n, oy0 * sh - pt, pl, sw, patch)
+        fill_phase_patch(x, n, oy0 * sh - pt, pl, sw, patch, row_buffer)
         for r in range(min(block_rows, out_h - oy0)):
             b = patch.ctypes.data + 4 * r * sh * sw * span
             for q in range(panels):
