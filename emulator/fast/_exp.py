@@ -39,6 +39,10 @@ Against the reference kernel (numpy's float32 chain) that makes the fast ``sigmo
 tolerance (registry ``Kernel.tolerance``, relative to the output's largest value) 5e-7: numpy's
 exp differs between its SIMD paths and versions, hence the margin.
 float64 tensors keep numpy's chain (the reference's bits).
+
+The squeeze-excite scale (``scale_planes``: planes times one factor each, op_elemwise.multiply)
+is a plain product loop and gives the reference's bits; it is here to keep the fast set's new
+numba loops out of _jit.py.
 """
 
 from __future__ import annotations
