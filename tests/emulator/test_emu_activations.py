@@ -227,7 +227,8 @@ def test_sigmoid_loops_are_vectorized():
     x = np.linspace(-9, 9, 1000, dtype=np.float32)
     out = np.empty_like(x)
     for loop in (_exp.sigmoid_flat, _exp.swish_flat):
-        fresh = njit(**{k: v for k, v in loop.targetoptions.items() if k != "cache"})(loop.py_func)  # its own flags
+        own_flags = {k: v for k, v in loop.targetoptions.items() if k not in ("cache", "nopython")}
+        fresh = njit(**own_flags)(loop.py_func)
         fresh(x, out, 0, x.size)
         asm = "\n".join(fresh.inspect_asm().values())
         assert re.search(r"vdivps\s+%[yz]mm", asm), loop.__name__  # the divide, 8 or 16 lanes at a time
