@@ -30,6 +30,9 @@ from bench_models import save_model_and_feed  # noqa: E402
 #: the swish shapes of EfficientNet-B0 at 224x224 (its squeeze-excite gates are (1, C, 1, 1))
 SHAPES = [(1, 32, 112, 112), (1, 96, 112, 112), (1, 144, 56, 56), (1, 240, 28, 28), (1, 480, 14, 14),
           (1, 672, 14, 14), (1, 1152, 7, 7), (1, 20, 1, 1)]
+#: ... and the inputs of its squeeze-excite scales (times (1, C, 1, 1))
+SCALE_SHAPES = [(1, 32, 112, 112), (1, 96, 56, 56), (1, 144, 56, 56), (1, 144, 28, 28), (1, 240, 28, 28),
+                (1, 240, 14, 14), (1, 480, 14, 14), (1, 672, 14, 14), (1, 672, 7, 7), (1, 1152, 7, 7)]
 
 
 def _numpy_sigmoid(x, out):
@@ -122,7 +125,7 @@ def main() -> None:
     from tidlx.emulator.fast.op_elemwise import multiply
     from tidlx.ir import TensorType
 
-    for shape in SHAPES[:-1]:
+    for shape in SCALE_SHAPES:
         x = np.random.default_rng(0).normal(0, 3, shape).astype(np.float32)
         factors = np.random.default_rng(1).random(shape[:2] + (1, 1)).astype(np.float32)
         out_type = TensorType(shape, "float32")
