@@ -611,3 +611,21 @@ def test_blas_products_route_is_spied_accurate_and_thread_independent(dilation, 
     monkeypatch.setattr(_winograd, "BLAS_MIN_CHANNEL_PAIRS", 32 * 40 + 1)
     run_kernel("nn.conv2d", [x, wt], padding=pads, dilation=dilation)
     assert len(whole) == len(THREAD_CONFIGS)  # below the threshold: tile blocks
+
+
+@pytest.mark.parametrize("dtype,mode,bound", [("float64", "auto", 1e-12), ("float32", "4", 3e-5)])
+def test_dilated_winograd_in_float64_and_f43(dtype, mode, bound, monkeypatch):
+    """float64 (F(4x4, 3x3) from 28x28 phases, whole arrays) and the F(4x4, 3x3) mode take phases too."""
+    from tidlx.emulator.fast import _winograd
+
+    tiles = []
+    real = _winograd.tile_size
+    monkeypatch.setattr(_winograd, "tile_size", lambda *a: tiles.append(real(*a)) or tiles[-1])
+    rng = np.random.default_rng(9)
+    x = rand(rng, (1, 16, 60, 58)).astype(dtype)
+    wt = rand(rng, (16, 16, 3, 3)).astype(dtype)
+    ref = fast_reference_conv(x, dilated_kernel(wt, (2, 2)), (2, 2, 2, 2))
+    with using_config(EmulatorConfig(winograd=mode)):
+        got = run_kernel("nn.conv2d", [x, wt], padding=(2, 2, 2, 2), dilation=(2, 2))
+    assert got.dtype == np.dtype(dtype) and tiles == [4]  # 30x29 phases
+    assert relative_max_error(got, ref) <= bound
