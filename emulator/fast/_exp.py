@@ -11,9 +11,13 @@ The exp: ``e^z = 2^n * e^r`` with ``n`` the integer nearest ``z * log2(e)`` (rou
 ``n * ln2_hi`` is exact) and ``e^r = 1 + r + r^2 q(r)`` with ``q`` of degree 4, a near-minimax fit
 on [-0.3467, 0.3467] made for this file (Lawson-weighted least squares on Chebyshev nodes;
 relative error 3.7e-9 with its float32 coefficients, far below float32's 6e-8 half ulp). ``2^n``
-is put into the exponent bits (``2^(n-1)`` times ``2 e^r``, so that n = 128 still fits).
+is put into the exponent bits (``2^(n-1)`` times ``2 e^r``, so that n = 128 still fits). The exp
+alone is within 8.1e-8 relative of float64 over [-80, 88.72] (every 7th float32; numpy's
+float32 exp: 2.05e-7). The sigmoid computes it as ``exp_neg_f32(x)``: the same operations with
+the signs flipped where that is exact, saving the negation (the same bits, checked on every
+third float32; with the clamp as min/max, 12% faster than the plain form).
 
-The sigmoid is then numpy's formula ``1 / (1 + e^-x)`` with ``-x`` clamped to [-80, 89]:
+The sigmoid is then numpy's formula ``1 / (1 + e^-x)`` with ``x`` clamped to [-89, 80]:
 e^-80 vanishes next to 1 (as it does exactly), and above ln(FLT_MAX) = 88.7228 the exp overflows
 to inf in its last multiply, exactly where float32 exp does (checked element by element around
 the threshold in the tests), so sigmoid(x) = 0 for x <= -88.72284 and sigmoid(-inf) = 0,
@@ -81,7 +85,6 @@ def _bits_float(typingctx, value):
     return types.float32(value), codegen
 
 
-_LOG2E = np.float32(1.4426950408889634)
 _ROUNDER = np.float32(12582912.0)          # 1.5 * 2^23: t = v + this holds round(v) in its low bits
 _ROUNDER_BITS = np.int32(0x4B400000)
 _LN2_HI = np.float32(0.693359375)          # 355 / 512
@@ -91,34 +94,43 @@ _Q1 = np.float32(0.1666652113199234)
 _Q2 = np.float32(0.04166838899254799)
 _Q3 = np.float32(0.008368735201656818)
 _Q4 = np.float32(0.001381455920636654)
-_Z_LOW = np.float32(-80.0)
-_Z_HIGH = np.float32(89.0)
+_NEG_LOG2E = np.float32(-1.4426950408889634)
+_NEG_Q4 = np.float32(-_Q4)
+_V_LOW = np.float32(-89.0)                 # e^-v overflows to inf from v = -88.7228 down
+_V_HIGH = np.float32(80.0)                 # e^-80 vanishes next to 1
 _ONE = np.float32(1.0)
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def exp_f32(z):
     """e^z for float32 z in [-80, 89] (inf above ln(FLT_MAX)); NaN gives NaN. See the module doc."""
-    t = z * _LOG2E + _ROUNDER
+    return exp_neg_f32(-z)
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def exp_neg_f32(w):
+    """e^-w for float32 w in [-89, 80]: exp_f32(-w)'s operations with the sign of every
+    intermediate flipped where that is exact (round to nearest is symmetric), so the same bits
+    without the negation: u = -r, and q(r)'s Horner steps subtract ``q * u``."""
+    t = w * _NEG_LOG2E + _ROUNDER
     n = t - _ROUNDER
-    r = z - n * _LN2_HI
-    r = r - n * _LN2_LO
-    q = _Q4 * r + _Q3
-    q = q * r + _Q2
-    q = q * r + _Q1
-    q = q * r + _Q0
-    p = (q * (r * r) + r) + _ONE
+    u = w + n * _LN2_HI
+    u = u + n * _LN2_LO
+    q = _NEG_Q4 * u + _Q3
+    q = _Q2 - q * u
+    q = _Q1 - q * u
+    q = _Q0 - q * u
+    p = (q * (u * u) - u) + _ONE
     half_scale = _bits_float((_float_bits(t) - _ROUNDER_BITS + np.int32(126)) << np.int32(23))  # 2^(n-1)
     return (p + p) * half_scale
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def sigmoid_f32(v):
-    """1 / (1 + e^-v) for a float32 v, as the module doc says (NaN: v itself)."""
-    z = -v
-    z = _Z_HIGH if z > _Z_HIGH else z
-    z = _Z_LOW if z < _Z_LOW else z
-    s = _ONE / (_ONE + exp_f32(z))
+    """1 / (1 + e^-v) for a float32 v, as the module doc says (NaN: v itself). The clamp as
+    min/max (vminps/vmaxps; their NaN rule does not matter, the last select returns a NaN v)."""
+    w = min(max(v, _V_LOW), _V_HIGH)
+    s = _ONE / (_ONE + exp_neg_f32(w))
     return v if v != v else s
 
 
