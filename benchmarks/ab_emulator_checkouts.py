@@ -4,6 +4,7 @@ Not part of ``make bench`` (it needs a second checkout; its name does not match 
 
     git worktree add /tmp/tidlx-base 468ffe1
     .venv/bin/python benchmarks/ab_emulator_checkouts.py --base /tmp/tidlx-base [--rounds 7] [--repeat 15]
+        [--models mobilenet_v3_small,efficientnet_b0]   (models of model_set.py instead of the two below)
 
 Times ``tidlx.emulator.run`` with its defaults (the fast kernel set) on a ResNet-18-shaped model
 (224x224, batch 1, random weights, built here as ONNX) and the built-in BEVDet image stage
@@ -135,15 +136,23 @@ def resnet18_onnx(seed: int = 0, image: int = 224):
     return model
 
 
-def write_models(folder: str):
-    """The two benchmark models as ONNX files with their inputs beside them (``.onnx.npz``)."""
+def write_models(folder: str, names=()):
+    """The benchmark models as ONNX files with their inputs beside them (``.onnx.npz``): ResNet-18
+    and the BEVDet image stage, or the models of model_set.py named in ``names``."""
     import onnx
 
-    from tidlx.models import bevdet_img_stage
+    if names:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import model_set
 
+        models = [(f"{name}.onnx", model_set.MODELS[name][0]()) for name in names]
+    else:
+        from tidlx.models import bevdet_img_stage
+
+        models = [("resnet18_b1.onnx", resnet18_onnx()),
+                  ("bevdet_r18_b1.onnx", bevdet_img_stage(backbone="resnet18", batch=1))]
     paths = []
-    for name, model in (("resnet18_b1.onnx", resnet18_onnx()),
-                        ("bevdet_r18_b1.onnx", bevdet_img_stage(backbone="resnet18", batch=1))):
+    for name, model in models:
         path = os.path.join(folder, name)
         onnx.save(model, path)
         inp = model.graph.input[0]
@@ -172,6 +181,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--warmup-processes", type=int, default=1)
+    parser.add_argument("--models", default="", help="comma-separated names from model_set.MODELS instead")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--model", action="append", help=argparse.SUPPRESS)
@@ -182,7 +192,7 @@ def main(argv=None) -> int:
         print(f"no checkout at {args.base}: git worktree add {args.base} 468ffe1", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        paths = write_models(tmp)
+        paths = write_models(tmp, [m for m in args.models.split(",") if m])
         names = [os.path.basename(p) for p in paths]
         variants = {"old": args.base, "new": args.new}
         for _ in range(args.warmup_processes):  # numba compiles (or loads) its cache in each checkout
