@@ -33,7 +33,7 @@ from ...ir.op import declare_facet, register_op_attr
 from ...ir.types import TensorType
 from ..registry import PlanTransform
 from ._fusion import Fused
-from ._parallel import MIN_ELEMENTWISE_BLOCK, matmul as gemm, matvec, run_blocks
+from ._parallel import MIN_ELEMENTWISE_BLOCK, matvec, product_plan, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -184,7 +184,8 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
 
 def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     """1x1 stride-1 unpadded one-group NCHW convolutions of one image: the product of the weight
-    matrix (reshaped once) and the input as a (C, H*W) matrix, as op_conv._conv_nchw computes it;
+    matrix (reshaped once) and the input as a (C, H*W) matrix, as op_conv._conv_nchw computes it
+    (its blocks planned once: _parallel.product_plan);
     depthwise ones: op_conv._conv_depthwise with the weights made contiguous once."""
     from . import op_conv
 
@@ -210,9 +211,10 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
         return None
     matrix = w.reshape(o, c)
     cols = h * wd
+    product = product_plan(o, c, cols, dtype)
 
     def pointwise(args):
-        return gemm(matrix, args[0].reshape(c, cols)).reshape(out_shape)
+        return product(matrix, args[0].reshape(c, cols)).reshape(out_shape)
     return pointwise
 
 
