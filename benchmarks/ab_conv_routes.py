@@ -125,7 +125,7 @@ def time_shapes(names, runs: int, threads: int) -> None:
             print(f"{label:<34}{old:>9.3f}{new:>9.3f}{old / new:>8.2f}x{diff:>24.2e}")
 
 
-def model_errors(names) -> None:
+def model_errors(names, seeds) -> None:
     """Each route's error against a float64 evaluation (bench_models' measure: max abs error / max
     abs float64 output), and onnxruntime's (2 threads) for the ratio that issue 14 bounds at 1.5x."""
     import onnxruntime as ort
@@ -135,23 +135,24 @@ def model_errors(names) -> None:
 
     for name in names:
         model = model_set.MODELS[name][0]()
-        feed = random_feed(model, 0)
-        reference = float64_outputs(model, feed)
-        with tempfile.TemporaryDirectory() as tmp:
-            model_path, _ = save_model_and_feed(tmp, name, model, feed)
-            mod = tidlx.load(model_path)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 2
-            ort_out = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"]).run(None, feed)
-        ort_err = relative_error(ort_out, reference)
-        errs = {}
-        for new in (False, True):
-            _set_route(new)
-            out = run(mod, feed)
-            errs[new] = relative_error(list(out) if isinstance(out, (list, tuple)) else [out], reference)
-        _set_route(True)
-        print(f"{name:<24} err old {errs[False]:.3g} ({errs[False] / ort_err:.2f}x ort)  new {errs[True]:.3g} "
-              f"({errs[True] / ort_err:.2f}x ort)  ort {ort_err:.3g}")
+        for seed in seeds:
+            feed = random_feed(model, seed)
+            reference = float64_outputs(model, feed)
+            with tempfile.TemporaryDirectory() as tmp:
+                model_path, _ = save_model_and_feed(tmp, name, model, feed)
+                mod = tidlx.load(model_path)
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = 2
+                session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+                ort_err = relative_error(session.run(None, feed), reference)
+            errs = {}
+            for new in (False, True):
+                _set_route(new)
+                out = run(mod, feed)
+                errs[new] = relative_error(list(out) if isinstance(out, (list, tuple)) else [out], reference)
+            _set_route(True)
+            print(f"{name:<20} seed {seed}  err old {errs[False]:.3g} ({errs[False] / ort_err:.2f}x ort)  "
+                  f"new {errs[True]:.3g} ({errs[True] / ort_err:.2f}x ort)  ort {ort_err:.3g}")
 
 
 def time_models(names, runs: int, threads: int) -> None:
@@ -193,6 +194,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="", help="comma list of " + ", ".join(SHAPES))
     parser.add_argument("--models", default="", help="comma list of model_set names")
     parser.add_argument("--errors", default="", help="comma list of model_set names: errors against float64")
+    parser.add_argument("--seeds", default="1", help="feeds for --errors (bench_models.py uses seed 1)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--routes", default=",".join(ROUTES),
@@ -206,7 +208,7 @@ def main() -> None:
     if args.models:
         time_models(args.models.split(","), args.runs, args.threads)
     if args.errors:
-        model_errors(args.errors.split(","))
+        model_errors(args.errors.split(","), [int(v) for v in args.seeds.split(",")])
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -24,6 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._blas import gemm_into
 from ._microkernel import (COLUMNS, ROWS, conv_taps_6x16, depthwise_rows, depthwise_rows_s2, sgemm_6x16,
                            sgemm_6x16_add)
 
@@ -934,6 +935,35 @@ def winograd_block_products(up, v, m, columns, first_panel, last_panel):
                 for k0 in range(CHANNEL_CHUNK, channels, CHANNEL_CHUNK):
                     sgemm_6x16_add(a + 4 * ROWS * k0, b + 4 * (k0 * width + j), width, c + 4 * j, width,
                                    min(channels - k0, CHANNEL_CHUNK))
+
+
+@njit(cache=True, nogil=True)
+def winograd_chunked_products(u, v, m, chunk, start, stop):
+    """m[p] = u[p] @ v[p] for the tile positions [start, stop) (whole transformed arrays), summed in
+    two levels like the tile blocks: one OpenBLAS product per ``chunk`` channels, the chunk sums
+    added in order (see _winograd.BLAS_CHANNEL_CHUNK). A single call over all channels chains 256
+    of them on this machine's OpenBLAS: 2x the RMS error against float64 on 512-2048 channels."""
+    channels = u.shape[2]
+    part = np.empty((m.shape[1], m.shape[2]), m.dtype)
+    for p in range(start, stop):
+        total = m[p]
+        gemm_into(u[p, :, :chunk], v[p, :chunk], total)
+        for k0 in range(chunk, channels, chunk):
+            k1 = min(channels, k0 + chunk)
+            gemm_into(u[p, :, k0:k1], v[p, k0:k1], part)
+            for i in range(total.shape[0]):
+                row = total[i]
+                add = part[i]
+                for j in range(row.shape[0]):
+                    row[j] += add[j]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def winograd_chunked_products_blocks(u, v, m, chunk, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            winograd_chunked_products(u, v, m, chunk, start, stop)
 
 
 @njit(cache=True, nogil=True)

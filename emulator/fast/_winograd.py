@@ -179,11 +179,16 @@ def conv3x3(x: np.ndarray, w: np.ndarray, pads, out_hw, dtype: np.dtype, tile: i
         y = conv3x3(phases, w, (0, 0, 0, 0), phase_hw, dtype, edge, config)
         return _interleave_phases(y, x.shape[0], out_hw, dh, dw)
     edge = tile or tile_size(out_hw, dtype, config)
-    if _tile_blocks(dtype, config) and not blas_products_pay(x.shape, w.shape, out_hw, edge):
-        return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
+    chunked = False
+    if _tile_blocks(dtype, config):
+        if not blas_products_pay(x.shape, w.shape, out_hw, edge):
+            return _conv3x3_tile_blocks(x, w, pads, out_hw, edge)
+        from . import _blas
+
+        chunked = _blas.AVAILABLE  # the tile blocks' summation, on BLAS products
     if edge == 4:
-        return _conv3x3_f43(x, w, pads, out_hw, dtype)
-    return _conv3x3_f23(x, w, pads, out_hw, dtype)
+        return _conv3x3_f43(x, w, pads, out_hw, dtype, chunked)
+    return _conv3x3_f23(x, w, pads, out_hw, dtype, chunked)
 
 
 def _phase_images(x: np.ndarray, pads, out_hw, dh: int, dw: int, dtype):
@@ -225,9 +230,14 @@ BLOCK_TILES = 16
 #: Measured on this 2-core EPYC VM (1 / 2 threads, blocks / whole arrays): 512 x 512 at 32x32
 #: 1.8x / 1.4x, FCN's head 2048 -> 512 at 32x32 1.7x / 1.6x, 1024 -> 256 at 16x16 1.5x / 1.6x,
 #: 512 x 512 at 14x14 (49 tiles) 1.5x / 1.5x; but 512 x 512 at 7x7 (16 tiles) 0.8x / 0.7x and 256 x 256
-#: 1.06-1.3x (noisy, shared machine). OpenBLAS sums each product's channels in its own blocks of
-#: a few hundred, not in CHANNEL_CHUNKs: FCN-ResNet-50's error went 1.13x -> 1.16x onnxruntime's.
+#: 1.06-1.3x (noisy, shared machine). These products sum BLAS_CHANNEL_CHUNK channels per OpenBLAS
+#: call and add the chunk sums in order (_jit.winograd_chunked_products): one call over all
+#: channels chains 256 of them here, 2x the tile blocks' RMS error against float64 (FCN-ResNet-50
+#: rose to 1.39x onnxruntime's error on one feed). Chunks of 64 keep the tile blocks' RMS error
+#: (2048 channels: 5.9e-8 both; 32: the same, but OpenBLAS repacks so often that the gain goes;
+#: 128: 7e-8) at 1.4x / 1.4x the tile blocks' speed (2048 -> 512 at 32x32; 512 x 512: 1.4x / 1.3x).
 BLAS_MIN_CHANNEL_PAIRS = 1 << 18
+BLAS_CHANNEL_CHUNK = 64
 BLAS_MIN_TILES = 49
 
 
@@ -294,7 +304,14 @@ def _padded_input(x: np.ndarray, pads, tile: int, th: int, tw: int, dtype) -> np
     return xp
 
 
-def _products(u: np.ndarray, v: np.ndarray, m: np.ndarray) -> None:
+def _products(u: np.ndarray, v: np.ndarray, m: np.ndarray, chunked: bool = False) -> None:
+    """m[p] = u[p] @ v[p] for every tile position p; ``chunked``: summed over CHANNEL_CHUNK channels
+    at a time (_jit.winograd_chunked_products), one position per thread at a time."""
+    if chunked:
+        from ._jit import winograd_chunked_products, winograd_chunked_products_blocks
+
+        run_blocks(u.shape[0], winograd_chunked_products, winograd_chunked_products_blocks, u, v, m, BLAS_CHANNEL_CHUNK)
+        return
     if numba_threads() > 1:
         from . import _blas
 
@@ -307,7 +324,7 @@ def _products(u: np.ndarray, v: np.ndarray, m: np.ndarray) -> None:
         np.matmul(u, v, out=m)
 
 
-def _conv3x3_f23(x, w, pads, out_hw, dtype):
+def _conv3x3_f23(x, w, pads, out_hw, dtype, chunked=False):
     n, c = x.shape[:2]
     o = w.shape[0]
     oh, ow = out_hw
@@ -321,7 +338,7 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     v = _offset_matrices(16, c, tiles, dtype)
     run_blocks(n * c, winograd_input, winograd_input_blocks, xp, v, th, tw, min_block=max(1, 4096 // tiles))
     m = _offset_matrices(16, o, tiles, dtype)
-    _products(transformed_weights(w, dtype, 2), v, m)
+    _products(transformed_weights(w, dtype, 2), v, m, chunked)
 
     # Y = A^T M A with A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
     y = np.empty((n, o, 2 * th, 2 * tw), dtype)
@@ -331,7 +348,7 @@ def _conv3x3_f23(x, w, pads, out_hw, dtype):
     return y
 
 
-def _conv3x3_f43(x, w, pads, out_hw, dtype):
+def _conv3x3_f43(x, w, pads, out_hw, dtype, chunked=False):
     n, c = x.shape[:2]
     o = w.shape[0]
     oh, ow = out_hw
@@ -346,7 +363,7 @@ def _conv3x3_f43(x, w, pads, out_hw, dtype):
     v = _offset_matrices(36, c, tiles, dtype)
     run_blocks(n * c, f43_input, f43_input_blocks, xp, v, th, tw, consts, min_block=max(1, 2048 // tiles))
     m = _offset_matrices(36, o, tiles, dtype)
-    _products(transformed_weights(w, dtype, 4), v, m)
+    _products(transformed_weights(w, dtype, 4), v, m, chunked)
 
     y = np.empty((n, o, 4 * th, 4 * tw), dtype)
     run_blocks(n * o, f43_output, f43_output_blocks, m, y, th, tw, consts, min_block=max(1, 2048 // tiles))

@@ -629,3 +629,36 @@ def test_dilated_winograd_in_float64_and_f43(dtype, mode, bound, monkeypatch):
         got = run_kernel("nn.conv2d", [x, wt], padding=(2, 2, 2, 2), dilation=(2, 2))
     assert got.dtype == np.dtype(dtype) and tiles == [4]  # 30x29 phases
     assert relative_max_error(got, ref) <= bound
+
+
+def test_blas_route_sums_channels_in_chunks(monkeypatch):
+    """The BLAS route's products add chunk sums of BLAS_CHANNEL_CHUNK channels (spied); over 2048
+    same-sign terms they are closer to float64 than one BLAS call, and exact chunk bounds hold for
+    channel counts that are no multiple of the chunk."""
+    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast._jit import winograd_chunked_products
+
+    rng = np.random.default_rng(12)
+    u = np.abs(rng.standard_normal((2, 64, 2048))).astype(np.float32)
+    v = np.abs(rng.standard_normal((2, 2048, 96))).astype(np.float32)
+    exact = np.matmul(u.astype(np.float64), v.astype(np.float64))
+    chunked = np.empty((2, 64, 96), np.float32)
+    winograd_chunked_products(u, v, chunked, _winograd.BLAS_CHANNEL_CHUNK, 0, 2)
+    single = np.matmul(u, v)
+    rms = lambda got: float(np.sqrt(((got - exact) ** 2).mean()))  # noqa: E731
+    assert rms(chunked) < 0.75 * rms(single)
+    odd = np.empty((2, 64, 96), np.float32)
+    winograd_chunked_products(u[:, :, :150], v[:, :150], odd, 64, 0, 2)
+    ref = np.matmul(u[:, :, :150].astype(np.float64), v[:, :150].astype(np.float64))
+    assert np.abs(odd - ref).max() <= 1e-5 * np.abs(ref).max()
+
+    flags = []
+    real = _winograd._products
+    monkeypatch.setattr(_winograd, "_products", lambda u, v, m, chunked=False: flags.append(chunked) or real(u, v, m, chunked))
+    monkeypatch.setattr(_winograd, "BLAS_MIN_CHANNEL_PAIRS", 16 * 16)
+    x = rand(rng, (1, 16, 16, 16))
+    wt = rand(rng, (16, 16, 3, 3))
+    run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+    with using_config(EmulatorConfig(tile_blocks=False)):
+        run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+    assert flags == [True, False]  # whole arrays by config keep one BLAS call per position
