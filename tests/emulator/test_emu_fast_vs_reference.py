@@ -116,6 +116,10 @@ CASES = {
                  ([_uniform((1, 64, 1, 1)), _special((1, 64, 28, 28))], {}),
                  ([_special((2, 48, 7, 7)), _uniform((2, 48, 1, 1))], {}),
                  ([_special((1, 8, 4, 4)), _special((1, 8, 4, 4))], {})],                     # the reference's
+    "nn.global_avg_pool2d": [([_special((1, 1152, 7, 7))], {}), ([_special((1, 32, 112, 112))], {}),  # blocks
+                             ([_special((2, 5, 3, 43), "float64")], {}), ([_special((1, 6, 1, 5))], {}),
+                             ([_uniform((1, 7, 6, 5))], {"layout": "NHWC"}),                   # the reference's
+                             ([RNG.integers(-9, 9, (1, 3, 5, 5)).astype("int32")], {})],
 }
 
 #: the fast set under each config must keep its promise (bits or tolerance)
