@@ -202,20 +202,31 @@ def _phase_images(x: np.ndarray, pads, out_hw, dh: int, dw: int, dtype):
     n, c, h, wd = x.shape
     pt, pl = pads[0], pads[1]
     ph, pw = -(-out_hw[0] // dh), -(-out_hw[1] // dw)
-    rows, cols = dh * (ph + 2), dw * (pw + 2)  # every phase reads ph + 2 rows, pw + 2 columns
-    xp = np.zeros((n, c, rows, cols), dtype)
-    keep_h, keep_w = min(h, rows - pt), min(wd, cols - pl)
-    xp[:, :, pt:pt + keep_h, pl:pl + keep_w] = x[:, :, :keep_h, :keep_w]
-    phases = xp.reshape(n, c, ph + 2, dh, pw + 2, dw).transpose(0, 3, 5, 1, 2, 4)
-    return np.ascontiguousarray(phases).reshape(n * dh * dw, c, ph + 2, pw + 2), (ph, pw)
+    phases = np.zeros((n, dh, dw, c, ph + 2, pw + 2), dtype)  # each phase reads ph + 2 rows, pw + 2 columns
+    for r in range(dh):
+        # phase row m is padded row r + dh * m, input row r + dh * m - pt: those inside the image
+        m0 = max(0, -(-(pt - r) // dh))
+        m1 = min(ph + 2, (h - 1 + pt - r) // dh + 1)
+        for q in range(dw):
+            l0 = max(0, -(-(pl - q) // dw))
+            l1 = min(pw + 2, (wd - 1 + pl - q) // dw + 1)
+            if m0 < m1 and l0 < l1:
+                row, col = r + dh * m0 - pt, q + dw * l0 - pl
+                phases[:, r, q, :, m0:m1, l0:l1] = x[:, :, row:row + dh * (m1 - m0):dh, col:col + dw * (l1 - l0):dw]
+    return phases.reshape(n * dh * dw, c, ph + 2, pw + 2), (ph, pw)
 
 
 def _interleave_phases(y: np.ndarray, n: int, out_hw, dh: int, dw: int) -> np.ndarray:
     """The dilated convolution's output from its phases' outputs (n * dh * dw, O, ph, pw): pixel
     (r + dh * k, q + dw * l) is phase (r, q)'s pixel (k, l)."""
-    o, ph, pw = y.shape[1:]
-    full = y.reshape(n, dh, dw, o, ph, pw).transpose(0, 3, 4, 1, 5, 2).reshape(n, o, ph * dh, pw * dw)
-    return np.ascontiguousarray(full[:, :, :out_hw[0], :out_hw[1]])
+    o = y.shape[1]
+    phases = y.reshape((n, dh, dw) + y.shape[1:])
+    out = np.empty((n, o) + tuple(out_hw), y.dtype)
+    for r in range(dh):
+        for q in range(dw):
+            part = out[:, :, r::dh, q::dw]
+            part[...] = phases[:, r, q, :, :part.shape[2], :part.shape[3]]
+    return out
 
 
 #: Tiles per block: the microkernel's 16 columns. Wider blocks were slower on ResNet-18 shapes

@@ -654,7 +654,8 @@ def test_blas_route_sums_channels_in_chunks(monkeypatch):
 
     flags = []
     real = _winograd._products
-    monkeypatch.setattr(_winograd, "_products", lambda u, v, m, chunked=False: flags.append(chunked) or real(u, v, m, chunked))
+    monkeypatch.setattr(_winograd, "_products",
+                        lambda u, v, m, chunked=False: flags.append(chunked) or real(u, v, m, chunked))
     monkeypatch.setattr(_winograd, "BLAS_MIN_CHANNEL_PAIRS", 16 * 16)
     x = rand(rng, (1, 16, 16, 16))
     wt = rand(rng, (16, 16, 3, 3))
