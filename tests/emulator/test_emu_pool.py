@@ -124,9 +124,10 @@ def _with_specials(x, rng):
     return x
 
 
-#: row lengths 1..300 (every leaf length, tails of 0..7, the first splits) and the networks' planes
-GLOBAL_POOL_SHAPES = [(1, 8, 1, n) for n in range(1, 301)] + [
-    (1, 8, 7, 7), (1, 8, 14, 14), (1, 8, 28, 28), (1, 8, 56, 56), (1, 8, 112, 112), (1, 1152, 7, 7),
+#: row lengths 1..300 (every leaf length, tails of 0..7, the first splits) and the networks' planes; 7
+#: planes: a group of 4 (plane_sums4) and 3 alone (plane_sums1)
+GLOBAL_POOL_SHAPES = [(1, 7, 1, n) for n in range(1, 301)] + [
+    (1, 7, 7, 7), (1, 7, 14, 14), (1, 7, 28, 28), (1, 7, 56, 56), (1, 7, 112, 112), (1, 1152, 7, 7),
     (1, 40, 128, 1), (1, 9, 3, 50), (2, 7, 9, 13), (1, 11, 31, 33)]
 
 
