@@ -205,3 +205,9 @@ def test_fast_global_avg_pool_falls_back_to_the_reference():
             want = global_avg_pool2d(args, op.make_attrs(attrs), None)
             got = run_kernel("nn.global_avg_pool2d", args, **attrs)
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (args[0].dtype, args[0].shape, attrs)
+
+
+def test_fast_global_avg_pool_divides_as_numpy_above_2_to_the_24_values():
+    """numpy divides by an intp count (in float64, then rounds): float32(4097 * 4097) would round."""
+    x = np.random.default_rng(15).random((1, 1, 4097, 4097), dtype=np.float32)
+    assert run_kernel("nn.global_avg_pool2d", [x]).tobytes() == _global_mean_reference(x).tobytes()
