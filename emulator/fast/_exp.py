@@ -56,6 +56,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ._jit import block_range
+
 #: measured bound of |sigmoid - exact| / exact for float32 outputs that are normal (see the doc)
 SIGMOID_RELATIVE_ERROR = 1.5e-7
 
@@ -135,13 +137,6 @@ def sigmoid_f32(v):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _block_range(count, blocks, i):
-    step = (count + blocks - 1) // blocks
-    start = min(count, i * step)
-    return start, min(count, start + step)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid_flat(x, out, start, stop):
     """out[i] = sigmoid_f32(x[i]) for i in [start, stop) of flat float32 arrays (slices from 0, so
     that LLVM vectorizes the loop)."""
@@ -154,7 +149,7 @@ def sigmoid_flat(x, out, start, stop):
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def sigmoid_flat_blocks(x, out, count, blocks):
     for i in prange(blocks):
-        start, stop = _block_range(count, blocks, i)
+        start, stop = block_range(count, blocks, i)
         if start < stop:
             sigmoid_flat(x, out, start, stop)
 
@@ -172,7 +167,7 @@ def swish_flat(x, out, start, stop):
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def swish_flat_blocks(x, out, count, blocks):
     for i in prange(blocks):
-        start, stop = _block_range(count, blocks, i)
+        start, stop = block_range(count, blocks, i)
         if start < stop:
             swish_flat(x, out, start, stop)
 
@@ -196,6 +191,6 @@ def scale_planes(x, scale, out, inner, start, stop):
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def scale_planes_blocks(x, scale, out, inner, count, blocks):
     for i in prange(blocks):
-        start, stop = _block_range(count, blocks, i)
+        start, stop = block_range(count, blocks, i)
         if start < stop:
             scale_planes(x, scale, out, inner, start, stop)

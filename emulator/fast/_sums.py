@@ -179,6 +179,8 @@ AVAILABLE = _compile()
 
 from numba import njit, prange, types  # noqa: E402  (after the symbols exist for cached code)
 
+from ._jit import block_range  # noqa: E402
+
 _i64 = types.int64
 _signature = types.void(_i64, _i64, _i64, _i64)
 plane_sums4_f32 = types.ExternalFunction(_symbol(GROUP, "f32"), _signature)
@@ -213,14 +215,6 @@ def split_program(n: int):
         depth += 1 if length else -1
         most = max(most, depth)
     return program, most
-
-
-@njit(cache=True, nogil=True)
-def block_range(count, blocks, i):
-    """[start, stop) of block ``i`` of ``blocks`` near-equal blocks of ``range(count)``."""
-    step = (count + blocks - 1) // blocks
-    start = min(count, i * step)
-    return start, min(count, start + step)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
