@@ -25,7 +25,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._blas import gemm_into
-from ._microkernel import (COLUMNS, ROWS, conv_taps_6x16, depthwise_rows, depthwise_rows_s2, sgemm_6x16,
+from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, ROWS, conv_taps_6x16, depthwise_pad,
+                           depthwise_pad_s2, depthwise_parts, depthwise_rows, depthwise_rows_s2, sgemm_6x16,
                            sgemm_6x16_add)
 
 
@@ -85,7 +86,7 @@ def depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, st
 
 
 @njit(cache=True, nogil=True)
-def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
+def depthwise_conv_planes_v1(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
     """depthwise_conv_nchw for float32 and column strides 1 and 2, on the microkernel's
     depthwise_rows(_s2): the same sums in the same order (the same bits), each output written
     once. Each input plane is copied once into a zero-padded plane wide enough for whole vectors
@@ -128,6 +129,110 @@ def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, 
                               dst.ctypes.data, rows, vectors)
         if not direct:
             out[n, o] = rows_buffer[:out_h, :out_w]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def depthwise_conv_planes_v1_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            depthwise_conv_planes_v1(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def _all_finite(a):
+    for v in a.flat:
+        if not np.isfinite(v):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _pad_plane(plane, xp, pt, pl, sw, span, col0, col1):
+    """xp's rows inside the image get the plane's columns [col0 - pl, col1 - pl) at padded columns
+    [col0, col1), padded column p at (p % sw) * span + p // sw (the rest of xp stays as it is: zeros).
+    Column strides 1 and 2 copy on the microkernel's vector loops, others on numba slices."""
+    height, width = plane.shape
+    padded_h, padded_w = xp.shape
+    r1 = min(padded_h, pt + height)
+    rows = r1 - pt
+    if rows <= 0 or col0 >= col1:
+        return
+    src = plane.ctypes.data + 4 * (col0 - pl)
+    if sw == 1:
+        depthwise_pad(src, width, xp.ctypes.data + 4 * (pt * padded_w + col0), padded_w, rows, col1 - col0, 0)
+        return
+    if sw == 2:
+        p0 = col0
+        if p0 % 2 == 1:  # the first column alone is odd: the pairs start at an even one
+            for r in range(pt, r1):
+                xp[r, span + p0 // 2] = plane[r - pt, p0 - pl]
+            p0 += 1
+        pairs = (col1 - p0) // 2
+        depthwise_pad_s2(plane.ctypes.data + 4 * (p0 - pl), width, xp.ctypes.data + 4 * (pt * padded_w + p0 // 2),
+                         padded_w, rows, pairs, span)
+        if (col1 - p0) % 2 == 1:  # a last even column without its odd one
+            for r in range(pt, r1):
+                xp[r, (col1 - 1) // 2] = plane[r - pt, col1 - 1 - pl]
+        return
+    for r in range(pt, r1):
+        for phase in range(sw):
+            p0 = col0 + (phase - col0) % sw
+            if p0 < col1:
+                count = (col1 - p0 + sw - 1) // sw
+                xp[r, phase * span + p0 // sw:phase * span + p0 // sw + count] = plane[r - pt, p0 - pl:col1 - pl:sw]
+
+
+@njit(cache=True, nogil=True)
+def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
+    """depthwise_conv_nchw for float32 on the microkernel's depthwise_parts: the same sums in the
+    same order (the same bits), each output written once. Each input plane is copied once into a
+    zero-padded plane whose rows hold the ``sw`` column phases one after the other (padded column
+    p at (p % sw) * span + p // sw), so every tap of every output column stride reads consecutive
+    floats; the plane is wide enough for whole vectors of 8 outputs and tall enough for whole
+    steps of rows (the extra columns and rows are computed on zeros and dropped). A row is split
+    into near-equal parts of at most DEPTHWISE_WIDTH vectors. A plane whose weights are not all
+    finite takes the plain loop: it skips the taps outside the image, where 0 * inf would be NaN."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    vectors = (out_w + 7) // 8
+    parts = (vectors + DEPTHWISE_WIDTH - 1) // DEPTHWISE_WIDTH
+    narrow = vectors // parts  # the first vectors % parts parts are one vector wider
+    step = (DEPTHWISE_CHAINS + narrow - 1) // narrow  # the kernel's rows per step at that width
+    rows = (out_h + step - 1) // step * step
+    span = 8 * vectors + (kw - 1) * dw // sw  # floats of one column phase in a padded row
+    padded_w = sw * span
+    padded_h = (rows - 1) * sh + (kh - 1) * dh + 1
+    xp = np.zeros((padded_h, padded_w), np.float32)
+    offsets = np.empty(kh * kw, np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            p = j * dw
+            offsets[i * kw + j] = i * dh * padded_w + (p % sw) * span + p // sw
+    direct = out_w == 8 * vectors and rows == out_h  # the kernel writes the output plane itself
+    rows_buffer = np.empty((rows, 8 * vectors), np.float32)
+    col0, col1 = max(0, pl), min((out_w - 1) * sw + (kw - 1) * dw + 1, pl + width)
+    filled = -1  # the (n, c) plane xp holds
+    for plane in range(start, stop):
+        n = plane // out_channels
+        o = plane % out_channels
+        c = o // multiplier
+        if not _all_finite(w[o, 0]):
+            depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, plane, plane + 1)
+            continue
+        if n * channels + c != filled:
+            _pad_plane(x[n, c], xp, pt, pl, sw, span, col0, col1)
+            filled = n * channels + c
+        dst = out[n, o] if direct else rows_buffer
+        first = 0
+        for part in range(parts):
+            part_width = narrow + 1 if part < vectors % parts else narrow
+            depthwise_parts(xp.ctypes.data + 4 * first, sh * padded_w, offsets.ctypes.data, w[o, 0].ctypes.data,
+                            kh * kw, dst.ctypes.data + 4 * first, 8 * vectors, rows, part_width)
+            first += 8 * part_width
+        if not direct:  # the plane's part of the rows (the vector loop of the padded copy)
+            depthwise_pad(rows_buffer.ctypes.data, 8 * vectors, out[n, o].ctypes.data, out_w, out_h, out_w, 0)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -23,16 +23,22 @@ as sgemm_6x16 does. The direct convolution of few input channels (_jit.conv_few_
 each output's taps (channel, kernel row, kernel column) this way, with ``b`` one output row's
 input and offsets[q] the tap's position, so no im2col matrix is built.
 
-``depthwise_rows(src, row_step, offsets, weights, taps, dst, rows, vectors)`` and
-``depthwise_rows_s2`` (same arguments; all int64, src, offsets, weights, dst are addresses) are the
-depthwise convolution's inner kernels for column strides 1 and 2 (_jit.py's depthwise_conv_planes):
-for r < rows and column c < 8 * vectors, with s the stride,
-``dst[r * 8 * vectors + c] = sum over t < taps of src[r * row_step + offsets[t] + s * c] * weights[t]``,
-summed from 0 in order of t, a product and an addition per term (no FMA: the same bits as the
-numba loop they replace, _jit.depthwise_conv_nchw). They keep 4 vectors of 8 columns in registers
-over all taps (then 1 at a time for the rest; rows narrower than 4 vectors go 4 rows at a time),
-so each output is written once, not once per tap; stride 2 loads 16 consecutive floats and keeps
-the even ones.
+``depthwise_parts(src, row_step, offsets, weights, taps, dst, dst_step, rows, width)`` (all int64; src,
+offsets, weights, dst are addresses) is the depthwise convolution's inner kernel (_jit.py's
+depthwise_conv_planes): for r < rows and column c < 8 * width,
+``dst[r * dst_step + c] = sum over t < taps of src[r * row_step + offsets[t] + c] * weights[t]``,
+summed from 0 in order of t, a product and an addition per term (no FMA: the same bits as the numba
+loop it replaces, _jit.depthwise_conv_nchw). Every column stride reads consecutive floats: the
+driver's padded plane holds each row's column phases one after the other. ``width`` is 1..8
+vectors of 8 columns, each width its own code: steps of ceil(8 / width) rows keep all their
+rows x width vectors in registers over all taps (8..14 independent add chains: an add waits ~3
+cycles for the previous one of its chain), so each output is written once, not once per tap.
+``depthwise_pad(src, src_step, dst, dst_step, rows, count, span)`` copies ``count`` floats of each of
+``rows`` rows; ``depthwise_pad_s2`` copies 2 * ``count``, the even ones to dst, the odd ones to
+dst + span (the padded plane's column phases of stride 2). Both move vectors of 8 floats (numba's
+row slice copies cost ~20 ns each, more than the kernel on small rows).
+(``depthwise_rows`` and ``depthwise_rows_s2``: the previous kernel, TEMPORARY for
+benchmarks/ab_depthwise.py.)
 
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
 (Winograd) or the numba loop (depthwise).
@@ -46,10 +52,13 @@ ROWS = 6  # output channels per panel (broadcast operands)
 COLUMNS = 16  # tiles per block: two vectors of 8 floats
 _SYMBOL = "tidlx_sgemm_6x16"
 _SYMBOL_ADD = "tidlx_sgemm_6x16_add"
-_SYMBOL_DEPTHWISE = "tidlx_depthwise_rows"
-_SYMBOL_DEPTHWISE_S2 = "tidlx_depthwise_rows_s2"
+_SYMBOL_DEPTHWISE = "tidlx_depthwise_parts"
+_SYMBOL_PAD = "tidlx_depthwise_pad"
+_SYMBOL_PAD_S2 = "tidlx_depthwise_pad_s2"
+_SYMBOL_DEPTHWISE_V1 = "tidlx_depthwise_rows"
+_SYMBOL_DEPTHWISE_S2_V1 = "tidlx_depthwise_rows_s2"
 _SYMBOL_TAPS = "tidlx_conv_taps_6x16"
-_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_DEPTHWISE_S2, _SYMBOL_TAPS)
+_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_DEPTHWISE_V1, _SYMBOL_DEPTHWISE_S2_V1, _SYMBOL_TAPS)
 
 
 def _kernel_ir() -> str:
@@ -57,7 +66,9 @@ def _kernel_ir() -> str:
     return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
                       _function_ir(_SYMBOL_TAPS, add=False, taps=True),
-                      _depthwise_ir(_SYMBOL_DEPTHWISE, 1), _depthwise_ir(_SYMBOL_DEPTHWISE_S2, 2)])
+                      _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
+                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2),
+                      _depthwise_ir_v1(_SYMBOL_DEPTHWISE_V1, 1), _depthwise_ir_v1(_SYMBOL_DEPTHWISE_S2_V1, 2)])
 
 
 def _depthwise_columns_ir(tag: str, unroll: int, rows: int, stride: int, first: str, stop: str,
@@ -129,7 +140,7 @@ def _depthwise_columns_ir(tag: str, unroll: int, rows: int, stride: int, first: 
 ROW_GROUP = 4
 
 
-def _depthwise_ir(symbol: str, stride: int) -> str:
+def _depthwise_ir_v1(symbol: str, stride: int) -> str:
     """Narrow rows (fewer than 4 vectors): groups of ROW_GROUP rows one vector column at a time;
     then (and for wide rows, all) rows one at a time: vector columns by 4 up to the last multiple
     of 4, then by 1. Inside each, the taps."""
@@ -188,6 +199,186 @@ def _depthwise_ir(symbol: str, stride: int) -> str:
     lines += _depthwise_columns_ir("q", 4, 1, stride, "0", "%quads", "s_check")
     lines += _depthwise_columns_ir("s", 1, 1, stride, "%quads", "%vectors", "row_end")
     lines += [
+        "row_end:",
+        "  %r_next = add i64 %r, 1",
+        "  %more_r = icmp slt i64 %r_next, %rows",
+        "  br i1 %more_r, label %row, label %done",
+        "done:",
+        "  ret void",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+#: Accumulator vectors (of 8 floats) a step keeps over all taps: a row part of W vectors goes
+#: ceil(DEPTHWISE_CHAINS / W) rows at a time, so each step has ~8..14 independent add chains.
+DEPTHWISE_CHAINS = 8
+#: Widest row part (vectors of 8 outputs) one step covers; wider rows are split into near-equal parts.
+DEPTHWISE_WIDTH = 8
+
+
+def depthwise_rows_per_step(width: int) -> int:
+    """Output rows a step of ``width`` vectors covers (the driver pads rows to a multiple of it)."""
+    return -(-DEPTHWISE_CHAINS // width)
+
+
+def _depthwise_step_ir(tag: str, rows: int, width: int, first: str, stop: str, next_label: str) -> list:
+    """Rows [first, stop) in steps of ``rows``: each step sums all taps into rows x width vector
+    accumulators (independent chains), then stores them; then ``next_label``."""
+    acc = [(r, k) for r in range(rows) for k in range(width)]
+    lines = [
+        f"{tag}_check:",
+        f"  %{tag}_any = icmp slt i64 {first}, {stop}",
+        f"  br i1 %{tag}_any, label %{tag}_row, label %{next_label}",
+        f"{tag}_row:",
+        f"  %{tag}_r = phi i64 [{first}, %{tag}_check], [%{tag}_r_next, %{tag}_store]",
+        f"  %{tag}_src_off = mul i64 %{tag}_r, %row_step",
+        f"  %{tag}_src = getelementptr float, ptr %src, i64 %{tag}_src_off",
+        f"  br label %{tag}_tap",
+        f"{tag}_tap:",
+        f"  %{tag}_t = phi i64 [0, %{tag}_row], [%{tag}_t_next, %{tag}_tap]",
+    ]
+    lines += [f"  %{tag}_acc{r}_{k} = phi <8 x float> [zeroinitializer, %{tag}_row], [%{tag}_sum{r}_{k}, %{tag}_tap]"
+              for r, k in acc]
+    lines += [
+        f"  %{tag}_off_ptr = getelementptr i64, ptr %offs, i64 %{tag}_t",
+        f"  %{tag}_off = load i64, ptr %{tag}_off_ptr, align 8",
+        f"  %{tag}_x_ptr = getelementptr float, ptr %{tag}_src, i64 %{tag}_off",
+        f"  %{tag}_w_ptr = getelementptr float, ptr %wts, i64 %{tag}_t",
+        f"  %{tag}_w = load float, ptr %{tag}_w_ptr, align 4",
+        f"  %{tag}_w_ins = insertelement <8 x float> poison, float %{tag}_w, i32 0",
+        f"  %{tag}_ws = shufflevector <8 x float> %{tag}_w_ins, <8 x float> poison, <8 x i32> zeroinitializer",
+    ]
+    for r in range(rows):
+        lines += [f"  %{tag}_xr{r} = getelementptr float, ptr %{tag}_x_ptr, i64 %row_step{r}"]
+        for k in range(width):
+            lines += [
+                f"  %{tag}_xp{r}_{k} = getelementptr float, ptr %{tag}_xr{r}, i64 {8 * k}",
+                f"  %{tag}_x{r}_{k} = load <8 x float>, ptr %{tag}_xp{r}_{k}, align 4",
+                f"  %{tag}_p{r}_{k} = fmul <8 x float> %{tag}_x{r}_{k}, %{tag}_ws",
+                f"  %{tag}_sum{r}_{k} = fadd <8 x float> %{tag}_acc{r}_{k}, %{tag}_p{r}_{k}",
+            ]
+    lines += [
+        f"  %{tag}_t_next = add i64 %{tag}_t, 1",
+        f"  %{tag}_more_t = icmp slt i64 %{tag}_t_next, %taps",
+        f"  br i1 %{tag}_more_t, label %{tag}_tap, label %{tag}_store",
+        f"{tag}_store:",
+        f"  %{tag}_dst_off = mul i64 %{tag}_r, %dst_step",
+        f"  %{tag}_dst = getelementptr float, ptr %dst, i64 %{tag}_dst_off",
+    ]
+    for r in range(rows):
+        lines += [f"  %{tag}_or{r} = getelementptr float, ptr %{tag}_dst, i64 %dst_step{r}"]
+        for k in range(width):
+            lines += [f"  %{tag}_op{r}_{k} = getelementptr float, ptr %{tag}_or{r}, i64 {8 * k}",
+                      f"  store <8 x float> %{tag}_sum{r}_{k}, ptr %{tag}_op{r}_{k}, align 4"]
+    lines += [
+        f"  %{tag}_r_next = add i64 %{tag}_r, {rows}",
+        f"  %{tag}_more_r = icmp slt i64 %{tag}_r_next, {stop}",
+        f"  br i1 %{tag}_more_r, label %{tag}_row, label %{next_label}",
+    ]
+    return lines
+
+
+def _depthwise_ir(symbol: str) -> str:
+    """One row part of ``width`` vectors (1..DEPTHWISE_WIDTH, a switch to that width's code): rows in
+    steps of depthwise_rows_per_step(width) up to the last multiple of it, then one at a time."""
+    most_rows = depthwise_rows_per_step(1)
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %row_step, i64 %offs_addr, i64 %wts_addr, "
+        "i64 %taps, i64 %dst_addr, i64 %dst_step, i64 %rows, i64 %width) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %offs = inttoptr i64 %offs_addr to ptr",
+        "  %wts = inttoptr i64 %wts_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+    ]
+    for r in range(most_rows):
+        lines += [f"  %row_step{r} = mul i64 %row_step, {r}", f"  %dst_step{r} = mul i64 %dst_step, {r}"]
+    cases = " ".join(f"i64 {w}, label %w{w}" for w in range(1, DEPTHWISE_WIDTH + 1))
+    lines += [
+        "  %some_taps = icmp sgt i64 %taps, 0",
+        "  br i1 %some_taps, label %dispatch, label %done",
+        "dispatch:",
+        f"  switch i64 %width, label %done [{cases}]",
+    ]
+    for w in range(1, DEPTHWISE_WIDTH + 1):
+        step = depthwise_rows_per_step(w)
+        lines += [f"w{w}:",
+                  f"  %w{w}_left = urem i64 %rows, {step}",
+                  f"  %w{w}_stepped = sub i64 %rows, %w{w}_left",
+                  f"  br label %w{w}m_check"]
+        lines += _depthwise_step_ir(f"w{w}m", step, w, "0", f"%w{w}_stepped", f"w{w}s_check")
+        lines += _depthwise_step_ir(f"w{w}s", 1, w, f"%w{w}_stepped", "%rows", "done")
+    lines += ["done:", "  ret void", "}"]
+    return "\n".join(lines)
+
+
+def _depthwise_pad_ir(symbol: str, stride: int) -> str:
+    """``rows`` rows of ``count`` (stride 1) or 2 * ``count`` (stride 2) floats from ``src`` (rows
+    ``src_step`` apart) to ``dst`` (rows ``dst_step`` apart); stride 2 puts the even floats at
+    ``dst`` and the odd ones at ``dst + span``, count of each. Vectors of 8 outputs, then one at a time."""
+    evens = ", ".join(f"i32 {2 * lane}" for lane in range(8))
+    odds = ", ".join(f"i32 {2 * lane + 1}" for lane in range(8))
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %src_step, i64 %dst_addr, i64 %dst_step, i64 %rows, "
+        "i64 %count, i64 %span) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+        "  %vec_end = and i64 %count, -8",
+        "  %any_rows = icmp sgt i64 %rows, 0",
+        "  %any_count = icmp sgt i64 %count, 0",
+        "  %go = and i1 %any_rows, %any_count",
+        "  br i1 %go, label %row, label %done",
+        "row:",
+        "  %r = phi i64 [0, %entry], [%r_next, %row_end]",
+        "  %src_off = mul i64 %r, %src_step",
+        "  %src_row = getelementptr float, ptr %src, i64 %src_off",
+        "  %dst_off = mul i64 %r, %dst_step",
+        "  %dst_row = getelementptr float, ptr %dst, i64 %dst_off",
+        "  %dst_odd = getelementptr float, ptr %dst_row, i64 %span",
+        "  %any_vec = icmp sgt i64 %vec_end, 0",
+        "  br i1 %any_vec, label %vec, label %tail_check",
+        "vec:",
+        "  %i = phi i64 [0, %row], [%i_next, %vec]",
+        f"  %in_i = mul i64 %i, {stride}",
+        "  %s_ptr = getelementptr float, ptr %src_row, i64 %in_i",
+        "  %d_ptr = getelementptr float, ptr %dst_row, i64 %i",
+    ]
+    if stride == 1:
+        lines += ["  %v = load <8 x float>, ptr %s_ptr, align 4",
+                  "  store <8 x float> %v, ptr %d_ptr, align 4"]
+    else:
+        lines += ["  %wide = load <16 x float>, ptr %s_ptr, align 4",
+                  f"  %ev = shufflevector <16 x float> %wide, <16 x float> poison, <8 x i32> <{evens}>",
+                  f"  %od = shufflevector <16 x float> %wide, <16 x float> poison, <8 x i32> <{odds}>",
+                  "  %o_ptr = getelementptr float, ptr %dst_odd, i64 %i",
+                  "  store <8 x float> %ev, ptr %d_ptr, align 4",
+                  "  store <8 x float> %od, ptr %o_ptr, align 4"]
+    lines += [
+        "  %i_next = add i64 %i, 8",
+        "  %more_vec = icmp slt i64 %i_next, %vec_end",
+        "  br i1 %more_vec, label %vec, label %tail_check",
+        "tail_check:",
+        "  %any_tail = icmp slt i64 %vec_end, %count",
+        "  br i1 %any_tail, label %tail, label %row_end",
+        "tail:",
+        "  %j = phi i64 [%vec_end, %tail_check], [%j_next, %tail]",
+        f"  %in_j = mul i64 %j, {stride}",
+        "  %sj_ptr = getelementptr float, ptr %src_row, i64 %in_j",
+        "  %dj_ptr = getelementptr float, ptr %dst_row, i64 %j",
+        "  %sj = load float, ptr %sj_ptr, align 4",
+        "  store float %sj, ptr %dj_ptr, align 4",
+    ]
+    if stride == 2:
+        lines += ["  %sj1_ptr = getelementptr float, ptr %sj_ptr, i64 1",
+                  "  %oj_ptr = getelementptr float, ptr %dst_odd, i64 %j",
+                  "  %sj1 = load float, ptr %sj1_ptr, align 4",
+                  "  store float %sj1, ptr %oj_ptr, align 4"]
+    lines += [
+        "  %j_next = add i64 %j, 1",
+        "  %more_tail = icmp slt i64 %j_next, %count",
+        "  br i1 %more_tail, label %tail, label %row_end",
         "row_end:",
         "  %r_next = add i64 %r, 1",
         "  %more_r = icmp slt i64 %r_next, %rows",
@@ -300,8 +491,12 @@ _i64 = types.int64
 sgemm_6x16 = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 sgemm_6x16_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 conv_taps_6x16 = types.ExternalFunction(_SYMBOL_TAPS, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
-depthwise_rows = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
-depthwise_rows_s2 = types.ExternalFunction(_SYMBOL_DEPTHWISE_S2,
+depthwise_parts = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64,
+                                                                       _i64, _i64))
+depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
+depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
+depthwise_rows = types.ExternalFunction(_SYMBOL_DEPTHWISE_V1, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
+depthwise_rows_s2 = types.ExternalFunction(_SYMBOL_DEPTHWISE_S2_V1,
                                            types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
 
 

@@ -393,6 +393,124 @@ def test_depthwise_vector_rows_give_the_numba_loops_bits(n, c, h, w, mult, k, st
     assert relative_max_error(got, ref) <= 1e-6
 
 
+def depthwise_loop_and_kernel(x, wt, strides, pads, dilation):
+    """The plain numba loop's and the vector kernel's outputs (both prefilled with NaN) for one geometry."""
+    from tidlx.emulator.fast import _jit, _microkernel
+
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    n, c, h, w = x.shape
+    o, _, kh, kw = wt.shape
+    out_h = (h + pads[0] + pads[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
+    out_w = (w + pads[1] + pads[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
+    loop = np.full((n, o, out_h, out_w), np.nan, np.float32)
+    kernel = loop.copy()
+    args = (strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], o // c, 0, n * o)
+    _jit.depthwise_conv_nchw(x, wt, loop, *args)
+    _jit.depthwise_conv_planes(x, wt, kernel, *args)
+    return loop, kernel
+
+
+def assert_same_bytes(got, want, label=""):
+    assert got.shape == want.shape, label
+    assert got.tobytes() == want.tobytes(), f"{label}: {np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))} " \
+                                            f"of {got.size} values differ"
+
+
+#: The networks' depthwise map widths (MobileNetV2/V3, EfficientNet-B0, ShuffleNetV2 at 224x224), and a
+#: few past them: rows of 1..8 vectors in one part, 9+ vectors split in parts.
+NETWORK_WIDTHS = (7, 14, 28, 56, 112, 65, 129, 200)
+
+
+@pytest.mark.parametrize("k,stride", [(3, 1), (3, 2), (5, 1), (5, 2)])
+def test_depthwise_kernel_gives_the_loops_bytes_at_every_width(k, stride):
+    """Widths 1..40 and the networks' (every number of vectors, partial last vectors, split rows),
+    heights from 1 (fewer rows than one step of rows) to 17, "same" padding."""
+    rng = np.random.default_rng(k * 10 + stride)
+    for w in list(range(1, 41)) + list(NETWORK_WIDTHS):
+        for h in (1, 2, 3, 5, 9, 17):
+            x = rand(rng, (1, 2, h, w))
+            wt = rand(rng, (2, 1, k, k))
+            loop, kernel = depthwise_loop_and_kernel(x, wt, (stride, stride), (k // 2,) * 4, (1, 1))
+            assert_same_bytes(kernel, loop, f"{h}x{w}")
+
+
+@pytest.mark.parametrize("h", list(range(1, 11)) + [56, 57, 112, 113])
+def test_depthwise_kernel_gives_the_loops_bytes_at_every_height(h):
+    """Heights 1..10 (rows left over after the steps of 2, 3, 4 or 8 rows) and large, on narrow and wide rows."""
+    rng = np.random.default_rng(h)
+    for w in (7, 14, 24, 28, 56):
+        for stride in (1, 2):
+            x = rand(rng, (1, 3, h, w))
+            wt = rand(rng, (3, 1, 3, 3))
+            loop, kernel = depthwise_loop_and_kernel(x, wt, (stride, stride), (1, 1, 1, 1), (1, 1))
+            assert_same_bytes(kernel, loop, f"{h}x{w} stride {stride}")
+
+
+@pytest.mark.parametrize("n,c,h,w,mult,k,strides,pads,dilation", [
+    (1, 3, 20, 22, 1, 7, (1, 1), (3, 3, 3, 3), (1, 1)),     # 7x7
+    (1, 3, 21, 33, 1, 7, (2, 2), (3, 2, 4, 1), (1, 1)),     # 7x7 stride 2, asymmetric pads
+    (2, 3, 19, 23, 2, 5, (2, 2), (2, 2, 2, 2), (1, 1)),     # batch 2, multiplier 2 (a plane reused)
+    (1, 4, 17, 30, 3, 3, (1, 1), (0, 0, 0, 0), (1, 1)),     # no padding, multiplier 3
+    (1, 3, 17, 21, 1, 3, (3, 1), (1, 2, 0, 3), (2, 2)),     # row stride 3, dilation 2, wide left pad
+    (1, 3, 25, 40, 1, 3, (2, 2), (2, 2, 2, 2), (2, 2)),     # stride 2, dilation 2: even taps only
+    (1, 3, 25, 41, 1, 3, (2, 2), (3, 3, 3, 3), (3, 3)),     # stride 2, dilation 3: both phases
+    (1, 3, 23, 45, 1, 5, (1, 3), (2, 2, 2, 2), (1, 1)),     # column stride 3: three phases
+    (1, 2, 7, 7, 1, 7, (1, 2), (4, 4, 4, 4), (1, 1)),       # padding wider than the image
+    (1, 2, 9, 12, 1, 3, (2, 2), (0, 5, 0, 6), (1, 1)),      # odd left pad: the copy starts on an odd column
+])
+def test_depthwise_kernel_gives_the_loops_bytes_in_any_geometry(n, c, h, w, mult, k, strides, pads, dilation):
+    rng = np.random.default_rng(n + c + h + w + k)
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (c * mult, 1, k, k))
+    loop, kernel = depthwise_loop_and_kernel(x, wt, strides, pads, dilation)
+    assert_same_bytes(kernel, loop)
+    ref = naive_conv_nchw(x, wt, strides, pads, dilation, c, acc=np.float64)
+    assert relative_max_error(kernel, ref) <= 1e-6
+
+
+def test_depthwise_kernel_keeps_signed_zeros_infinities_and_nans():
+    """Inputs with -0, +-inf and NaN, weights with -0; and planes whose weights hold inf or NaN (the
+    plain loop skips taps outside the image, where the padded plane's 0 * inf would be NaN)."""
+    rng = np.random.default_rng(7)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    for w, stride in ((30, 1), (30, 2), (7, 1), (57, 2)):
+        x = rand(rng, (1, 6, 11, w))
+        x[0, 0] = -0.0  # a whole plane of -0: its sums start at +0 and stay +0
+        x[0, 1, rng.random((11, w)) < 0.1] = np.nan
+        picks = rng.random((11, w)) < 0.15
+        x[0, 2][picks] = rng.choice(specials, np.count_nonzero(picks))
+        wt = rand(rng, (6, 1, 3, 3))
+        wt[3] = -0.0
+        wt[4, 0, 0, 0] = np.inf
+        wt[5, 0, 2, 1] = np.nan
+        loop, kernel = depthwise_loop_and_kernel(x, wt, (stride, stride), (1, 1, 1, 1), (1, 1))
+        assert_same_bytes(kernel, loop, f"width {w} stride {stride}")
+        assert np.isfinite(loop[0, 4]).any()  # the inf weight's plane: finite where its tap is off the image
+
+
+def test_depthwise_route_takes_the_vector_kernel_and_gives_the_same_bits_in_any_thread_count(monkeypatch):
+    """nn.conv2d's depthwise float32 route runs the vector kernel (spied), in blocks of planes fixed by
+    the shape: 1 thread, 2 numba threads and the 2-thread pool give the same bytes as the plain loop."""
+    from tidlx.emulator.fast import _jit, op_conv
+
+    rng = np.random.default_rng(3)
+    x = rand(rng, (2, 48, 56, 56))
+    wt = rand(rng, (48, 1, 3, 3))
+    calls = []
+    run_blocks = op_conv.run_blocks
+    monkeypatch.setattr(op_conv, "run_blocks",
+                        lambda count, serial, *args, **kw: (calls.append(serial), run_blocks(count, serial, *args, **kw)))
+
+    def conv():
+        return run_kernel("nn.conv2d", [x, wt], strides=(1, 1), padding=(1, 1, 1, 1), groups=48)
+
+    results = run_in_each_thread_config(conv)
+    loop, _ = depthwise_loop_and_kernel(x, wt, (1, 1), (1, 1, 1, 1), (1, 1))
+    for got in results:
+        assert_same_bytes(got, loop)
+    assert calls == [_jit.depthwise_conv_planes] * 3, "the depthwise route did not run the vector kernel"
+
+
 # --- dilated 3x3 convolutions through Winograd (phase sub-grids) --------------------------------
 
 def dilated_kernel(w, dilation):
