@@ -64,6 +64,9 @@ _SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2
 def _kernel_ir() -> str:
     """All kernels in LLVM IR."""
     return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
+                      "declare <8 x float> @llvm.masked.load.v8f32.p0(ptr, i32, <8 x i1>, <8 x float>)",
+                      "declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, <16 x float>)",
+                      "declare void @llvm.masked.store.v8f32.p0(<8 x float>, ptr, i32, <8 x i1>)",
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
                       _function_ir(_SYMBOL_TAPS, add=False, taps=True),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
@@ -316,9 +319,11 @@ def _depthwise_ir(symbol: str) -> str:
 def _depthwise_pad_ir(symbol: str, stride: int) -> str:
     """``rows`` rows of ``count`` (stride 1) or 2 * ``count`` (stride 2) floats from ``src`` (rows
     ``src_step`` apart) to ``dst`` (rows ``dst_step`` apart); stride 2 puts the even floats at
-    ``dst`` and the odd ones at ``dst + span``, count of each. Vectors of 8 outputs, then one at a time."""
+    ``dst`` and the odd ones at ``dst + span``, count of each. Vectors of 8 outputs, then one masked vector."""
     evens = ", ".join(f"i32 {2 * lane}" for lane in range(8))
     odds = ", ".join(f"i32 {2 * lane + 1}" for lane in range(8))
+    lanes8 = ", ".join(f"i32 {lane}" for lane in range(8))
+    lanes16 = ", ".join(f"i32 {lane}" for lane in range(16))
     lines = [
         f"define void @{symbol}(i64 %src_addr, i64 %src_step, i64 %dst_addr, i64 %dst_step, i64 %rows, "
         "i64 %count, i64 %span) {",
@@ -326,6 +331,17 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
         "  %src = inttoptr i64 %src_addr to ptr",
         "  %dst = inttoptr i64 %dst_addr to ptr",
         "  %vec_end = and i64 %count, -8",
+        # the last count % 8 outputs of each row: one masked vector (lanes past the row are not touched)
+        "  %left = sub i64 %count, %vec_end",
+        "  %any_tail = icmp sgt i64 %left, 0",
+        "  %left32 = trunc i64 %left to i32",
+        "  %left_ins = insertelement <8 x i32> poison, i32 %left32, i32 0",
+        "  %left_all = shufflevector <8 x i32> %left_ins, <8 x i32> poison, <8 x i32> zeroinitializer",
+        f"  %mask = icmp slt <8 x i32> <{lanes8}>, %left_all",
+        "  %left2 = shl i32 %left32, 1",
+        "  %left2_ins = insertelement <16 x i32> poison, i32 %left2, i32 0",
+        "  %left2_all = shufflevector <16 x i32> %left2_ins, <16 x i32> poison, <16 x i32> zeroinitializer",
+        f"  %mask2 = icmp slt <16 x i32> <{lanes16}>, %left2_all",
         "  %any_rows = icmp sgt i64 %rows, 0",
         "  %any_count = icmp sgt i64 %count, 0",
         "  %go = and i1 %any_rows, %any_count",
@@ -360,25 +376,26 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
         "  %more_vec = icmp slt i64 %i_next, %vec_end",
         "  br i1 %more_vec, label %vec, label %tail_check",
         "tail_check:",
-        "  %any_tail = icmp slt i64 %vec_end, %count",
         "  br i1 %any_tail, label %tail, label %row_end",
         "tail:",
-        "  %j = phi i64 [%vec_end, %tail_check], [%j_next, %tail]",
-        f"  %in_j = mul i64 %j, {stride}",
-        "  %sj_ptr = getelementptr float, ptr %src_row, i64 %in_j",
-        "  %dj_ptr = getelementptr float, ptr %dst_row, i64 %j",
-        "  %sj = load float, ptr %sj_ptr, align 4",
-        "  store float %sj, ptr %dj_ptr, align 4",
+        f"  %in_end = mul i64 %vec_end, {stride}",
+        "  %s_tail = getelementptr float, ptr %src_row, i64 %in_end",
+        "  %d_tail = getelementptr float, ptr %dst_row, i64 %vec_end",
     ]
-    if stride == 2:
-        lines += ["  %sj1_ptr = getelementptr float, ptr %sj_ptr, i64 1",
-                  "  %oj_ptr = getelementptr float, ptr %dst_odd, i64 %j",
-                  "  %sj1 = load float, ptr %sj1_ptr, align 4",
-                  "  store float %sj1, ptr %oj_ptr, align 4"]
+    if stride == 1:
+        lines += ["  %v_tail = call <8 x float> @llvm.masked.load.v8f32.p0(ptr %s_tail, i32 4, <8 x i1> %mask, "
+                  "<8 x float> poison)",
+                  "  call void @llvm.masked.store.v8f32.p0(<8 x float> %v_tail, ptr %d_tail, i32 4, <8 x i1> %mask)"]
+    else:
+        lines += ["  %wide_tail = call <16 x float> @llvm.masked.load.v16f32.p0(ptr %s_tail, i32 4, "
+                  "<16 x i1> %mask2, <16 x float> poison)",
+                  f"  %ev_tail = shufflevector <16 x float> %wide_tail, <16 x float> poison, <8 x i32> <{evens}>",
+                  f"  %od_tail = shufflevector <16 x float> %wide_tail, <16 x float> poison, <8 x i32> <{odds}>",
+                  "  %o_tail = getelementptr float, ptr %dst_odd, i64 %vec_end",
+                  "  call void @llvm.masked.store.v8f32.p0(<8 x float> %ev_tail, ptr %d_tail, i32 4, <8 x i1> %mask)",
+                  "  call void @llvm.masked.store.v8f32.p0(<8 x float> %od_tail, ptr %o_tail, i32 4, <8 x i1> %mask)"]
     lines += [
-        "  %j_next = add i64 %j, 1",
-        "  %more_tail = icmp slt i64 %j_next, %count",
-        "  br i1 %more_tail, label %tail, label %row_end",
+        "  br label %row_end",
         "row_end:",
         "  %r_next = add i64 %r, 1",
         "  %more_r = icmp slt i64 %r_next, %rows",
