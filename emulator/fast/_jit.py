@@ -26,8 +26,7 @@ from numba import njit, prange
 
 from ._blas import gemm_into
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, ROWS, conv_taps_6x16, depthwise_pad,
-                           depthwise_pad_s2, depthwise_parts, depthwise_rows, depthwise_rows_s2, sgemm_6x16,
-                           sgemm_6x16_add)
+                           depthwise_pad_s2, depthwise_parts, sgemm_6x16, sgemm_6x16_add)
 
 
 @njit(cache=True, nogil=True)
@@ -83,60 +82,6 @@ def depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, st
                     dst = res[oh, lo:hi]
                     for k in range(dst.size):
                         dst[k] += taps[k] * wv
-
-
-@njit(cache=True, nogil=True)
-def depthwise_conv_planes_v1(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
-    """depthwise_conv_nchw for float32 and column strides 1 and 2, on the microkernel's
-    depthwise_rows(_s2): the same sums in the same order (the same bits), each output written
-    once. Each input plane is copied once into a zero-padded plane wide enough for whole vectors
-    of 8 outputs and, for narrow maps, tall enough for whole groups of 4 rows (the columns and
-    rows past the output's are computed on zeros and dropped)."""
-    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
-    out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
-    kh, kw = w.shape[2], w.shape[3]
-    vectors = (out_w + 7) // 8
-    # narrow rows go 4 at a time in the kernel: compute whole groups of 4 (the extra rows read
-    # zeros and are dropped), so no row waits on a lone accumulator chain
-    rows = (out_h + 3) // 4 * 4 if vectors < 4 else out_h
-    padded_h = (rows - 1) * sh + (kh - 1) * dh + 1
-    padded_w = (kw - 1) * dw + sw * 8 * vectors + 8  # + 8: stride 2 loads 16 floats for 8 outputs
-    xp = np.zeros((padded_h, padded_w), np.float32)
-    offsets = np.empty(kh * kw, np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            offsets[i * kw + j] = i * dh * padded_w + j * dw
-    direct = out_w == 8 * vectors and rows == out_h  # the kernel writes the output plane itself
-    rows_buffer = np.empty((rows, 8 * vectors), np.float32)
-    col0, col1 = max(0, pl), min((out_w - 1) * sw + (kw - 1) * dw + 1, pl + width)
-    filled = -1  # the (n, c) plane xp holds
-    for plane in range(start, stop):
-        n = plane // out_channels
-        o = plane % out_channels
-        c = o // multiplier
-        if n * channels + c != filled:
-            for r in range(padded_h):
-                h = r - pt
-                if 0 <= h < height:
-                    xp[r, col0:col1] = x[n, c, h, col0 - pl:col1 - pl]
-            filled = n * channels + c
-        dst = out[n, o] if direct else rows_buffer
-        if sw == 1:
-            depthwise_rows(xp.ctypes.data, sh * padded_w, offsets.ctypes.data, w[o, 0].ctypes.data, kh * kw,
-                           dst.ctypes.data, rows, vectors)
-        else:
-            depthwise_rows_s2(xp.ctypes.data, sh * padded_w, offsets.ctypes.data, w[o, 0].ctypes.data, kh * kw,
-                              dst.ctypes.data, rows, vectors)
-        if not direct:
-            out[n, o] = rows_buffer[:out_h, :out_w]
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def depthwise_conv_planes_v1_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, count, blocks):
-    for i in prange(blocks):
-        start, stop = block_range(count, blocks, i)
-        if start < stop:
-            depthwise_conv_planes_v1(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
 
 
 @njit(cache=True, nogil=True)

@@ -37,8 +37,6 @@ cycles for the previous one of its chain), so each output is written once, not o
 ``rows`` rows; ``depthwise_pad_s2`` copies 2 * ``count``, the even ones to dst, the odd ones to
 dst + span (the padded plane's column phases of stride 2). Both move vectors of 8 floats (numba's
 row slice copies cost ~20 ns each, more than the kernel on small rows).
-(``depthwise_rows`` and ``depthwise_rows_s2``: the previous kernel, TEMPORARY for
-benchmarks/ab_depthwise.py.)
 
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
 (Winograd) or the numba loop (depthwise).
@@ -55,10 +53,8 @@ _SYMBOL_ADD = "tidlx_sgemm_6x16_add"
 _SYMBOL_DEPTHWISE = "tidlx_depthwise_parts"
 _SYMBOL_PAD = "tidlx_depthwise_pad"
 _SYMBOL_PAD_S2 = "tidlx_depthwise_pad_s2"
-_SYMBOL_DEPTHWISE_V1 = "tidlx_depthwise_rows"
-_SYMBOL_DEPTHWISE_S2_V1 = "tidlx_depthwise_rows_s2"
 _SYMBOL_TAPS = "tidlx_conv_taps_6x16"
-_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_DEPTHWISE_V1, _SYMBOL_DEPTHWISE_S2_V1, _SYMBOL_TAPS)
+_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS)
 
 
 def _kernel_ir() -> str:
@@ -70,147 +66,7 @@ def _kernel_ir() -> str:
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
                       _function_ir(_SYMBOL_TAPS, add=False, taps=True),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
-                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2),
-                      _depthwise_ir_v1(_SYMBOL_DEPTHWISE_V1, 1), _depthwise_ir_v1(_SYMBOL_DEPTHWISE_S2_V1, 2)])
-
-
-def _depthwise_columns_ir(tag: str, unroll: int, rows: int, stride: int, first: str, stop: str,
-                          next_label: str) -> list:
-    """A loop over vector columns [first, stop) in steps of ``unroll`` vectors of ``rows`` output
-    rows (from %row_ptr / %out_row), each step summing all taps into rows x unroll vector
-    accumulators (independent chains, so that the FMA-free adds overlap); then ``next_label``."""
-    acc = [(r, k) for r in range(rows) for k in range(unroll)]
-    lines = [
-        f"{tag}_check:",
-        f"  %{tag}_any = icmp slt i64 {first}, {stop}",
-        f"  br i1 %{tag}_any, label %{tag}_vec, label %{next_label}",
-        f"{tag}_vec:",
-        f"  %{tag}_v = phi i64 [{first}, %{tag}_check], [%{tag}_v_next, %{tag}_store]",
-        f"  %{tag}_col = shl i64 %{tag}_v, 3",
-        f"  %{tag}_in_col = mul i64 %{tag}_col, {stride}",
-        f"  br label %{tag}_tap",
-        f"{tag}_tap:",
-        f"  %{tag}_t = phi i64 [0, %{tag}_vec], [%{tag}_t_next, %{tag}_tap]",
-    ]
-    lines += [f"  %{tag}_acc{r}_{k} = phi <8 x float> [zeroinitializer, %{tag}_vec], [%{tag}_sum{r}_{k}, %{tag}_tap]"
-              for r, k in acc]
-    lines += [
-        f"  %{tag}_off_ptr = getelementptr i64, ptr %offs, i64 %{tag}_t",
-        f"  %{tag}_off = load i64, ptr %{tag}_off_ptr, align 8",
-        f"  %{tag}_idx = add i64 %{tag}_off, %{tag}_in_col",
-        f"  %{tag}_x_ptr = getelementptr float, ptr %row_ptr, i64 %{tag}_idx",
-        f"  %{tag}_w_ptr = getelementptr float, ptr %wts, i64 %{tag}_t",
-        f"  %{tag}_w = load float, ptr %{tag}_w_ptr, align 4",
-        f"  %{tag}_w_ins = insertelement <8 x float> poison, float %{tag}_w, i32 0",
-        f"  %{tag}_ws = shufflevector <8 x float> %{tag}_w_ins, <8 x float> poison, <8 x i32> zeroinitializer",
-    ]
-    evens = ", ".join(f"i32 {2 * lane}" for lane in range(8))
-    for r, k in acc:
-        name = f"{tag}_x{r}_{k}"
-        lines += [f"  %{tag}_xr{r}_{k} = getelementptr float, ptr %{tag}_x_ptr, i64 %row_step{r}",
-                  f"  %{tag}_xp{r}_{k} = getelementptr float, ptr %{tag}_xr{r}_{k}, i64 {8 * stride * k}"]
-        if stride == 1:
-            lines += [f"  %{name} = load <8 x float>, ptr %{tag}_xp{r}_{k}, align 4"]
-        else:
-            lines += [f"  %{tag}_wide{r}_{k} = load <16 x float>, ptr %{tag}_xp{r}_{k}, align 4",
-                      f"  %{name} = shufflevector <16 x float> %{tag}_wide{r}_{k}, <16 x float> poison, "
-                      f"<8 x i32> <{evens}>"]
-        lines += [
-            f"  %{tag}_p{r}_{k} = fmul <8 x float> %{name}, %{tag}_ws",
-            f"  %{tag}_sum{r}_{k} = fadd <8 x float> %{tag}_acc{r}_{k}, %{tag}_p{r}_{k}",
-        ]
-    lines += [
-        f"  %{tag}_t_next = add i64 %{tag}_t, 1",
-        f"  %{tag}_more_t = icmp slt i64 %{tag}_t_next, %taps",
-        f"  br i1 %{tag}_more_t, label %{tag}_tap, label %{tag}_store",
-        f"{tag}_store:",
-        f"  %{tag}_out = getelementptr float, ptr %out_row, i64 %{tag}_col",
-    ]
-    for r, k in acc:
-        lines += [f"  %{tag}_or{r}_{k} = getelementptr float, ptr %{tag}_out, i64 %row_len{r}",
-                  f"  %{tag}_op{r}_{k} = getelementptr float, ptr %{tag}_or{r}_{k}, i64 {8 * k}",
-                  f"  store <8 x float> %{tag}_sum{r}_{k}, ptr %{tag}_op{r}_{k}, align 4"]
-    lines += [
-        f"  %{tag}_v_next = add i64 %{tag}_v, {unroll}",
-        f"  %{tag}_more_v = icmp slt i64 %{tag}_v_next, {stop}",
-        f"  br i1 %{tag}_more_v, label %{tag}_vec, label %{next_label}",
-    ]
-    return lines
-
-
-#: Output rows summed together when rows are narrow (fewer than 4 vectors of 8): four independent
-#: accumulator chains instead of one per row (a 7x7 or 14x14 map would wait on each add's latency).
-ROW_GROUP = 4
-
-
-def _depthwise_ir_v1(symbol: str, stride: int) -> str:
-    """Narrow rows (fewer than 4 vectors): groups of ROW_GROUP rows one vector column at a time;
-    then (and for wide rows, all) rows one at a time: vector columns by 4 up to the last multiple
-    of 4, then by 1. Inside each, the taps."""
-    g = ROW_GROUP
-    lines = [
-        f"define void @{symbol}(i64 %src_addr, i64 %row_step, i64 %offs_addr, i64 %wts_addr, "
-        "i64 %taps, i64 %dst_addr, i64 %rows, i64 %vectors) {",
-        "entry:",
-        "  %src = inttoptr i64 %src_addr to ptr",
-        "  %offs = inttoptr i64 %offs_addr to ptr",
-        "  %wts = inttoptr i64 %wts_addr to ptr",
-        "  %dst = inttoptr i64 %dst_addr to ptr",
-        "  %row_len = shl i64 %vectors, 3",
-        "  %quads = and i64 %vectors, -4",
-    ]
-    for r in range(g):
-        lines += [f"  %row_step{r} = mul i64 %row_step, {r}", f"  %row_len{r} = mul i64 %row_len, {r}"]
-    lines += [
-        "  %narrow = icmp slt i64 %vectors, 4",
-        f"  %grouped_rows = and i64 %rows, {-g}",
-        "  %group_rows = select i1 %narrow, i64 %grouped_rows, i64 0",
-        "  %some_taps = icmp sgt i64 %taps, 0",
-        "  %groups_go = icmp sgt i64 %group_rows, 0",
-        "  %go_groups = and i1 %groups_go, %some_taps",
-        "  br i1 %go_groups, label %group, label %rows_check",
-        "group:",
-        "  %gr = phi i64 [0, %entry], [%gr_next, %group_end]",
-        "  %g_row_off = mul i64 %gr, %row_step",
-        "  %g_out_off = mul i64 %gr, %row_len",
-        "  br label %g_setup",
-        "g_setup:",
-        "  %row_ptr_g = getelementptr float, ptr %src, i64 %g_row_off",
-        "  %out_row_g = getelementptr float, ptr %dst, i64 %g_out_off",
-        "  br label %g_check",
-    ]
-    lines += [line.replace("%row_ptr,", "%row_ptr_g,").replace("%out_row,", "%out_row_g,")
-              for line in _depthwise_columns_ir("g", 1, g, stride, "0", "%vectors", "group_end")]
-    lines += [
-        "group_end:",
-        f"  %gr_next = add i64 %gr, {g}",
-        "  %more_gr = icmp slt i64 %gr_next, %group_rows",
-        "  br i1 %more_gr, label %group, label %rows_check",
-        "rows_check:",
-        "  %first_row = phi i64 [0, %entry], [%group_rows, %group_end]",
-        "  %rows_left = icmp slt i64 %first_row, %rows",
-        "  %go = and i1 %rows_left, %some_taps",
-        "  br i1 %go, label %row, label %done",
-        "row:",
-        "  %r = phi i64 [%first_row, %rows_check], [%r_next, %row_end]",
-        "  %row_off = mul i64 %r, %row_step",
-        "  %row_ptr = getelementptr float, ptr %src, i64 %row_off",
-        "  %out_off = mul i64 %r, %row_len",
-        "  %out_row = getelementptr float, ptr %dst, i64 %out_off",
-        "  br label %q_check",
-    ]
-    lines += _depthwise_columns_ir("q", 4, 1, stride, "0", "%quads", "s_check")
-    lines += _depthwise_columns_ir("s", 1, 1, stride, "%quads", "%vectors", "row_end")
-    lines += [
-        "row_end:",
-        "  %r_next = add i64 %r, 1",
-        "  %more_r = icmp slt i64 %r_next, %rows",
-        "  br i1 %more_r, label %row, label %done",
-        "done:",
-        "  ret void",
-        "}",
-    ]
-    return "\n".join(lines)
+                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2)])
 
 
 #: Accumulator vectors (of 8 floats) a step keeps over all taps: a row part of W vectors goes
@@ -512,9 +368,6 @@ depthwise_parts = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i6
                                                                        _i64, _i64))
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
-depthwise_rows = types.ExternalFunction(_SYMBOL_DEPTHWISE_V1, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
-depthwise_rows_s2 = types.ExternalFunction(_SYMBOL_DEPTHWISE_S2_V1,
-                                           types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64))
 
 
 def pack_panels(u: np.ndarray) -> np.ndarray:

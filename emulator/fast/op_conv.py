@@ -116,12 +116,14 @@ def _conv_nhwc(x, w, strides, dilation, pads, out_hw, work):
     return gemm(col, w_hwio).reshape(n, oh, ow, o)
 
 
-DEPTHWISE_V1 = False  # TEMPORARY: the previous depthwise kernel, for benchmarks/ab_depthwise.py
+#: Whether float32 depthwise convolutions run on the vector kernel (benchmarks/ab_depthwise.py turns it
+#: off for A/B against the plain loop).
+DEPTHWISE_VECTOR_KERNEL = True
 
 
 def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
-    """One input channel per group: float32 with column stride 1 or 2 on the microkernel's
-    depthwise rows (_jit.depthwise_conv_planes), else the plain numba loop; the same bits."""
+    """One input channel per group: float32 on the microkernel's vector kernel
+    (_jit.depthwise_conv_planes), else the plain numba loop; the same bits."""
     from . import _jit, _microkernel
 
     n, c, h, wd = x.shape
@@ -129,9 +131,7 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     x = np.ascontiguousarray(x, dtype=work)
     w = np.ascontiguousarray(w, dtype=work)
     out = np.empty((n, o, out_hw[0], out_hw[1]), work)
-    if DEPTHWISE_V1 and work == np.float32 and strides[1] in (1, 2) and _microkernel.AVAILABLE:
-        serial, parallel, per_block = _jit.depthwise_conv_planes_v1, _jit.depthwise_conv_planes_v1_blocks, 800_000
-    elif work == np.float32 and _microkernel.AVAILABLE:
+    if DEPTHWISE_VECTOR_KERNEL and work == np.float32 and _microkernel.AVAILABLE:
         serial, parallel, per_block = _jit.depthwise_conv_planes, _jit.depthwise_conv_planes_blocks, 800_000
     else:
         serial, parallel, per_block = _jit.depthwise_conv_nchw, _jit.depthwise_conv_nchw_blocks, 200_000

@@ -412,8 +412,8 @@ def depthwise_loop_and_kernel(x, wt, strides, pads, dilation):
 
 def assert_same_bytes(got, want, label=""):
     assert got.shape == want.shape, label
-    assert got.tobytes() == want.tobytes(), f"{label}: {np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))} " \
-                                            f"of {got.size} values differ"
+    differ = np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert got.tobytes() == want.tobytes(), f"{label}: {differ} of {got.size} values differ"
 
 
 #: The networks' depthwise map widths (MobileNetV2/V3, EfficientNet-B0, ShuffleNetV2 at 224x224), and a
@@ -498,8 +498,12 @@ def test_depthwise_route_takes_the_vector_kernel_and_gives_the_same_bits_in_any_
     wt = rand(rng, (48, 1, 3, 3))
     calls = []
     run_blocks = op_conv.run_blocks
-    monkeypatch.setattr(op_conv, "run_blocks",
-                        lambda count, serial, *args, **kw: (calls.append(serial), run_blocks(count, serial, *args, **kw)))
+
+    def spied(count, serial, *args, **kw):
+        calls.append(serial)
+        return run_blocks(count, serial, *args, **kw)
+
+    monkeypatch.setattr(op_conv, "run_blocks", spied)
 
     def conv():
         return run_kernel("nn.conv2d", [x, wt], strides=(1, 1), padding=(1, 1, 1, 1), groups=48)
@@ -509,6 +513,10 @@ def test_depthwise_route_takes_the_vector_kernel_and_gives_the_same_bits_in_any_
     for got in results:
         assert_same_bytes(got, loop)
     assert calls == [_jit.depthwise_conv_planes] * 3, "the depthwise route did not run the vector kernel"
+    calls.clear()
+    monkeypatch.setattr(op_conv, "DEPTHWISE_VECTOR_KERNEL", False)  # the A/B switch: the plain loop, same bytes
+    assert_same_bytes(conv(), loop)
+    assert calls == [_jit.depthwise_conv_nchw]
 
 
 # --- dilated 3x3 convolutions through Winograd (phase sub-grids) --------------------------------
