@@ -1,7 +1,7 @@
 """The depthwise convolution's vector kernel against the plain numba loop (emulator/fast/op_conv.py).
 
 Not part of ``make bench`` (its name does not match bench_*.py). The depthwise shapes are those met
-by one run of MobileNetV2, MobileNetV3-small and EfficientNet-B0 (benchmarks/model_set.py, 224x224;
+by one run of MobileNetV2, MobileNetV3-small, EfficientNet-B0 and ShuffleNetV2 (benchmarks/model_set.py;
 recorded from op_conv._conv_depthwise); each is timed inside one run context at 1 thread and at 2,
 the two alternating call by call; then each model's whole run (``emulator.run``, fast set) with the
 loop and with the kernel (op_conv.DEPTHWISE_VECTOR_KERNEL switched around the runs), alternating run
@@ -27,7 +27,7 @@ from bench_float import random_feed  # noqa: E402
 from bench_models import save_model_and_feed  # noqa: E402
 
 MODELS = (("mobilenet_v2", "MobileNetV2"), ("mobilenet_v3_small", "MobileNetV3-small"),
-          ("efficientnet_b0", "EfficientNet-B0"))
+          ("efficientnet_b0", "EfficientNet-B0"), ("shufflenet_v2", "ShuffleNetV2"))
 
 
 @contextmanager
@@ -62,7 +62,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--skip-models", action="store_true", help="only the depthwise shapes")
     parser.add_argument("--skip-shapes", action="store_true", help="only the whole models")
+    parser.add_argument("--models", default=",".join(name for name, _ in MODELS),
+                        help="comma-separated model_set names (default: all four)")
     args = parser.parse_args()
+    models = [(name, label) for name, label in MODELS if name in args.models.split(",")]
 
     import tidlx
     from tidlx.emulator import EmulatorConfig, run
@@ -78,7 +81,7 @@ def main() -> None:
         return conv(x, w, strides, dilation, pads, out_hw, work)
 
     with tempfile.TemporaryDirectory() as tmp:
-        for name, _ in MODELS:
+        for name, _ in models:
             model = model_set.MODELS[name][0]()
             feed = random_feed(model, 0)
             model_path, _ = save_model_and_feed(tmp, name, model, feed)
@@ -113,13 +116,13 @@ def main() -> None:
                 total[0] += a * calls[key]
                 total[1] += b * calls[key]
         for threads, (a, b) in totals.items():
-            print(f"{f'threads={threads}, all calls of the three runs':<60}{a:>10.4f}{b:>10.4f}{a / b:>8.2f}x")
+            print(f"{f'threads={threads}, all calls of the runs':<60}{a:>10.4f}{b:>10.4f}{a / b:>8.2f}x")
     if args.skip_models:
         return
     print(f"{'whole run, ms':<60}{'loop':>10}{'kernel':>10}{'ratio':>9}")
     for config_label, config in (("threads=1", EmulatorConfig(threads=1)),
                                  ("threads=2", EmulatorConfig(threads=2, adapt=False))):
-        for name, label in MODELS:
+        for name, label in models:
             mod, feed = modules[name]
 
             def whole(on, mod=mod, feed=feed, config=config):

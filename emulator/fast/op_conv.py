@@ -1,4 +1,4 @@
-"""Fast nn.conv2d: Winograd, im2col gathered in numba, products split over threads, numba depthwise loops.
+"""Fast nn.conv2d: Winograd, im2col gathered in numba, products split over threads, a depthwise vector kernel.
 
 Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
 float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated ones too, as the Winograd
