@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._llvm import compile_and_bind
+
 ROWS = 6  # output channels per panel (broadcast operands)
 COLUMNS = 16  # tiles per block: two vectors of 8 floats
 _SYMBOL = "tidlx_sgemm_6x16"
@@ -328,35 +330,8 @@ def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
     return "\n".join(lines)
 
 
-_engine = None  # keeps the compiled code alive for the life of the process
-
-
-def _compile() -> bool:
-    """Compiles the kernel for the host CPU and binds its symbol; False when that fails."""
-    global _engine
-    try:
-        import llvmlite.binding as llvm
-
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        machine = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
-        module = llvm.parse_assembly(_kernel_ir())
-        module.verify()
-        engine = llvm.create_mcjit_compiler(module, machine)
-        engine.finalize_object()
-        addresses = {symbol: engine.get_function_address(symbol) for symbol in _SYMBOLS}
-    except Exception:  # any llvmlite/LLVM failure: the callers fall back to OpenBLAS
-        return False
-    if not all(addresses.values()):
-        return False
-    for symbol, address in addresses.items():
-        llvm.add_symbol(symbol, address)
-    _engine = engine
-    return True
-
-
-AVAILABLE = _compile()
+#: False when llvmlite cannot compile the kernels for this CPU (the callers then use OpenBLAS or numba loops)
+AVAILABLE = compile_and_bind(_kernel_ir(), _SYMBOLS)
 
 from numba import types  # noqa: E402  (after the symbol exists for cached code)
 

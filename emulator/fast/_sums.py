@@ -37,6 +37,8 @@ import functools
 
 import numpy as np
 
+from ._llvm import compile_and_bind
+
 #: leaves hold at most this many values (numpy's PW_BLOCKSIZE)
 LEAF = 128
 #: planes summed together by plane_sums4
@@ -146,36 +148,9 @@ def _plane_sums_ir(planes: int, tag: str) -> str:
 
 
 _KERNELS = [(planes, tag) for planes in (GROUP, 1) for tag in _TYPES]
-_engine = None  # keeps the compiled code alive for the life of the process
-
-
-def _compile() -> bool:
-    """Compiles the leaf kernels for the host CPU and binds their symbols; False when that fails."""
-    global _engine
-    try:
-        import llvmlite.binding as llvm
-
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        machine = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
-        module = llvm.parse_assembly("\n".join(_plane_sums_ir(planes, tag) for planes, tag in _KERNELS))
-        module.verify()
-        engine = llvm.create_mcjit_compiler(module, machine)
-        engine.finalize_object()
-        addresses = {_symbol(planes, tag): engine.get_function_address(_symbol(planes, tag))
-                     for planes, tag in _KERNELS}
-    except Exception:  # noqa: BLE001  (any llvmlite/LLVM failure: the caller uses numpy)
-        return False
-    if not all(addresses.values()):
-        return False
-    for symbol, address in addresses.items():
-        llvm.add_symbol(symbol, address)
-    _engine = engine
-    return True
-
-
-AVAILABLE = _compile()
+#: False when llvmlite cannot compile the leaf kernels for this CPU (the pool then uses numpy's mean)
+AVAILABLE = compile_and_bind("\n".join(_plane_sums_ir(planes, tag) for planes, tag in _KERNELS),
+                             [_symbol(planes, tag) for planes, tag in _KERNELS])
 
 from numba import njit, prange, types  # noqa: E402  (after the symbols exist for cached code)
 
