@@ -16,13 +16,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model_set  # noqa: E402
+from ab_alternate import ab  # noqa: E402
 from bench_float import random_feed  # noqa: E402
 from bench_models import save_model_and_feed  # noqa: E402
 
@@ -40,21 +40,6 @@ def vector_kernel(on: bool):
         yield
     finally:
         op_conv.DEPTHWISE_VECTOR_KERNEL = saved
-
-
-def ab(label, variants, runs):
-    """Median ms of each variant's fn(), alternating; the ratio first / second."""
-    times = {name: [] for name in variants}
-    for fn in variants.values():  # warm-up
-        fn()
-    for _ in range(runs):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    a, b = (float(np.median(t)) * 1e3 for t in times.values())
-    print(f"{label:<60}{a:>10.4f}{b:>10.4f}{a / b:>8.2f}x", flush=True)
-    return a, b
 
 
 def main() -> None:
