@@ -31,9 +31,10 @@ from ..interpreter import CUSTOM, OP, EmulatorError, check_result, kernel_failur
 from ...ir.expr import Call, Constant
 from ...ir.op import declare_facet, register_op_attr
 from ...ir.types import TensorType
+from ..reference.op_nn import _along
 from ..registry import PlanTransform
-from ._fusion import Fused
-from ._parallel import MIN_ELEMENTWISE_BLOCK, matvec, product_plan, run_blocks
+from ._fusion import Fused, stage_inputs
+from ._parallel import matvec, product_plan, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -231,12 +232,6 @@ def _prepare_dense(node: Call, constants) -> Optional[Callable]:
 
 # --- stages ---------------------------------------------------------------------------------------
 
-def _along_axis(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
-    shape = [1] * ndim
-    shape[axis] = vec.shape[0]
-    return vec.reshape(shape)
-
-
 def _stage_value(node: Call, position: int):
     """(shape, dtype) of the chain value a stage receives, and of its result, when both are the
     same float tensor type (the stages below keep the value's type)."""
@@ -254,7 +249,7 @@ def _stage_bias_add(node: Call, position: int, constants) -> Optional[Callable]:
     axis = node.attrs.axis % len(shape)
     if bias.shape[0] != shape[axis]:
         return None
-    shaped = _along_axis(bias, axis, len(shape))
+    shaped = _along(bias, axis, len(shape))
 
     def bias_add(x, others):
         return np.add(x, shaped, out=x)
@@ -271,7 +266,7 @@ def _item0_value(node: Call):
 def _stage_batch_norm(node: Call, position: int, constants) -> Optional[Callable]:
     """Item 0 of batch_norm in place with constant parameters (op_nn._batch_norm_into, out=x)."""
     from ._jit import channel_affine_inplace, channel_affine_inplace_blocks
-    from .op_nn import cached_scale_shift
+    from .op_nn import affine_rows, cached_scale_shift
 
     x_t = _item0_value(node)
     params = constants[1:]
@@ -280,18 +275,16 @@ def _stage_batch_norm(node: Call, position: int, constants) -> Optional[Callable
     shape, dtype = x_t
     axis = node.attrs.axis % len(shape)
     scale, shift = cached_scale_shift(dtype, list(params), node.attrs)
-    inner = math.prod(shape[axis + 1:])
-    if math.prod(shape) >= 4096 and inner >= 16:
-        rows_shape = (-1, shape[axis], inner)
-        count = math.prod(shape[:axis + 1])
-        min_block = max(1, MIN_ELEMENTWISE_BLOCK // inner)
+    plan = affine_rows(shape, axis, dtype)
+    if plan is not None:
+        rows_shape, count, min_block = plan
 
         def batch_norm_rows(x, others):
             run_blocks(count, channel_affine_inplace, channel_affine_inplace_blocks, x.reshape(rows_shape), scale,
                        shift, min_block=min_block)
             return x
         return batch_norm_rows
-    scale_b, shift_b = _along_axis(scale, axis, len(shape)), _along_axis(shift, axis, len(shape))
+    scale_b, shift_b = _along(scale, axis, len(shape)), _along(shift, axis, len(shape))
 
     def batch_norm_small(x, others):
         np.multiply(x, scale_b, out=x)
@@ -332,73 +325,35 @@ def _stage_add(node: Call, position: int, constants) -> Optional[Callable]:
 
 
 def _prepared_tail(fused: Fused) -> Optional[list]:
-    """A one-pass tail (_tail.py) with its scale, shift and flags decided here: one stage callable
-    running the whole pass (taking every stage's inputs), or None where _tail.run_tail would not
-    run it (then the stages are prepared one by one: the same bits, as the pass and the
+    """A one-pass tail (_tail.py) planned here from the stages' constants (_tail.tail_pass): one
+    stage callable running the whole pass (taking every stage's inputs), or None where the pass
+    would not run (then the stages are prepared one by one: the same bits, as the pass and the
     epilogues are)."""
-    from ._jit import conv_tail, conv_tail_blocks
-    from ._tail import SMALL
+    from ._tail import run_pass, tail_pass
 
     head = _tensor(fused.head_node.checked_type)
-    if head is None or len(head[0]) < 2 or math.prod(head[0]) < SMALL:
+    if head is None:
         return None
     shape, dtype = head
-    scale = shift = None
-    add_at = None
-    relu = clamp = False
-    lo = hi = dtype.type(0)
-    at = 0
+    others = []  # per stage: its other arguments' constants (None: known only when the step runs)
     for stage in fused.stages:
-        node, constants = stage.node, _constants(stage.node)
-        if stage.tail == "affine":
-            if node.attrs.axis % len(shape) != 1:
+        node = stage.node
+        args = list(stage_inputs(_constants(node), stage.position))
+        if stage.item0:  # batch norm: its scale and shift are computed here, so from read-only constants only
+            if _item0_value(node) != head:
                 return None
-            if stage.op_name == "nn.bias_add":
-                bias = constants[1]
-                if bias is None or bias.dtype != dtype or bias.shape != (shape[1],):
-                    return None
-                from ._tail import _ones
+            args = [a if a is not None and not a.flags.writeable else None for a in args]
+        if stage.tail == "add" and _tensor(node.args[1 - stage.position].checked_type) != head:
+            return None
+        others.append(args)
+    plan = tail_pass(fused.stages, others, dtype, shape)
+    if plan is None:
+        return None
+    add_at = None if plan.add_stage is None else sum(s.n_others for s in fused.stages[:plan.add_stage])
 
-                scale, shift = _ones(shape[1], dtype), bias
-            else:
-                from .op_nn import cached_scale_shift
-
-                params = constants[1:]
-                if _item0_value(node) != head or any(p is None or p.flags.writeable for p in params):
-                    return None
-                scale, shift = cached_scale_shift(dtype, list(params), node.attrs)
-                if scale.shape != (shape[1],) or shift.shape != (shape[1],):
-                    return None
-        elif stage.tail == "add":
-            if _tensor(node.args[1 - stage.position].checked_type) != head:
-                return None
-            add_at = at
-        elif stage.op_name == "clip":
-            clamp = True
-            lo, hi = dtype.type(node.attrs.a_min), dtype.type(node.attrs.a_max)
-        else:
-            relu = True
-        at += stage.n_others
-    inner = math.prod(shape[2:])
-    rows_shape = (-1, inner)
-    channels = shape[1]
-    dummy = np.empty(1, dtype)
-    scale_a = dummy if scale is None else scale
-    shift_a = dummy if shift is None else shift
-    min_block = max(1, MIN_ELEMENTWISE_BLOCK // inner)
-    rows_count = math.prod(shape) // inner
-    n_inputs = at
-
-    def tail(x, others):
-        rows = x.reshape(rows_shape)
-        if add_at is None:
-            other = rows
-        else:
-            other = others[add_at].reshape(rows_shape)  # (a strided residual: a contiguous copy)
-        run_blocks(rows_count, conv_tail, conv_tail_blocks, rows, channels, scale_a, shift_a, other,
-                   scale is not None, add_at is not None, relu, clamp, lo, hi, min_block=min_block)
-        return x
-    return [(tail, n_inputs)]
+    def tail(x, values):
+        return run_pass(x, plan, None if add_at is None else values[add_at])
+    return [(tail, sum(s.n_others for s in fused.stages))]
 
 
 preparer("nn.conv2d", kernel=_prepare_conv2d)

@@ -13,7 +13,7 @@ exactly (NaN, infinities and signed zeros included), then + bias as the op.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -34,52 +34,85 @@ def is_tail(roles: Sequence) -> bool:
     return min(positions) >= 0 and all(a < b for a, b in zip(positions, positions[1:]))
 
 
+class TailPass(NamedTuple):
+    """What the one pass does for a chain's stages: its per-channel scale and shift (None: no
+    affine step), which stage's argument is the residual (None: no add), and the activation."""
+    scale: Optional[np.ndarray]
+    shift: Optional[np.ndarray]
+    add_stage: Optional[int]
+    relu: bool
+    clamp: bool
+    lo: object
+    hi: object
+
+
+def tail_pass(stages, others: Sequence[list], dtype: np.dtype, shape: tuple) -> Optional[TailPass]:
+    """The pass for ``stages`` on a value of ``shape`` and ``dtype``, from each stage's other
+    arguments; a residual given as None is checked when the pass runs (run_tail), a batch norm's
+    parameters given as None make it None. None when the operands do not fit the pass."""
+    if dtype not in (np.float32, np.float64) or len(shape) < 2 or math.prod(shape) < SMALL:
+        return None
+    scale = shift = add_stage = None
+    relu = clamp = False
+    lo = hi = dtype.type(0)
+    for i, (stage, args) in enumerate(zip(stages, others)):
+        if stage.tail == "affine":  # batch_norm's inference form, or bias_add (scale 1)
+            if stage.attrs.axis % len(shape) != 1:
+                return None
+            if stage.op_name == "nn.bias_add":
+                (shift,) = args
+                if type(shift) is not np.ndarray or shift.dtype != dtype:
+                    return None
+                scale = _ones(shape[1], dtype)
+            else:
+                from .op_nn import cached_scale_shift
+
+                if any(a is None for a in args):
+                    return None
+                scale, shift = cached_scale_shift(dtype, args, stage.attrs)
+            if scale.shape != (shape[1],) or shift.shape != (shape[1],):
+                return None
+        elif stage.tail == "add":
+            (other,) = args
+            if other is not None and (type(other) is not np.ndarray or other.shape != shape or other.dtype != dtype
+                                      or not other.flags.c_contiguous):
+                return None
+            add_stage = i
+        elif stage.op_name == "clip":
+            clamp = True
+            lo, hi = dtype.type(stage.attrs.a_min), dtype.type(stage.attrs.a_max)
+        else:
+            relu = True
+    return TailPass(scale, shift, add_stage, relu, clamp, lo, hi)
+
+
+def run_pass(x: np.ndarray, plan: TailPass, other: Optional[np.ndarray]) -> np.ndarray:
+    """The pass ``plan`` on ``x`` in place (a fresh contiguous array), ``other`` the residual."""
+    from ._jit import conv_tail, conv_tail_blocks
+
+    inner = math.prod(x.shape[2:])
+    rows = x.reshape(-1, inner)
+    dummy = np.empty(1, x.dtype)
+    run_blocks(rows.shape[0], conv_tail, conv_tail_blocks, rows, x.shape[1],
+               dummy if plan.scale is None else plan.scale, dummy if plan.shift is None else plan.shift,
+               rows if other is None else other.reshape(rows.shape), plan.scale is not None, other is not None,
+               plan.relu, plan.clamp, plan.lo, plan.hi, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
+    return x
+
+
 def run_tail(x: np.ndarray, stages, others: Sequence[list]) -> Optional[np.ndarray]:
     """Applies the tail to ``x`` in place (``x`` must be a fresh array that nobody else holds);
     ``stages`` are the fused stages (with .tail and .attrs), ``others`` each stage's other
     arguments. Returns None, with ``x`` untouched, when the operands do not fit the pass."""
-    if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous or not x.flags.writeable \
-            or x.ndim < 2 or x.size < SMALL:
+    if not x.flags.c_contiguous or not x.flags.writeable:
         return None
-    scale = shift = other = None
-    relu = clamp = False
-    lo = hi = x.dtype.type(0)
-    for stage, args in zip(stages, others):
-        if stage.tail == "affine":  # batch_norm's inference form, or bias_add (scale 1)
-            if stage.attrs.axis % x.ndim != 1:
-                return None
-            if stage.op_name == "nn.bias_add":
-                (shift,) = args
-                if type(shift) is not np.ndarray or shift.dtype != x.dtype:
-                    return None
-                scale = _ones(x.shape[1], x.dtype)
-            else:
-                from .op_nn import cached_scale_shift
-
-                scale, shift = cached_scale_shift(x.dtype, args, stage.attrs)
-            if scale.shape != (x.shape[1],) or shift.shape != (x.shape[1],):
-                return None
-        elif stage.tail == "add":
-            (other,) = args
-            if type(other) is not np.ndarray or other.shape != x.shape or other.dtype != x.dtype \
-                    or not other.flags.c_contiguous or np.shares_memory(other, x):
-                return None
-        elif stage.op_name == "clip":
-            clamp = True
-            lo, hi = x.dtype.type(stage.attrs.a_min), x.dtype.type(stage.attrs.a_max)
-        else:
-            relu = True
-    from ._jit import conv_tail, conv_tail_blocks
-
-    channels = x.shape[1]
-    inner = math.prod(x.shape[2:])
-    rows = x.reshape(-1, inner)
-    dummy = np.empty(1, x.dtype)
-    run_blocks(rows.shape[0], conv_tail, conv_tail_blocks, rows, channels,
-               dummy if scale is None else scale, dummy if shift is None else shift,
-               rows if other is None else other.reshape(rows.shape), scale is not None, other is not None, relu,
-               clamp, lo, hi, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
-    return x
+    plan = tail_pass(stages, others, x.dtype, x.shape)
+    if plan is None:
+        return None
+    other = None if plan.add_stage is None else others[plan.add_stage][0]
+    if other is not None and np.shares_memory(other, x):
+        return None
+    return run_pass(x, plan, other)
 
 
 _ones_cache: dict = {}

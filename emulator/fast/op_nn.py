@@ -49,18 +49,27 @@ def batch_norm_epilogue(x, others, attrs, in_place):
     return _batch_norm_into(x, others, attrs, x if in_place else None)
 
 
+def affine_rows(shape: tuple, axis: int, dtype: np.dtype):
+    """(rows shape, row count, min_block) of the one numba pass of a per-channel affine over a
+    tensor of this shape (``x * scale[c] + shift[c]`` on (outer, C, inner) rows), or None when
+    numpy's multiply and add run it (small or narrow tensors)."""
+    inner = math.prod(shape[axis + 1:])  # not np.prod: ~10 us of call overhead per batch norm
+    if dtype.kind == "f" and math.prod(shape) >= 4096 and inner >= 16:
+        return (-1, shape[axis], inner), math.prod(shape[:axis + 1]), max(1, MIN_ELEMENTWISE_BLOCK // inner)
+    return None
+
+
 def _batch_norm_into(x, params, attrs, out):
     """Normalized x into ``out`` (x itself for in place; None: a new array)."""
     axis = attrs.axis % x.ndim
     scale, shift = cached_scale_shift(x.dtype, params, attrs)
-    inner = math.prod(x.shape[axis + 1:])  # not np.prod: ~10 us of call overhead per batch norm
-    if x.dtype.kind == "f" and x.size >= 4096 and inner >= 16:
+    plan = affine_rows(x.shape, axis, x.dtype)
+    if plan is not None:
         from ._jit import channel_affine, channel_affine_blocks, channel_affine_inplace, \
             channel_affine_inplace_blocks
 
-        # (outer, C, inner) rows with one scale and shift each, in one pass
-        rows = np.ascontiguousarray(x).reshape(-1, x.shape[axis], inner)
-        count, min_block = rows.shape[0] * rows.shape[1], max(1, MIN_ELEMENTWISE_BLOCK // inner)
+        rows_shape, count, min_block = plan
+        rows = np.ascontiguousarray(x).reshape(rows_shape)
         if out is x:
             run_blocks(count, channel_affine_inplace, channel_affine_inplace_blocks, rows, scale, shift,
                        min_block=min_block)
@@ -68,10 +77,8 @@ def _batch_norm_into(x, params, attrs, out):
         dst = np.empty_like(rows) if out is None else out.reshape(rows.shape)
         run_blocks(count, channel_affine, channel_affine_blocks, rows, scale, shift, dst, min_block=min_block)
         return dst.reshape(x.shape)
-    shape = [1] * x.ndim
-    shape[axis] = x.shape[axis]
-    y = np.multiply(x, scale.reshape(shape), out=out)
-    y += shift.reshape(shape)  # in place: one pass, no second array
+    y = np.multiply(x, ref._along(scale, axis, x.ndim), out=out)
+    y += ref._along(shift, axis, x.ndim)  # in place: one pass, no second array
     return y
 
 
@@ -111,6 +118,4 @@ def bias_add_epilogue(x, others, attrs, in_place):
     axis = attrs.axis % x.ndim
     if bias.shape[0] != x.shape[axis]:
         return None
-    shape = [1] * x.ndim
-    shape[axis] = bias.shape[0]
-    return np.add(x, bias.reshape(shape), out=x if in_place else None)
+    return np.add(x, ref._along(bias, axis, x.ndim), out=x if in_place else None)
