@@ -7,7 +7,7 @@ KW <= FEW_CHANNEL_TAPS, or C <= FEW_CHANNELS: the stems) sum their taps directly
 padded copy and no im2col matrix. Other dense and grouped convolutions are one BLAS matmul per group over an
 im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
 input directly. Depthwise convolutions (one input channel per group) run on the microkernel's
-vector rows (float32, column stride 1 or 2) or in a numba loop. The
+depthwise vector kernel (float32, any stride) or in a numba loop. The
 definition is reference/op_conv.py; products are summed in another order than the reference's
 single sgemm (and Winograd transforms round differently), hence the stated tolerance.
 """
