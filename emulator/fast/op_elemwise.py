@@ -14,8 +14,7 @@ import numpy as np
 
 from ..reference import op_elemwise as ref
 from ..reference._common import out_dtype
-from ...ir.op import get_op
-from ..registry import REFERENCE, epilogue, fast_kernel
+from ..registry import epilogue, fast_kernel, lookup
 from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
 
 #: below this many elements numpy's maximum is as fast as a numba pass
@@ -107,10 +106,6 @@ def erf(args, attrs, out_type):
     return erf_f64(flat).reshape(x.shape).astype(out_dtype(out_type))
 
 
-def _reference(op_name: str):
-    return get_op(op_name).get_attr(REFERENCE)
-
-
 def _plane_factors(a, b):
     """(tensor, factors, planes, inner) when one operand is a float tensor and the other, of its
     dtype, has one factor per plane of it (the tensor's shape up to some axis, then 1s: the
@@ -139,8 +134,8 @@ def multiply(args, attrs, out_type):
     7) scale took 15 us, twice a plain multiply). The same products, so the reference's bits (NaN
     factors go to the reference, see _exp.scale_planes). Anything else: the reference kernel."""
     found = _plane_factors(*args)
-    if found is None or np.dtype(out_dtype(out_type)) != found[0].dtype:
-        return _reference("multiply")(args, attrs, out_type)
+    if found is None or out_dtype(out_type) != found[0].dtype:
+        return lookup("multiply", "reference")(args, attrs, out_type)
     from ._exp import scale_planes, scale_planes_blocks
 
     tensor, factors, planes, inner = found
