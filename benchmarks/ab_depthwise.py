@@ -50,7 +50,11 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(name for name, _ in MODELS),
                         help="comma-separated model_set names (default: all four)")
     args = parser.parse_args()
-    models = [(name, label) for name, label in MODELS if name in args.models.split(",")]
+    wanted = [m for m in args.models.split(",") if m]
+    unknown = [m for m in wanted if m not in dict(MODELS)]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(name for name, _ in MODELS)}")
+    models = [(name, label) for name, label in MODELS if name in wanted]
 
     import tidlx
     from tidlx.emulator import EmulatorConfig, run

@@ -188,11 +188,19 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
+    model_names = [m for m in args.models.split(",") if m]
+    if model_names:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import model_set
+
+        unknown = [m for m in model_names if m not in model_set.MODELS]
+        if unknown:
+            parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(model_set.MODELS)}")
     if not os.path.isdir(os.path.join(args.base, "emulator")):
         print(f"no checkout at {args.base}: git worktree add {args.base} 468ffe1", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        paths = write_models(tmp, [m for m in args.models.split(",") if m])
+        paths = write_models(tmp, model_names)
         names = [os.path.basename(p) for p in paths]
         variants = {"old": args.base, "new": args.new}
         for _ in range(args.warmup_processes):  # numba compiles (or loads) its cache in each checkout
