@@ -307,9 +307,35 @@ def for_blocks(count: int, fn: Callable[[int, int], None], min_block: int = 1) -
             f.result()
 
 
-def product_blocks(m: int, n: int) -> tuple:
-    """(by_rows, blocks, step) of a split ``m x n`` product: its longer side cut in one block per
-    CPU of the machine (not per thread of the run), each a multiple of the SIMD-friendly align.
+#: float32 products with a short inner side (k <= 192) are cut in blocks of at most ~1M multiply-adds
+#: when they are small (up to 6.5M) or have long rows (3136 columns or more, up to 32M): OpenBLAS
+#: (0.3.31, SkylakeX kernels) computes such a block with its small-matrix kernel, without packing
+#: the operands, and packing dominates a product whose k is short. benchmarks/ab_product_blocks.py
+#: (2-core AMD EPYC VM, the benchmark set's 1x1 convolutions, old and new blocks alternating, 16
+#: runs, medians, us at 1 / 2 threads): ShuffleNetV2's 116x116 @ 116x196 61.5 -> 51.6 / 45.9 ->
+#: 37.1, MobileNetV2's 192x32 @ 32x784 116 -> 94 / 86 -> 56 and 96x16 @ 16x12544 579 -> 436 /
+#: 335 -> 231. Elsewhere small blocks were no faster or slower: k >= 384 (96x576 @ 576x196 +-1%),
+#: mid-size products with short rows (960x160 @ 160x49 182 -> 192 / 95 -> 108; 116x116 @ 116x784
+#: 230 -> 244 / 136 -> 158), and products above 32M (256x64 @ 64x3136).
+_SMALL_BLOCKS_MAX_K = 192
+_SMALL_BLOCK_MACS = 1_000_000
+_SMALL_BLOCKS_ANY_ROWS_MACS = 6_500_000
+_SMALL_BLOCKS_LONG_ROWS = 3136
+_SMALL_BLOCKS_MAX_MACS = 32_000_000
+
+
+def _small_kernel_blocks(m: int, k: int, n: int, dtype) -> bool:
+    """Whether a product is cut for OpenBLAS's small-matrix kernel (see above)."""
+    macs = m * k * n
+    return 0 < k <= _SMALL_BLOCKS_MAX_K and np.dtype(dtype) == np.float32 and (
+        macs <= _SMALL_BLOCKS_ANY_ROWS_MACS or (n >= _SMALL_BLOCKS_LONG_ROWS and macs <= _SMALL_BLOCKS_MAX_MACS))
+
+
+def product_blocks(m: int, n: int, k: int = 0, dtype=np.float32) -> tuple:
+    """(by_rows, blocks, step) of a split ``m x k @ k x n`` product: its longer side cut in one block
+    per CPU of the machine (not per thread of the run), or, for some float32 products with a short k
+    (``_small_kernel_blocks``), in blocks of at most ~1M multiply-adds (a multiple of the CPU
+    count); each a multiple of the SIMD-friendly align.
 
     OpenBLAS picks its kernels by a product's size, so a block may round differently from the whole
     product: on this AVX-512 VM 48x224 @ 224x196 gave other bits in two column blocks (112 + 84)
@@ -318,7 +344,12 @@ def product_blocks(m: int, n: int) -> tuple:
     one thread computes the blocks in turn (MobileNetV2 at threads=1: 2-4% slower than one call)."""
     by_rows = n < m
     total = m if by_rows else n
-    blocks = max(1, min(_thread_count(), -(-total // _BLOCK_ALIGN)))
+    cpus = _thread_count()
+    wanted = cpus
+    if _small_kernel_blocks(m, k, n, dtype):
+        small_blocks = -(-(m * k * n) // _SMALL_BLOCK_MACS)
+        wanted = max(cpus, -(-small_blocks // cpus) * cpus)  # a multiple of the CPUs: even shares
+    blocks = max(1, min(wanted, -(-total // _BLOCK_ALIGN)))
     step = -(-(-(-total // blocks)) // _BLOCK_ALIGN) * _BLOCK_ALIGN  # as _blas.gemm_blocks cuts them
     return by_rows, blocks, step
 
@@ -352,7 +383,7 @@ def product_plan(m: int, k: int, n: int, dtype) -> Callable[[np.ndarray, np.ndar
     dtype = np.dtype(dtype)
     if m * k * n < _MIN_PARALLEL_MACS or dtype.kind != "f":
         return np.matmul
-    by_rows, blocks, _ = product_blocks(m, n)
+    by_rows, blocks, _ = product_blocks(m, n, k, dtype)
     from . import _blas
 
     def product(a, b):
@@ -381,7 +412,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: Optional[np.ndarray] = None) -> np
         out = np.empty((m, n), np.result_type(a, b))
     if not _state["split_products"] or m * k * n < _MIN_PARALLEL_MACS or a.dtype.kind != "f":
         return np.matmul(a, b, out=out)
-    by_rows, blocks, step = product_blocks(m, n)
+    by_rows, blocks, step = product_blocks(m, n, k, a.dtype)
     from . import _blas
 
     blas = _blas.usable(a, b, out)

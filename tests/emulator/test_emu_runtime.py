@@ -51,7 +51,7 @@ def test_products_split_over_the_pool_equal_one_product(m, k, n):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m,k,n", [(48, 224, 196), (40, 256, 196), (96, 448, 49), (700, 300, 20), (33, 1000, 77),
-                                   (48, 120, 196), (96, 288, 49)])
+                                   (48, 120, 196), (96, 288, 49), (116, 116, 196), (192, 32, 784)])
 def test_split_products_are_the_same_bits_for_any_thread_count_and_engine(dtype, m, k, n):
     """On AVX-512 cores OpenBLAS computes a 48x224 @ 224x196 product in one call and its two
     column blocks with different kernels: blocks cut by the run's thread count gave other bits at
@@ -72,11 +72,28 @@ def test_split_products_are_the_same_bits_for_any_thread_count_and_engine(dtype,
 
 
 def test_product_blocks_cover_the_longer_side():
-    for m, n in [(48, 196), (1280, 49), (16, 16), (33, 77), (700, 20), (5, 1)]:
-        by_rows, blocks, step = _parallel.product_blocks(m, n)
-        total = m if by_rows else n
-        assert by_rows == (n < m) and step % 16 == 0 and 1 <= blocks <= 8
-        assert total <= blocks * step and step < total + 16  # every row or column, in no more than one block's spill
+    for m, k, n in [(48, 224, 196), (1280, 320, 49), (16, 16, 16), (33, 300, 77), (700, 500, 20), (5, 1, 1),
+                    (116, 116, 196), (96, 16, 12544), (192, 32, 784)]:
+        for dtype in (np.float32, np.float64):
+            by_rows, blocks, step = _parallel.product_blocks(m, n, k, dtype)
+            total = m if by_rows else n
+            assert by_rows == (n < m) and step % 16 == 0 and blocks >= 1
+            assert total <= blocks * step and step < total + 16  # every row or column, in no more than one block's spill
+
+
+def test_short_products_are_cut_for_the_small_matrix_kernel():
+    """float32 products with k <= 192, small or with long rows: blocks of ~1M multiply-adds, as many
+    for every CPU (OpenBLAS's small-matrix kernel); others, and float64: one block per CPU."""
+    cpus = _parallel._thread_count()
+    for m, k, n in [(116, 116, 196), (96, 16, 12544), (192, 32, 784), (58, 58, 784)]:
+        by_rows, blocks, step = _parallel.product_blocks(m, n, k, np.float32)
+        other = n if by_rows else m
+        assert blocks % cpus == 0 and blocks >= -(-m * k * n // 1_000_000)
+        assert step * k * other <= 1_000_000 + 16 * k * other  # ~1M each, give or take an align
+        assert _parallel.product_blocks(m, n, k, np.float64)[1] == min(cpus, -(-(m if by_rows else n) // 16))
+    for m, k, n in [(96, 576, 196), (512, 128, 784), (1024, 256, 196), (960, 160, 49), (116, 116, 784)]:
+        # k too long, too big, or mid-size with short rows
+        assert _parallel.product_blocks(m, n, k, np.float32)[1] == cpus
 
 
 def test_openblas_threads_can_be_kept():
