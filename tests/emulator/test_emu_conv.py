@@ -211,6 +211,33 @@ def test_tile_blocks_give_the_same_bits_in_any_split_and_thread_count(tile, h, w
     assert relative_max_error(serial, fast_reference_conv(x, wt, (1, 1, 1, 1))) <= 3e-5
 
 
+def test_f23_input_segment_is_the_patch_transform_bit_for_bit():
+    """The tile blocks' F(2x2) input transform reads the plane in even and odd columns; it must give
+    the bits of fill_patch + winograd_input_row (the plane-wise form) for any segment, padding and
+    edge, non-finite values and signed zeros included."""
+    from tidlx.emulator.fast import _jit
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        h, w = (int(d) for d in rng.integers(1, 20, 2))
+        x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        if trial % 4 == 0:
+            x[0, 1, 0, 0], x[1, 2, -1, -1], x[0, 0, 0, -1] = np.inf, np.nan, -0.0
+        pt, pl = (int(d) for d in rng.integers(0, 3, 2))
+        th, tw = max(1, -(-(h + 2 * pt - 2) // 2)), max(1, -(-(w + 2 * pl - 2) // 2))
+        ty, tx0 = int(rng.integers(0, th)), int(rng.integers(0, tw))
+        count = int(rng.integers(tx0 + 1, tw + 1)) - tx0
+        n, c = int(rng.integers(0, 2)), int(rng.integers(0, 3))
+        by_patch = np.full((16, 3, 40), 7.0, np.float32)
+        by_segment = by_patch.copy()
+        patch, scratch = np.empty((1, 1, 4, 2 * tw + 2), np.float32), np.empty((4, 2 * tw + 2), np.float32)
+        _jit.fill_patch(x, n, c, 2 * ty, 2 * tx0, pt, pl, patch, 2 * count + 2)
+        _jit.winograd_input_row(patch, 0, 0, 0, 0, count, by_patch, c, 5, scratch)
+        even, odd = np.empty((4, tw + 1), np.float32), np.empty((4, tw + 1), np.float32)
+        _jit.winograd_input_segment(x, n, c, 2 * ty, 2 * tx0, pt, pl, count, by_segment, c, 5, even, odd)
+        assert by_segment.tobytes() == by_patch.tobytes(), (h, w, pt, pl, ty, tx0, count)
+
+
 def test_winograd_from_7x7_only_with_tile_blocks():
     from tidlx.emulator.fast import _winograd
 
