@@ -732,14 +732,15 @@ def winograd_input_row(xp, n, c, ty, tx0, tx1, v, vc, col, t):
 
 
 @njit(cache=True, nogil=True)
-def winograd_input_segment(x, n, c, row, col, pt, pl, count, v, vc, vcol, even, odd):
-    """F(2x2, 3x3) input transform of ``count`` consecutive tiles of one tile row, read from the plane
-    x[n, c] zero-padded by pt rows on top and pl columns on the left: the tile at (row, col + 2i) goes
-    to v[:, vc, vcol + i]. The same operations in the same order as fill_patch then
-    winograd_input_row (the same bits), but the patch's even and odd columns are kept apart
+def winograd_input_segment(x, n, first_c, last_c, row, col, pt, pl, count, v, vcol, even, odd):
+    """F(2x2, 3x3) input transform of ``count`` consecutive tiles of one tile row in the planes
+    x[n, first_c:last_c], zero-padded by pt rows on top and pl columns on the left: the tile at
+    (row, col + 2i) of plane c goes to v[:, c, vcol + i]. The same operations in the same order as
+    fill_patch then winograd_input_row (the same bits), but the patch's even and odd columns are kept apart
     (even[r, j] = patch[r, 2j], odd[r, j] = patch[r, 2j + 1]), so the transform over a tile's
-    columns reads both at unit stride, and it indexes the arrays directly (no views: ~30 array
-    views per call cost more than the arithmetic of 16 tiles). even, odd: (4, >= count + 1) scratch."""
+    columns reads both at unit stride, and it indexes the arrays directly and loops over the
+    channels itself (no views, one call per segment: ~30 array views per channel cost more than
+    the arithmetic of its 16 tiles). even, odd: (4, >= count + 1) scratch."""
     height, width = x.shape[2], x.shape[3]
     half = count + 1
     zero = np.float32(0)
@@ -747,42 +748,43 @@ def winograd_input_segment(x, n, c, row, col, pt, pl, count, v, vc, vcol, even, 
     lo = min(half, max(0, (pl - col + 1) // 2))
     hi = max(lo, min(half, (width + pl - col) // 2))
     base = col - pl
-    for r in range(4):
-        source = row + r - pt
-        if source < 0 or source >= height:
-            for j in range(half):
-                even[r, j] = zero
-                odd[r, j] = zero
-            continue
-        for j in range(lo):
-            s0 = base + 2 * j
-            even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
-            odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
-        for j in range(lo, hi):
-            even[r, j] = x[n, c, source, base + 2 * j]
-            odd[r, j] = x[n, c, source, base + 2 * j + 1]
-        for j in range(hi, half):
-            s0 = base + 2 * j
-            even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
-            odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
-    for j in range(half):  # B^T over the rows, in place
-        a0, a1, a2, a3 = even[0, j], even[1, j], even[2, j], even[3, j]
-        even[0, j] = a0 - a2
-        even[1, j] = a1 + a2
-        even[2, j] = a2 - a1
-        even[3, j] = a1 - a3
-        a0, a1, a2, a3 = odd[0, j], odd[1, j], odd[2, j], odd[3, j]
-        odd[0, j] = a0 - a2
-        odd[1, j] = a1 + a2
-        odd[2, j] = a2 - a1
-        odd[3, j] = a1 - a3
-    for a in range(4):
-        p = 4 * a
-        for i in range(count):  # B over the columns of each tile: patch columns 2i .. 2i + 3
-            v[p, vc, vcol + i] = even[a, i] - even[a, i + 1]
-            v[p + 1, vc, vcol + i] = odd[a, i] + even[a, i + 1]
-            v[p + 2, vc, vcol + i] = even[a, i + 1] - odd[a, i]
-            v[p + 3, vc, vcol + i] = odd[a, i] - odd[a, i + 1]
+    for c in range(first_c, last_c):
+        for r in range(4):
+            source = row + r - pt
+            if source < 0 or source >= height:
+                for j in range(half):
+                    even[r, j] = zero
+                    odd[r, j] = zero
+                continue
+            for j in range(lo):
+                s0 = base + 2 * j
+                even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
+                odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
+            for j in range(lo, hi):
+                even[r, j] = x[n, c, source, base + 2 * j]
+                odd[r, j] = x[n, c, source, base + 2 * j + 1]
+            for j in range(hi, half):
+                s0 = base + 2 * j
+                even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
+                odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
+        for j in range(half):  # B^T over the rows, in place
+            a0, a1, a2, a3 = even[0, j], even[1, j], even[2, j], even[3, j]
+            even[0, j] = a0 - a2
+            even[1, j] = a1 + a2
+            even[2, j] = a2 - a1
+            even[3, j] = a1 - a3
+            a0, a1, a2, a3 = odd[0, j], odd[1, j], odd[2, j], odd[3, j]
+            odd[0, j] = a0 - a2
+            odd[1, j] = a1 + a2
+            odd[2, j] = a2 - a1
+            odd[3, j] = a1 - a3
+        for a in range(4):
+            p = 4 * a
+            for i in range(count):  # B over the columns of each tile: patch columns 2i .. 2i + 3
+                v[p, c, vcol + i] = even[a, i] - even[a, i + 1]
+                v[p + 1, c, vcol + i] = odd[a, i] + even[a, i + 1]
+                v[p + 2, c, vcol + i] = even[a, i + 1] - odd[a, i]
+                v[p + 3, c, vcol + i] = odd[a, i] - odd[a, i + 1]
 
 
 @njit(cache=True, nogil=True)
@@ -823,6 +825,31 @@ def winograd_output_row(m, y, n, o, ty, tx0, tx1, col):
         top[k + 1] = p01 - p02 - p03
         bottom[k] = p10 + p11 + p12
         bottom[k + 1] = p11 - p12 - p13
+
+
+@njit(cache=True, nogil=True)
+def winograd_output_segment(m, y, n, first_out, last_out, ty, tx0, tx1, col):
+    """winograd_output_row for the output channels [first_out, last_out) in one call, indexing m and
+    y directly (the row form makes 18 array views per channel): the same operations in the same
+    order, so the same bits."""
+    count = tx1 - tx0
+    top_row = 2 * ty
+    for o in range(first_out, last_out):
+        for i in range(count):
+            c = col + i
+            p00 = m[0, o, c] + m[4, o, c] + m[8, o, c]
+            p01 = m[1, o, c] + m[5, o, c] + m[9, o, c]
+            p02 = m[2, o, c] + m[6, o, c] + m[10, o, c]
+            p03 = m[3, o, c] + m[7, o, c] + m[11, o, c]
+            p10 = m[4, o, c] - m[8, o, c] - m[12, o, c]
+            p11 = m[5, o, c] - m[9, o, c] - m[13, o, c]
+            p12 = m[6, o, c] - m[10, o, c] - m[14, o, c]
+            p13 = m[7, o, c] - m[11, o, c] - m[15, o, c]
+            k = 2 * (tx0 + i)
+            y[n, o, top_row, k] = p00 + p01 + p02
+            y[n, o, top_row, k + 1] = p01 - p02 - p03
+            y[n, o, top_row + 1, k] = p10 + p11 + p12
+            y[n, o, top_row + 1, k + 1] = p11 - p12 - p13
 
 
 @njit(cache=True, nogil=True)
@@ -1127,10 +1154,10 @@ def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start,
         tile = first
         while tile < last and block != done:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
-            for c in range(channels):
-                if edge == 2:
-                    winograd_input_segment(x, n, c, 2 * ty, 2 * tx0, pt, pl, tx1 - tx0, v, c, tile - first, even, odd)
-                else:
+            if edge == 2:
+                winograd_input_segment(x, n, 0, channels, 2 * ty, 2 * tx0, pt, pl, tx1 - tx0, v, tile - first, even, odd)
+            else:
+                for c in range(channels):
                     fill_patch(x, n, c, edge * ty, edge * tx0, pt, pl, patch, edge * (tx1 - tx0) + 2)
                     winograd43_input_row(patch, 0, 0, 0, 0, tx1 - tx0, v, c, tile - first, t, consts)
             tile += tx1 - tx0
@@ -1139,10 +1166,10 @@ def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start,
         tile = first
         while tile < last:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
-            for o in range(first_out, last_out):
-                if edge == 2:
-                    winograd_output_row(m, y, n, o, ty, tx0, tx1, tile - first)
-                else:
+            if edge == 2:
+                winograd_output_segment(m, y, n, first_out, last_out, ty, tx0, tx1, tile - first)
+            else:
+                for o in range(first_out, last_out):
                     winograd43_output_row(m, y, n, o, ty, tx0, tx1, tile - first, s, consts)
             tile += tx1 - tx0
 

@@ -234,8 +234,29 @@ def test_f23_input_segment_is_the_patch_transform_bit_for_bit():
         _jit.fill_patch(x, n, c, 2 * ty, 2 * tx0, pt, pl, patch, 2 * count + 2)
         _jit.winograd_input_row(patch, 0, 0, 0, 0, count, by_patch, c, 5, scratch)
         even, odd = np.empty((4, tw + 1), np.float32), np.empty((4, tw + 1), np.float32)
-        _jit.winograd_input_segment(x, n, c, 2 * ty, 2 * tx0, pt, pl, count, by_segment, c, 5, even, odd)
+        _jit.winograd_input_segment(x, n, c, c + 1, 2 * ty, 2 * tx0, pt, pl, count, by_segment, 5, even, odd)
         assert by_segment.tobytes() == by_patch.tobytes(), (h, w, pt, pl, ty, tx0, count)
+
+
+def test_f23_output_segment_is_the_row_transform_bit_for_bit():
+    """The tile blocks' F(2x2) output transform of all channels of a segment in one call gives the
+    bits of winograd_output_row channel by channel (non-finite values and signed zeros included)."""
+    from tidlx.emulator.fast import _jit
+
+    rng = np.random.default_rng(12)
+    for trial in range(100):
+        outs, th, tw = int(rng.integers(1, 14)), int(rng.integers(1, 6)), int(rng.integers(1, 12))
+        m = rng.standard_normal((16, outs, 24)).astype(np.float32)
+        m[3, 0, 0], m[5, -1, 2], m[7, 0, 1] = np.inf, np.nan, -0.0
+        ty, tx0 = int(rng.integers(0, th)), int(rng.integers(0, tw))
+        tx1 = int(rng.integers(tx0 + 1, tw + 1))
+        first_out, last_out = sorted(int(d) for d in rng.integers(0, outs + 1, 2))
+        by_row = np.full((2, outs, 2 * th, 2 * tw), 5.0, np.float32)
+        by_segment = by_row.copy()
+        for o in range(first_out, last_out):
+            _jit.winograd_output_row(m, by_row, 1, o, ty, tx0, tx1, 3)
+        _jit.winograd_output_segment(m, by_segment, 1, first_out, last_out, ty, tx0, tx1, 3)
+        assert by_segment.tobytes() == by_row.tobytes()
 
 
 def test_winograd_from_7x7_only_with_tile_blocks():
