@@ -731,13 +731,25 @@ def winograd_input_row(xp, n, c, ty, tx0, tx1, v, vc, col, t):
             o3[i] = ta[k + 1] - ta[k + 3]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _edge_pairs(x, n, c, source, base, even, odd, r, first, last):
+    """even/odd[r, j] for pairs j in [first, last) at a plane edge: plane row ``source``'s columns
+    base + 2j and base + 2j + 1, zero outside the plane."""
+    width = x.shape[3]
+    zero = np.float32(0)
+    for j in range(first, last):
+        s0 = base + 2 * j
+        even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
+        odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
+
+
 @njit(cache=True, nogil=True)
 def winograd_input_segment(x, n, first_c, last_c, row, col, pt, pl, count, v, vcol, even, odd):
     """F(2x2, 3x3) input transform of ``count`` consecutive tiles of one tile row in the planes
     x[n, first_c:last_c], zero-padded by pt rows on top and pl columns on the left: the tile at
     (row, col + 2i) of plane c goes to v[:, c, vcol + i]. The same operations in the same order as
-    fill_patch then winograd_input_row (the same bits), but the patch's even and odd columns are kept apart
-    (even[r, j] = patch[r, 2j], odd[r, j] = patch[r, 2j + 1]), so the transform over a tile's
+    fill_patch then winograd_input_row (the same bits), but the patch's even and odd columns are
+    kept apart (even[r, j] = patch[r, 2j], odd[r, j] = patch[r, 2j + 1]), so the transform over a tile's
     columns reads both at unit stride, and it indexes the arrays directly and loops over the
     channels itself (no views, one call per segment: ~30 array views per channel cost more than
     the arithmetic of its 16 tiles). even, odd: (4, >= count + 1) scratch."""
@@ -756,17 +768,11 @@ def winograd_input_segment(x, n, first_c, last_c, row, col, pt, pl, count, v, vc
                     even[r, j] = zero
                     odd[r, j] = zero
                 continue
-            for j in range(lo):
-                s0 = base + 2 * j
-                even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
-                odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
+            _edge_pairs(x, n, c, source, base, even, odd, r, 0, lo)
             for j in range(lo, hi):
                 even[r, j] = x[n, c, source, base + 2 * j]
                 odd[r, j] = x[n, c, source, base + 2 * j + 1]
-            for j in range(hi, half):
-                s0 = base + 2 * j
-                even[r, j] = x[n, c, source, s0] if 0 <= s0 < width else zero
-                odd[r, j] = x[n, c, source, s0 + 1] if 0 <= s0 + 1 < width else zero
+            _edge_pairs(x, n, c, source, base, even, odd, r, hi, half)
         for j in range(half):  # B^T over the rows, in place
             a0, a1, a2, a3 = even[0, j], even[1, j], even[2, j], even[3, j]
             even[0, j] = a0 - a2
@@ -1155,7 +1161,8 @@ def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start,
         while tile < last and block != done:
             n, ty, tx0, tx1 = tile_segment(tile, last, th, tw)
             if edge == 2:
-                winograd_input_segment(x, n, 0, channels, 2 * ty, 2 * tx0, pt, pl, tx1 - tx0, v, tile - first, even, odd)
+                winograd_input_segment(x, n, 0, channels, 2 * ty, 2 * tx0, pt, pl, tx1 - tx0, v, tile - first,
+                                       even, odd)
             else:
                 for c in range(channels):
                     fill_patch(x, n, c, edge * ty, edge * tx0, pt, pl, patch, edge * (tx1 - tx0) + 2)

@@ -78,7 +78,8 @@ def test_product_blocks_cover_the_longer_side():
             by_rows, blocks, step = _parallel.product_blocks(m, n, k, dtype)
             total = m if by_rows else n
             assert by_rows == (n < m) and step % 16 == 0 and blocks >= 1
-            assert total <= blocks * step and step < total + 16  # every row or column, in no more than one block's spill
+            # every row or column, in no more than one block's spill
+            assert total <= blocks * step and step < total + 16
 
 
 def test_short_products_are_cut_for_the_small_matrix_kernel():
