@@ -61,6 +61,8 @@ def main() -> None:
     unknown = [n for n in names if n not in model_set.MODELS]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(model_set.MODELS)}")
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, got {args.runs}")
 
     from tidlx.emulator import EmulatorConfig
     from tidlx.emulator.fast import _blas, _parallel
@@ -96,7 +98,9 @@ def main() -> None:
         print(f"{m:>6}x{k:>5}x{n:>6}  {macs / 1e6:6.2f} {count:>4} {old_blocks:>4} -> {new_blocks:<3}"
               f"  {med[1, 'old']:9.1f} {med[1, 'new']:9.1f} {med[1, 'old'] / med[1, 'new']:5.2f}x"
               f"  {med[2, 'old']:10.1f} {med[2, 'new']:9.1f} {med[2, 'old'] / med[2, 'new']:5.2f}x", flush=True)
-    for threads in configs:
+    if not totals:
+        print(f"no product of these models is split below --max-macs {args.max_macs:g}")
+    for threads in configs if totals else ():
         old, new = totals[threads, "old"], totals[threads, "new"]
         print(f"weighted total at {threads} thread(s): {old / 1e3:.2f} -> {new / 1e3:.2f} ms ({old / new:.2f}x)")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
