@@ -133,10 +133,14 @@ def _load_feed(path: str) -> dict:
         return {name: data[name] for name in data.files}
 
 
-def _make_runner(engine: str, model_path: str, feed: dict):
-    """(run(), load ms): a zero-argument call that runs the model once on ``feed``."""
+def _make_runner(engine: str, model_path: str, feed: dict, threads: int = 0):
+    """(run(), load ms): a zero-argument call that runs the model once on ``feed``; ``threads`` > 0 caps
+    the engine's threads (tidlx's ``TIDLX_EMULATOR_THREADS``, onnxruntime's intra-op threads), 0 leaves
+    tidlx at one thread per CPU and onnxruntime at ``ORT_THREADS``."""
     t0 = time.perf_counter()
     if engine == "tidlx":
+        if threads:
+            os.environ["TIDLX_EMULATOR_THREADS"] = str(threads)  # read as each run starts
         import tidlx
 
         mod = tidlx.load(model_path)
@@ -145,7 +149,7 @@ def _make_runner(engine: str, model_path: str, feed: dict):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = ORT_THREADS
+        options.intra_op_num_threads = threads or ORT_THREADS
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
         run = lambda: session.run(None, feed)  # noqa: E731
@@ -160,10 +164,10 @@ def _make_runner(engine: str, model_path: str, feed: dict):
 
 
 def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int,
-                outputs_path: str = "") -> dict:
+                outputs_path: str = "", threads: int = 0) -> dict:
     """Times ``repeat`` runs of one engine after ``warmup`` runs; what the child process prints."""
     feed = _load_feed(feed_path)
-    run, load_ms = _make_runner(engine, model_path, feed)
+    run, load_ms = _make_runner(engine, model_path, feed, threads)
     t0 = time.perf_counter()
     outputs = run()
     first_ms = (time.perf_counter() - t0) * 1e3
@@ -182,9 +186,10 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
 
 # --- the comparison (default): one process per engine run ------------------------------------
 
-def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, outputs_path: str = "") -> dict:
+def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, outputs_path: str = "",
+              threads: int = 0) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--engine", engine, "--model", model_path, "--feed", feed_path,
-           "--repeat", str(repeat), "--warmup", str(warmup)]
+           "--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads)]
     if outputs_path:
         cmd += ["--save-outputs", outputs_path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -276,15 +281,17 @@ def main(argv=None) -> int:
     child.add_argument("--feed", help="the inputs, an .npz by input name")
     child.add_argument("--warmup", type=int, default=WARMUP)
     child.add_argument("--save-outputs", default="", help="write the first run's outputs to this .npz")
+    child.add_argument("--threads", type=int, default=0,
+                       help=f"cap the engine's threads (0: tidlx one per CPU, onnxruntime {ORT_THREADS})")
     args = parser.parse_args(argv)
 
     if args.engine:
         if not (args.model and args.feed):
             parser.error("--engine needs --model and --feed")
-        if args.warmup < 0 or args.repeat < 1:
-            parser.error("--warmup must be >= 0 and --repeat >= 1")
+        if args.warmup < 0 or args.repeat < 1 or args.threads < 0:
+            parser.error("--warmup must be >= 0, --threads must be >= 0 and --repeat >= 1")
         print(json.dumps(time_engine(args.engine, args.model, args.feed, args.repeat, args.warmup,
-                                     args.save_outputs)))
+                                     args.save_outputs, args.threads)))
         return 0
     if args.rounds < 1 or args.repeat < 1:
         parser.error("--rounds and --repeat must be >= 1")

@@ -98,7 +98,7 @@ def _load_outputs(path: str) -> list:
 
 # --- timing ---------------------------------------------------------------------------------
 
-def time_alternating(model_path, feed_path, rounds, repeat, outputs_dir=""):
+def time_alternating(model_path, feed_path, rounds, repeat, outputs_dir="", threads=0):
     """{engine: [process median ms]} over ``rounds`` processes per engine, the order alternating;
     round 0 saves each engine's outputs in ``outputs_dir`` when given."""
     medians = {engine: [] for engine in ENGINES}
@@ -106,7 +106,7 @@ def time_alternating(model_path, feed_path, rounds, repeat, outputs_dir=""):
         order = ENGINES if round_ % 2 == 0 else ENGINES[::-1]
         for engine in order:
             save = os.path.join(outputs_dir, f"{engine}.npz") if outputs_dir and round_ == 0 else ""
-            medians[engine].append(run_child(engine, model_path, feed_path, repeat, WARMUP, save)["median_ms"])
+            medians[engine].append(run_child(engine, model_path, feed_path, repeat, WARMUP, save, threads)["median_ms"])
     return medians
 
 
@@ -124,7 +124,7 @@ def measure_model(tmp, name, args) -> dict:
     model_path, feed_path = save_model_and_feed(tmp, name, model, feed)
     outputs_dir = os.path.join(tmp, name + "_out")
     os.makedirs(outputs_dir)
-    medians = time_alternating(model_path, feed_path, args.rounds, args.repeat, outputs_dir)
+    medians = time_alternating(model_path, feed_path, args.rounds, args.repeat, outputs_dir, args.threads)
     row = {"name": name, "title": title, "tidlx_ms": statistics.median(medians["tidlx"]),
            "ort_ms": statistics.median(medians["onnxruntime"])}
     row["ratio"] = row["tidlx_ms"] / row["ort_ms"]
@@ -162,9 +162,11 @@ def measure_contention(tmp, args) -> dict:
             for engine in order:
                 if busy:
                     with BusyLoop():
-                        beside[engine].append(run_child(engine, model_path, feed_path, args.repeat, WARMUP)["median_ms"])
+                        beside[engine].append(run_child(engine, model_path, feed_path, args.repeat, WARMUP,
+                                                           threads=args.threads)["median_ms"])
                 else:
-                    alone[engine].append(run_child(engine, model_path, feed_path, args.repeat, WARMUP)["median_ms"])
+                    alone[engine].append(run_child(engine, model_path, feed_path, args.repeat, WARMUP,
+                                                   threads=args.threads)["median_ms"])
     result = {}
     for engine in ENGINES:
         a, b = statistics.median(alone[engine]), statistics.median(beside[engine])
@@ -191,7 +193,7 @@ def op_chain(ops: int = CHAIN_OPS) -> onnx.ModelProto:
 def measure_overhead(tmp, args) -> dict:
     model = op_chain()
     model_path, feed_path = save_model_and_feed(tmp, "chain", model, random_feed(model, seed=1))
-    medians = time_alternating(model_path, feed_path, args.rounds, args.repeat * 4)
+    medians = time_alternating(model_path, feed_path, args.rounds, args.repeat * 4, threads=args.threads)
     return {engine: statistics.median(medians[engine]) * 1e3 / CHAIN_OPS for engine in ENGINES}
 
 
@@ -242,7 +244,12 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-float64", action="store_true", help="skip the float64 reference (errors)")
     parser.add_argument("--skip-contention", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--threads", type=int, default=0,
+                        help=f"both engines at this many threads (the per-core comparison: --threads 1); "
+                             f"default: tidlx one per CPU, onnxruntime {ORT_THREADS}, as the goals are set")
     args = parser.parse_args(argv)
+    if args.threads < 0 or args.rounds < 1 or args.repeat < 1:
+        parser.error("--threads must be >= 0, --rounds and --repeat >= 1")
     names = list(model_set.MODELS)
     if args.quick:
         names, args.rounds, args.repeat = list(QUICK_MODELS), 1, 3
@@ -258,7 +265,9 @@ def main(argv=None) -> int:
           f"{load_before[2]:.2f} (1/5/15 min) at start")
     print(f"each engine in its own process: {args.rounds} tidlx and {args.rounds} onnxruntime processes per model, "
           f"alternating, {args.repeat} timed runs each after {WARMUP} warm-up runs; ms = median of the process "
-          f"medians; onnxruntime CPU with {ORT_THREADS} intra-op threads")
+          + (f"medians; both engines capped at {args.threads} thread(s) (the goals are set for the default: "
+             f"tidlx one per CPU, onnxruntime {ORT_THREADS})" if args.threads else
+             f"medians; onnxruntime CPU with {ORT_THREADS} intra-op threads"))
     missed, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:

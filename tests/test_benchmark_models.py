@@ -56,3 +56,26 @@ def test_mobilenet_v3_small_uses_its_distinctive_ops():
 def test_shufflenet_v2_splits_and_shuffles():
     ops = {node.op_type for node in model_set.shufflenet_v2(image=32).graph.node}
     assert {"Split", "Transpose", "Reshape", "Concat"} <= ops
+
+
+def test_the_per_core_comparison_caps_tidlx_threads(tmp_path, monkeypatch):
+    import bench_float
+    from tidlx.emulator.config import EmulatorConfig
+
+    monkeypatch.delenv("TIDLX_EMULATOR_THREADS", raising=False)
+    model = model_set.resnet18(image=32)
+    path = tmp_path / "r18.onnx"
+    path.write_bytes(model.SerializeToString())
+    feed = bench_float.random_feed(model, seed=1)
+    run, _ = bench_float._make_runner("tidlx", str(path), feed, threads=1)
+    assert EmulatorConfig.from_env().threads == 1
+    assert np.isfinite(run()[0]).all()
+
+
+def test_bench_float_refuses_negative_threads(capsys):
+    import bench_float
+
+    with pytest.raises(SystemExit) as exit_:
+        bench_float.main(["--engine", "tidlx", "--model", "m.onnx", "--feed", "f.npz", "--threads", "-1"])
+    assert exit_.value.code == 2
+    assert "--threads must be >= 0" in capsys.readouterr().err
