@@ -62,7 +62,8 @@ def test_the_per_core_comparison_caps_tidlx_threads(tmp_path, monkeypatch):
     import bench_float
     from tidlx.emulator.config import EmulatorConfig
 
-    monkeypatch.delenv("TIDLX_EMULATOR_THREADS", raising=False)
+    # setenv (not delenv) so the value _make_runner writes is undone after the test
+    monkeypatch.setenv("TIDLX_EMULATOR_THREADS", "0")
     model = model_set.resnet18(image=32)
     path = tmp_path / "r18.onnx"
     path.write_bytes(model.SerializeToString())
