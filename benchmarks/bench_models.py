@@ -259,15 +259,16 @@ def main(argv=None) -> int:
         if unknown:
             parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(model_set.MODELS)}")
 
+    threads = (f"both engines capped at {args.threads} thread(s) (the goals are set for the default: tidlx one "
+               f"per CPU, onnxruntime {ORT_THREADS})" if args.threads else
+               f"onnxruntime CPU with {ORT_THREADS} intra-op threads")
     start, load_before = time.perf_counter(), os.getloadavg()
     print("Float emulator vs onnxruntime on the benchmark set (benchmarks/model_set.py, batch 1)")
     print(f"machine: {os.cpu_count()} cores, load average {load_before[0]:.2f} / {load_before[1]:.2f} / "
           f"{load_before[2]:.2f} (1/5/15 min) at start")
     print(f"each engine in its own process: {args.rounds} tidlx and {args.rounds} onnxruntime processes per model, "
           f"alternating, {args.repeat} timed runs each after {WARMUP} warm-up runs; ms = median of the process "
-          + (f"medians; both engines capped at {args.threads} thread(s) (the goals are set for the default: "
-             f"tidlx one per CPU, onnxruntime {ORT_THREADS})" if args.threads else
-             f"medians; onnxruntime CPU with {ORT_THREADS} intra-op threads"))
+          f"medians; {threads}")
     missed, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
