@@ -25,8 +25,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._blas import gemm_into
-from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, ROWS, conv_taps_6x16, depthwise_pad,
-                           depthwise_pad_s2, depthwise_parts, sgemm_6x16, sgemm_6x16_add)
+from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
+                           depthwise_parts, panel_product, panel_product_add, panel_taps)
 
 
 @njit(cache=True, nogil=True)
@@ -232,7 +232,7 @@ def im2col_chw_blocks(xp, col, sh, sw, dh, dw, count, blocks):
 # unit of work is a block of output rows of one image. Its input rows are copied once into a
 # zero-padded patch whose rows are split by column phase (column k of phase p is input column
 # sw * k + p - pl), so that every tap (c, i, j) reads 16 consecutive floats for 16 outputs of a row
-# at a fixed offset; _microkernel.conv_taps_6x16 then sums all taps of 6 output channels x 16
+# at a fixed offset; _microkernel.panel_taps then sums all taps of a panel of output channels x 16
 # columns in registers.
 
 @njit(cache=True, nogil=True)
@@ -291,18 +291,18 @@ def fill_phase_patch(x, n, first_row, pl, sw, patch, row_buffer):
 def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop):
     """y[n, o, oy, ox] = sum over taps (c, i, j) in order of x[n, c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
     * w[o, c, i, j] (zero outside the image), float32, for the units [start, stop) (unit = image *
-    row blocks + block of ``block_rows`` output rows). wp: the weights in panels of 6 output
-    channels, (panels, taps, 6); x and y contiguous."""
+    row blocks + block of ``block_rows`` output rows). wp: the weights in panels of output
+    channels, (panels, taps, rows of a panel: _microkernel.ROWS); x and y contiguous."""
     channels = x.shape[1]
     outs, out_h, out_w = y.shape[1], y.shape[2], y.shape[3]
-    panels, taps = wp.shape[0], wp.shape[1]
+    panels, taps, rows = wp.shape[0], wp.shape[1], wp.shape[2]
     segments = (out_w + COLUMNS - 1) // COLUMNS
     span = segments * COLUMNS + ((kw - 1) * dw) // sw + 1
     patch_rows = (block_rows - 1) * sh + (kh - 1) * dh + 1
     patch = np.empty((channels, patch_rows, sw, span), np.float32)
     row_buffer = np.zeros(sw * span, np.float32)
     offsets = few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span)
-    scratch = np.empty((ROWS, COLUMNS), np.float32)
+    scratch = np.empty((rows, COLUMNS), np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
     for unit in range(start, stop):
@@ -313,16 +313,15 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, star
             b = patch.ctypes.data + 4 * r * sh * sw * span
             for q in range(panels):
                 a = wp[q].ctypes.data
-                first = (n * outs + ROWS * q) * plane + (oy0 + r) * out_w
+                first = (n * outs + rows * q) * plane + (oy0 + r) * out_w
                 for s in range(segments):
                     j = s * COLUMNS
-                    if ROWS * (q + 1) <= outs and j + COLUMNS <= out_w:
-                        conv_taps_6x16(a, b + 4 * j, offsets.ctypes.data, y.ctypes.data + 4 * (first + j), plane,
-                                       taps)
+                    if rows * (q + 1) <= outs and j + COLUMNS <= out_w:
+                        panel_taps(a, b + 4 * j, offsets.ctypes.data, y.ctypes.data + 4 * (first + j), plane, taps)
                         continue
-                    conv_taps_6x16(a, b + 4 * j, offsets.ctypes.data, scratch.ctypes.data, COLUMNS, taps)
-                    for i in range(min(ROWS, outs - ROWS * q)):
-                        dst = y[n, ROWS * q + i, oy0 + r]
+                    panel_taps(a, b + 4 * j, offsets.ctypes.data, scratch.ctypes.data, COLUMNS, taps)
+                    for i in range(min(rows, outs - rows * q)):
+                        dst = y[n, rows * q + i, oy0 + r]
                         for k in range(min(COLUMNS, out_w - j)):
                             dst[j + k] = scratch[i, k]
 
@@ -1021,8 +1020,8 @@ def winograd43_output_blocks(m, y, th, tw, consts, count, blocks):
 
 
 # Tile-block passes: blocks of tiles go through the input transform, the products (_microkernel,
-# weights prepacked in panels of 6 output channels) and the output transform while their
-# transformed values (v, m: positions x channels x block width) stay in the core's caches. A block
+# weights prepacked in panels of _microkernel.ROWS output channels) and the output transform while
+# their transformed values (v, m: positions x channels x block width) stay in the core's caches. A block
 # is ``width`` tiles (a multiple of the microkernel's 16 columns) of the tiles (n, ty, tx) in
 # order; a unit of work is a block's output channels or a part of them (tile_unit), and the
 # loops take units [start, stop). y is the output padded to whole tiles.
@@ -1058,20 +1057,21 @@ CHANNEL_CHUNK = 32
 @njit(cache=True, nogil=True)
 def winograd_block_products(up, v, m, columns, first_panel, last_panel):
     """m[p, :, :columns] = U[p] @ v[p, :, :columns] for each tile position p, for the output channels
-    of panels [first_panel, last_panel); up[p, q] is the (C, 6) panel of output channels 6q..6q+5.
-    Each panel is read once per block, for all its columns; sums run in chunks of CHANNEL_CHUNK."""
-    positions, channels = up.shape[0], up.shape[2]
+    of panels [first_panel, last_panel); up[p, q] is the (C, R) panel of output channels Rq..Rq+R-1
+    (R = _microkernel.ROWS). Each panel is read once per block, for all its columns; sums run in
+    chunks of CHANNEL_CHUNK."""
+    positions, channels, rows = up.shape[0], up.shape[2], up.shape[3]
     width = v.shape[2]
     for p in range(positions):
         b = v[p].ctypes.data
         for q in range(first_panel, last_panel):
             a = up[p, q].ctypes.data
-            c = m[p, ROWS * q].ctypes.data
+            c = m[p, rows * q].ctypes.data
             for j in range(0, columns, COLUMNS):
-                sgemm_6x16(a, b + 4 * j, width, c + 4 * j, width, min(channels, CHANNEL_CHUNK))
+                panel_product(a, b + 4 * j, width, c + 4 * j, width, min(channels, CHANNEL_CHUNK))
                 for k0 in range(CHANNEL_CHUNK, channels, CHANNEL_CHUNK):
-                    sgemm_6x16_add(a + 4 * ROWS * k0, b + 4 * (k0 * width + j), width, c + 4 * j, width,
-                                   min(channels - k0, CHANNEL_CHUNK))
+                    panel_product_add(a + 4 * rows * k0, b + 4 * (k0 * width + j), width, c + 4 * j, width,
+                                      min(channels - k0, CHANNEL_CHUNK))
 
 
 @njit(cache=True, nogil=True)
@@ -1104,12 +1104,12 @@ def winograd_chunked_products_blocks(u, v, m, chunk, count, blocks):
 
 
 @njit(cache=True, nogil=True)
-def tile_unit(unit, splits, panels, outs):
+def tile_unit(unit, splits, panels, rows, outs):
     """Block and output channels of a unit of work: unit = block * splits + part, and part
-    ``part`` of ``splits`` near-equal ranges of the output channel panels."""
+    ``part`` of ``splits`` near-equal ranges of the output channel panels (of ``rows`` channels)."""
     block = unit // splits
     first_panel, last_panel = block_range(panels, splits, unit % splits)
-    return block, first_panel, last_panel, ROWS * first_panel, min(outs, ROWS * last_panel)
+    return block, first_panel, last_panel, rows * first_panel, min(outs, rows * last_panel)
 
 
 @njit(cache=True, nogil=True)
@@ -1145,7 +1145,7 @@ def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start,
     channels = x.shape[1]
     tiles = x.shape[0] * th * tw
     side = edge + 2
-    v, m = tile_block_buffers(side * side, channels, up.shape[1] * ROWS, width)
+    v, m = tile_block_buffers(side * side, channels, up.shape[1] * up.shape[3], width)
     span = edge * min(width, tw) + 2
     t = np.empty((side, span), np.float32)
     patch = np.empty((1, 1, side, span), np.float32)
@@ -1154,7 +1154,8 @@ def winograd_tiles(x, up, y, th, tw, edge, consts, pt, pl, width, splits, start,
     odd = np.empty((4, min(width, tw) + 1), np.float32)
     done = -1  # the block whose input transform v holds
     for unit in range(start, stop):
-        block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], y.shape[1])
+        block, first_panel, last_panel, first_out, last_out = tile_unit(unit, splits, up.shape[1], up.shape[3],
+                                                                        y.shape[1])
         first = block * width
         last = min(tiles, first + width)
         tile = first

@@ -39,3 +39,13 @@ def compile_and_bind(ir_text: str, symbols: Iterable[str]) -> bool:
         llvm.add_symbol(symbol, address)
     _engines.append(engine)
     return True
+
+
+def host_has_avx512() -> bool:
+    """Whether LLVM sees AVX-512 F on this CPU (the host features it compiles for)."""
+    try:
+        import llvmlite.binding as llvm
+
+        return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+    except Exception:  # noqa: BLE001  (no llvmlite host query: the 8-float kernels)
+        return False

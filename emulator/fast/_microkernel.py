@@ -1,25 +1,30 @@
 """A float32 register-blocked product kernel for the small products inside Winograd tile blocks.
 
-The blocked Winograd convolutions (_winograd.py) multiply, per tile position, 6 output channels
+The blocked Winograd convolutions (_winograd.py) multiply, per tile position, ROWS output channels
 at a time by 16 tiles at a time: products of (O x C) by (C x 16) where C is 16..512. OpenBLAS
 packs both operands and sets up its blocking on every call, which costs more than such a
 product itself; this kernel reads the weights prepacked once per model and the 16 tile columns
-in place. It is written in LLVM IR (vectors of 8 floats, ``llvm.fma``) and compiled by llvmlite
-for the host CPU on first import; its address is bound to a symbol name that numba code calls
-by name, as _blas.py does for OpenBLAS, so numba's on-disk cache stays valid.
+in place. It is written in LLVM IR (``llvm.fma`` on vectors of LANES floats: 16 where the CPU has
+AVX-512, with panels of ROWS = 8 output channels; else 8, with panels of 6) and compiled by
+llvmlite for the host CPU on first import; its address is bound to a symbol name that numba code
+calls by name, as _blas.py does for OpenBLAS, so numba's on-disk cache stays valid. The numba
+callers read the panel height from the packed weights' last axis, so no compiled code holds ROWS.
+On a Zen 5 VM (session 10) the 16-float kernel took whole models to 0.78x (ResNet-18), 0.78-0.85x
+(BEVDet image stage, ResNet-50) of their time with the 8-float one (benchmarks/ab_emulator_checkouts.py).
 
-``sgemm_6x16(a, b, ldb, c, ldc, k)`` (all int64; a, b, c are addresses):
-``c[i, j] = sum over q in 0..k-1 of a[q, i] * b[q, j]`` for i < 6, j < 16, where ``a`` is a
-(k, 6) row-major panel, ``b`` rows are ``ldb`` floats apart, ``c`` rows ``ldc`` floats apart.
+``panel_product(a, b, ldb, c, ldc, k)`` (all int64; a, b, c are addresses):
+``c[i, j] = sum over q in 0..k-1 of a[q, i] * b[q, j]`` for i < ROWS, j < 16, where ``a`` is a
+(k, ROWS) row-major panel, ``b`` rows are ``ldb`` floats apart, ``c`` rows ``ldc`` floats apart.
 Each sum starts at 0 and adds the terms in order of q with one rounding per term (fused
-multiply-add), so the result does not depend on the CPU's vector width, the thread count or the
-blocking. Without hardware FMA, LLVM calls the C library's fmaf: the same bits, slower.
-``sgemm_6x16_add`` (same arguments) computes the same sum and adds it to ``c``: callers sum long
-products in chunks of channels (two-level summation, see _jit.winograd_block_products).
+multiply-add), so the result does not depend on the CPU's vector width, the panel height, the
+thread count or the blocking. Without hardware FMA, LLVM calls the C library's fmaf: the same
+bits, slower. ``panel_product_add`` (same arguments) computes the same sum and adds it to ``c``:
+callers sum long products in chunks of channels (two-level summation, see
+_jit.winograd_block_products).
 
-``conv_taps_6x16(a, b, offsets, c, ldc, k)`` (same arguments as sgemm_6x16, but ``offsets`` is the
+``panel_taps(a, b, offsets, c, ldc, k)`` (same arguments as panel_product, but ``offsets`` is the
 address of k int64 offsets in floats): ``c[i, j] = sum over q of a[q, i] * b[offsets[q] + j]``, summed
-as sgemm_6x16 does. The direct convolution of few input channels (_jit.conv_few_channels) sums
+as panel_product does. The direct convolution of few input channels (_jit.conv_few_channels) sums
 each output's taps (channel, kernel row, kernel column) this way, with ``b`` one output row's
 input and offsets[q] the tap's position, so no im2col matrix is built.
 
@@ -44,24 +49,40 @@ row slice copies cost ~20 ns each, more than the kernel on small rows).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from ._llvm import compile_and_bind
+from ._llvm import compile_and_bind, host_has_avx512
 
-ROWS = 6  # output channels per panel (broadcast operands)
-COLUMNS = 16  # tiles per block: two vectors of 8 floats
-_SYMBOL = "tidlx_sgemm_6x16"
-_SYMBOL_ADD = "tidlx_sgemm_6x16_add"
+
+
+def _product_lanes() -> int:
+    """Floats per vector of the product kernels: 16 where the CPU has AVX-512, else 8;
+    ``TIDLX_EMULATOR_LANES=8`` keeps 8 (for A/B measurements; the same bits either way)."""
+    if os.environ.get("TIDLX_EMULATOR_LANES", "").strip() == "8":
+        return 8
+    return 16 if host_has_avx512() else 8
+
+
+LANES = _product_lanes()
+#: Output channels per panel (broadcast operands): 8 rows of one 16-float vector, or 6 rows of two
+#: 8-float vectors; either way 8..12 independent FMA chains, as many as the FMA units keep busy.
+ROWS = 8 if LANES == 16 else 6
+COLUMNS = 16  # tiles (or output columns) per product: one vector of 16 floats or two of 8
+_SYMBOL = "tidlx_panel_product"
+_SYMBOL_ADD = "tidlx_panel_product_add"
 _SYMBOL_DEPTHWISE = "tidlx_depthwise_parts"
 _SYMBOL_PAD = "tidlx_depthwise_pad"
 _SYMBOL_PAD_S2 = "tidlx_depthwise_pad_s2"
-_SYMBOL_TAPS = "tidlx_conv_taps_6x16"
+_SYMBOL_TAPS = "tidlx_panel_taps"
 _SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS)
 
 
 def _kernel_ir() -> str:
     """All kernels in LLVM IR."""
     return "\n".join(["declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)",
+                      "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)",
                       "declare <8 x float> @llvm.masked.load.v8f32.p0(ptr, i32, <8 x i1>, <8 x float>)",
                       "declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, <16 x float>)",
                       "declare void @llvm.masked.store.v8f32.p0(<8 x float>, ptr, i32, <8 x i1>)",
@@ -266,9 +287,11 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
 
 
 def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
-    """12 vector accumulators (6 rows x 2 vectors) over a loop on k; stored to c, or added to it.
+    """ROWS x (COLUMNS / LANES) vector accumulators over a loop on k; stored to c, or added to it.
     ``taps``: b's row q starts at the offset offsets[q] (the third argument's table), not q * ldb."""
     third = "%offs_addr" if taps else "%ldb"
+    vec, per_row = f"<{LANES} x float>", COLUMNS // LANES
+    fma = f"@llvm.fma.v{LANES}f32"
     lines = [
         f"define void @{symbol}(i64 %a_addr, i64 %b_addr, i64 {third}, i64 %c_addr, i64 %ldc, i64 %k) {{",
         "entry:",
@@ -284,18 +307,18 @@ def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
         "loop:",
         "  %q = phi i64 [0, %entry], [%q_next, %loop]",
     ]
-    acc = [(i, j) for i in range(ROWS) for j in range(2)]
-    lines += [f"  %s{i}_{j} = phi <8 x float> [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
+    acc = [(i, j) for i in range(ROWS) for j in range(per_row)]
+    lines += [f"  %s{i}_{j} = phi {vec} [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
     if taps:
         lines += ["  %off_ptr = getelementptr i64, ptr %offs, i64 %q",
                   "  %b_off = load i64, ptr %off_ptr, align 8"]
     else:
         lines += ["  %b_off = mul i64 %q, %ldb"]
+    lines += ["  %b_row = getelementptr float, ptr %b, i64 %b_off"]
+    for j in range(per_row):
+        lines += [f"  %b_ptr{j} = getelementptr float, ptr %b_row, i64 {LANES * j}",
+                  f"  %b{j} = load {vec}, ptr %b_ptr{j}, align 4"]
     lines += [
-        "  %b_row = getelementptr float, ptr %b, i64 %b_off",
-        "  %b_hi = getelementptr float, ptr %b_row, i64 8",
-        "  %b0 = load <8 x float>, ptr %b_row, align 4",
-        "  %b1 = load <8 x float>, ptr %b_hi, align 4",
         f"  %a_off = mul i64 %q, {ROWS}",
         "  %a_row = getelementptr float, ptr %a, i64 %a_off",
     ]
@@ -303,29 +326,30 @@ def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
         lines += [
             f"  %a_ptr{i} = getelementptr float, ptr %a_row, i64 {i}",
             f"  %a_val{i} = load float, ptr %a_ptr{i}, align 4",
-            f"  %a_ins{i} = insertelement <8 x float> poison, float %a_val{i}, i32 0",
-            f"  %a{i} = shufflevector <8 x float> %a_ins{i}, <8 x float> poison, <8 x i32> zeroinitializer",
+            f"  %a_ins{i} = insertelement {vec} poison, float %a_val{i}, i32 0",
+            f"  %a{i} = shufflevector {vec} %a_ins{i}, {vec} poison, <{LANES} x i32> zeroinitializer",
         ]
-        lines += [f"  %r{i}_{j} = call <8 x float> @llvm.fma.v8f32(<8 x float> %a{i}, <8 x float> %b{j}, "
-                  f"<8 x float> %s{i}_{j})" for j in range(2)]
+        lines += [f"  %r{i}_{j} = call {vec} {fma}({vec} %a{i}, {vec} %b{j}, {vec} %s{i}_{j})"
+                  for j in range(per_row)]
     lines += [
         "  %q_next = add i64 %q, 1",
         "  %more = icmp slt i64 %q_next, %k",
         "  br i1 %more, label %loop, label %done",
         "done:",
     ]
-    lines += [f"  %t{i}_{j} = phi <8 x float> [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
+    lines += [f"  %t{i}_{j} = phi {vec} [zeroinitializer, %entry], [%r{i}_{j}, %loop]" for i, j in acc]
     for i in range(ROWS):
         lines += [f"  %c_off{i} = mul i64 %ldc, {i}",
-                  f"  %c_row{i} = getelementptr float, ptr %c, i64 %c_off{i}",
-                  f"  %c_hi{i} = getelementptr float, ptr %c_row{i}, i64 8"]
-        for j, ptr in ((0, f"%c_row{i}"), (1, f"%c_hi{i}")):
+                  f"  %c_row{i} = getelementptr float, ptr %c, i64 %c_off{i}"]
+        for j in range(per_row):
+            ptr = f"%c_ptr{i}_{j}"
+            lines += [f"  {ptr} = getelementptr float, ptr %c_row{i}, i64 {LANES * j}"]
             value = f"%t{i}_{j}"
             if add:
-                lines += [f"  %old{i}_{j} = load <8 x float>, ptr {ptr}, align 4",
-                          f"  %new{i}_{j} = fadd <8 x float> %old{i}_{j}, %t{i}_{j}"]
+                lines += [f"  %old{i}_{j} = load {vec}, ptr {ptr}, align 4",
+                          f"  %new{i}_{j} = fadd {vec} %old{i}_{j}, %t{i}_{j}"]
                 value = f"%new{i}_{j}"
-            lines += [f"  store <8 x float> {value}, ptr {ptr}, align 4"]
+            lines += [f"  store {vec} {value}, ptr {ptr}, align 4"]
     lines += ["  ret void", "}"]
     return "\n".join(lines)
 
@@ -336,9 +360,9 @@ AVAILABLE = compile_and_bind(_kernel_ir(), _SYMBOLS)
 from numba import types  # noqa: E402  (after the symbol exists for cached code)
 
 _i64 = types.int64
-sgemm_6x16 = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
-sgemm_6x16_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
-conv_taps_6x16 = types.ExternalFunction(_SYMBOL_TAPS, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+panel_product = types.ExternalFunction(_SYMBOL, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+panel_product_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+panel_taps = types.ExternalFunction(_SYMBOL_TAPS, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_parts = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64,
                                                                        _i64, _i64))
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
@@ -346,7 +370,7 @@ depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64,
 
 
 def pack_panels(u: np.ndarray) -> np.ndarray:
-    """(P, O, C) float32 -> (P, ceil(O/6), C, 6): each product's rows in panels of 6 output channels,
+    """(P, O, C) float32 -> (P, ceil(O/ROWS), C, ROWS): each product's rows in panels of ROWS output channels,
     channels along the second-last axis (the kernel's ``a`` operands); missing rows are zero."""
     positions, outs, channels = u.shape
     panels = -(-outs // ROWS)

@@ -28,8 +28,8 @@ thread). float64 uses F(4x4, 3x3) from 28x28 up: its rounding is far below float
 float32 convolutions run by blocks of 16 tiles (the tile-block passes in _jit.py): a block
 goes through the input transform, the products and the output transform while its transformed
 values stay in the core's cache, the products by _microkernel.py's register-blocked kernel on
-weights prepacked in panels of 6 output channels (OpenBLAS would pack both operands again on
-every one of these small products). Each output element's sum runs over the input channels in
+weights prepacked in panels of 8 or 6 output channels (_microkernel.ROWS; OpenBLAS would pack both
+operands again on every one of these small products). Each output element's sum runs over the input channels in
 order, in chunks of _jit.CHANNEL_CHUNK channels whose sums are then added in order (a single
 chain over 2048 channels was 1.8x onnxruntime's error on FCN), so results do not depend on the
 thread count. float64 (and a
@@ -263,7 +263,9 @@ def _output_splits(outs: int) -> int:
     block evenly, however few blocks there are (512 channels at 7x7 is one; BEVDet's 8x22 three,
     where whole blocks per thread left one thread with twice the work). A thread's consecutive
     parts share one input transform; only a block split between two threads transforms twice."""
-    return min(numba_threads(), -(-outs // 6))
+    from ._microkernel import ROWS
+
+    return min(numba_threads(), -(-outs // ROWS))
 
 
 def _tile_blocks(dtype, config: EmulatorConfig) -> bool:

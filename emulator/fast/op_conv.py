@@ -166,8 +166,9 @@ def _few_channels_usable(x4, w4, groups, work) -> bool:
 
 
 def tap_panels(w: np.ndarray) -> np.ndarray:
-    """OIHW weights as the direct route's panels of 6 output channels: (ceil(O/6), C*KH*KW, 6) float32,
-    taps in (c, kh, kw) order; missing rows are zero (~5 us for a stem: not worth a cache)."""
+    """OIHW weights as the direct route's panels of R = _microkernel.ROWS output channels:
+    (ceil(O/R), C*KH*KW, R) float32, taps in (c, kh, kw) order; missing rows are zero (~5 us for a
+    stem: not worth a cache)."""
     from ._microkernel import ROWS
 
     o = w.shape[0]
@@ -180,7 +181,7 @@ def tap_panels(w: np.ndarray) -> np.ndarray:
 
 def _conv_few_channels(x, w, strides, dilation, pads, out_hw):
     """Dense float32 convolution summing each output's C x KH x KW taps directly (_jit.conv_few_channels
-    on _microkernel.conv_taps_6x16): no padded copy of the input and no im2col matrix, which cost
+    on _microkernel.panel_taps): no padded copy of the input and no im2col matrix, which cost
     more than the products when C x KH x KW is small (the 3-channel stems)."""
     from ._jit import conv_few_channels, conv_few_channels_blocks
 
