@@ -133,6 +133,20 @@ def _load_feed(path: str) -> dict:
         return {name: data[name] for name in data.files}
 
 
+def blas_kernels_line() -> str:
+    """Which OpenBLAS kernels the emulator's products run on in this environment (the children
+    inherit it): AVX-512 ones are ~1.7x faster than AVX2 ones, and OPENBLAS_CORETYPE overrides
+    OpenBLAS's own choice."""
+    from tidlx.emulator.fast import _blas
+
+    line = f"tidlx's matrix products: numpy's OpenBLAS, {_blas.KERNELS or 'unknown'} kernels"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        line += (f" (forced by OPENBLAS_CORETYPE={forced} in the environment; `make bench` runs without it "
+                 "and OPENBLAS_L2_SIZE, so OpenBLAS picks by CPU)")
+    return line
+
+
 def _make_runner(engine: str, model_path: str, feed: dict, threads: int = 0):
     """(run(), load ms): a zero-argument call that runs the model once on ``feed``; ``threads`` > 0 caps
     the engine's threads (tidlx's ``TIDLX_EMULATOR_THREADS``, onnxruntime's intra-op threads), 0 leaves
@@ -235,6 +249,7 @@ def compare(title: str, model: onnx.ModelProto, feed: dict, args) -> bool:
     # Other processes on the machine change these figures a lot (here the emulator's more than onnxruntime's).
     print(f"machine load (1-minute average) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after on "
           f"{os.cpu_count()} cores")
+    print(blas_kernels_line())
     print(f"each engine in its own process: {args.rounds} emulator and {args.rounds} onnxruntime processes, "
           f"alternating, {args.repeat} timed runs each after {WARMUP} warm-up runs; figures are medians of the "
           f"process medians")

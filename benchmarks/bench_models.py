@@ -34,7 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model_set  # noqa: E402
-from bench_float import ORT_THREADS, WARMUP, random_feed, run_child  # noqa: E402
+from bench_float import ORT_THREADS, WARMUP, blas_kernels_line, random_feed, run_child  # noqa: E402
 
 ENGINES = ("tidlx", "onnxruntime")
 QUICK_MODELS = ("resnet18", "mobilenet_v3_small", "shufflenet_v2")
@@ -266,6 +266,7 @@ def main(argv=None) -> int:
     print("Float emulator vs onnxruntime on the benchmark set (benchmarks/model_set.py, batch 1)")
     print(f"machine: {os.cpu_count()} cores, load average {load_before[0]:.2f} / {load_before[1]:.2f} / "
           f"{load_before[2]:.2f} (1/5/15 min) at start")
+    print(blas_kernels_line())
     print(f"each engine in its own process: {args.rounds} tidlx and {args.rounds} onnxruntime processes per model, "
           f"alternating, {args.repeat} timed runs each after {WARMUP} warm-up runs; ms = median of the process "
           f"medians; {threads}")
