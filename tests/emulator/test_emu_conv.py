@@ -201,15 +201,21 @@ rng = np.random.default_rng(5)
 x = rng.standard_normal((1, 40, 15, 14)).astype(np.float32)
 w = rng.standard_normal((45, 40, 3, 3)).astype(np.float32)
 y = _winograd.conv3x3(x, w, (1, 1, 1, 1), (15, 14), np.float32, tile=2)
-np.save(sys.argv[1], y)
+from tidlx.emulator.fast import _jit
+xd = rng.standard_normal((1, 6, 23, 61)).astype(np.float32)  # 61 columns: 8 vectors of 8, two parts
+wd = rng.standard_normal((6, 1, 5, 5)).astype(np.float32)
+yd = np.empty((1, 6, 23, 61), np.float32)
+_jit.depthwise_conv_planes(xd, wd, yd, 1, 1, 1, 1, 2, 2, 1, 0, 6)
+np.save(sys.argv[1], np.concatenate([y.ravel(), yd.ravel()]))
 print(_microkernel.LANES, _microkernel.ROWS)
 """
 
 
-def test_product_kernel_width_gives_the_same_bits(tmp_path):
-    """The 16-float kernel (AVX-512, panels of 8) and the 8-float one (panels of 6) sum each output
-    in the same order: a tile-blocks convolution gives the same bits with either (on a CPU
-    without AVX-512 both processes run the 8-float kernel)."""
+def test_kernel_width_gives_the_same_bits(tmp_path):
+    """The 16-float kernels (AVX-512: products in panels of 8, depthwise rows in vectors of 16) and the
+    8-float ones (panels of 6) sum each output in the same order: a tile-blocks convolution and a
+    depthwise one give the same bits with either (on a CPU without AVX-512 both processes run the
+    8-float kernels)."""
     import subprocess
     import sys
 
