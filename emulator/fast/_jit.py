@@ -138,7 +138,7 @@ def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, 
     steps of rows (the extra columns and rows are computed on zeros and dropped). A row is split
     into near-equal parts of at most DEPTHWISE_WIDTH vectors. A plane whose weights are not all
     finite takes the plain loop: it skips the taps outside the image, where 0 * inf would be NaN."""
-    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    channels, width = x.shape[1], x.shape[3]
     out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
     kh, kw = w.shape[2], w.shape[3]
     vectors = (out_w + 7) // 8
