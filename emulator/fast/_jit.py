@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._blas import gemm_into
+from ._blas import _block_step, gemm_into
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
                            depthwise_parts, panel_product, panel_product_add, panel_taps)
 
@@ -583,63 +583,73 @@ def channel_affine_blocks(x, scale, shift, out, count, blocks):
 
 
 @njit(cache=True, nogil=True)
+def tail_row(buf, oth, s, t, tmp, has_affine, has_add, relu, clamp, lo, hi):
+    """One row of conv_tail: buf = act(buf * s + t + oth), each step only when asked (see conv_tail).
+    One loop per combination: each stores every element, so that LLVM vectorizes it."""
+    zero = buf.dtype.type(0)
+    n = buf.shape[0]
+    if clamp:
+        if has_affine and has_add:
+            for i in range(n):
+                v = buf[i] * s + t + oth[i]
+                v = lo if v < lo else v
+                buf[i] = hi if v > hi else v
+        elif has_affine:
+            for i in range(n):
+                v = buf[i] * s + t
+                v = lo if v < lo else v
+                buf[i] = hi if v > hi else v
+        elif has_add:
+            for i in range(n):
+                v = buf[i] + oth[i]
+                v = lo if v < lo else v
+                buf[i] = hi if v > hi else v
+        else:  # clip alone (a chain of one stage: _prepared._pointwise_with_tail)
+            for i in range(n):
+                v = buf[i]
+                v = lo if v < lo else v
+                buf[i] = hi if v > hi else v
+    elif has_affine and has_add and relu:
+        for i in range(n):
+            v = buf[i] * s + t + oth[i]
+            buf[i] = zero if v <= zero else v
+    elif has_affine and has_add:
+        for i in range(n):
+            buf[i] = buf[i] * s + t + oth[i]
+    elif has_affine and relu:
+        for i in range(n):
+            v = buf[i] * s + t
+            buf[i] = zero if v <= zero else v
+    elif has_affine:
+        for i in range(n):
+            buf[i] = buf[i] * s + t
+    elif has_add and relu:
+        for i in range(n):
+            v = buf[i] + oth[i]
+            buf[i] = zero if v <= zero else v
+    elif has_add:
+        for i in range(n):
+            buf[i] = buf[i] + oth[i]
+    elif relu:  # through tmp: see relu_flat_inplace
+        for i in range(n):
+            v = buf[i]
+            tmp[i] = zero if v <= zero else v
+        for i in range(n):
+            buf[i] = tmp[i]
+
+
+@njit(cache=True, nogil=True)
 def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, start, stop):
     """x[r] = act(x[r] * scale[c] + shift[c] + other[r]) for the rows r = (n, c) in [start, stop),
     each step only when asked, act the relu select or (clamp) np.clip's ``lo if v < lo``, then
-    ``hi if v > hi``, with the operations (and roundings) of the separate ops (_tail.py). One
-    loop per combination: each stores every element, so that LLVM vectorizes it."""
+    ``hi if v > hi``, with the operations (and roundings) of the separate ops (_tail.py)."""
     zero = x.dtype.type(0)
     tmp = np.empty(x.shape[1], x.dtype)
     for row in range(start, stop):
         c = row % channels
-        buf = x[row]
-        oth = other[row]
         s = scale[c] if has_affine else zero
         t = shift[c] if has_affine else zero
-        n = buf.shape[0]
-        if clamp:
-            if has_affine and has_add:
-                for i in range(n):
-                    v = buf[i] * s + t + oth[i]
-                    v = lo if v < lo else v
-                    buf[i] = hi if v > hi else v
-            elif has_affine:
-                for i in range(n):
-                    v = buf[i] * s + t
-                    v = lo if v < lo else v
-                    buf[i] = hi if v > hi else v
-            elif has_add:
-                for i in range(n):
-                    v = buf[i] + oth[i]
-                    v = lo if v < lo else v
-                    buf[i] = hi if v > hi else v
-        elif has_affine and has_add and relu:
-            for i in range(n):
-                v = buf[i] * s + t + oth[i]
-                buf[i] = zero if v <= zero else v
-        elif has_affine and has_add:
-            for i in range(n):
-                buf[i] = buf[i] * s + t + oth[i]
-        elif has_affine and relu:
-            for i in range(n):
-                v = buf[i] * s + t
-                buf[i] = zero if v <= zero else v
-        elif has_affine:
-            for i in range(n):
-                buf[i] = buf[i] * s + t
-        elif has_add and relu:
-            for i in range(n):
-                v = buf[i] + oth[i]
-                buf[i] = zero if v <= zero else v
-        elif has_add:
-            for i in range(n):
-                buf[i] = buf[i] + oth[i]
-        elif relu:  # through tmp: see relu_flat_inplace
-            for i in range(n):
-                v = buf[i]
-                tmp[i] = zero if v <= zero else v
-            for i in range(n):
-                buf[i] = tmp[i]
+        tail_row(x[row], other[row], s, t, tmp, has_affine, has_add, relu, clamp, lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -648,6 +658,42 @@ def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu
         start, stop = block_range(count, blocks, i)
         if start < stop:
             conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, start, stop)
+
+
+# --- products with their conv tail (see _parallel.product_tail_plan) --------------------------------
+
+@njit(cache=True, nogil=True)
+def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp, lo,
+                     hi):
+    """Block i of _blas.gemm_blocks' product c = a @ b, then conv_tail's operations on that block of c
+    (rows of c are channels; scale and shift have one entry per row, used or not) while it is in
+    the core's cache: the same product and the same element operations."""
+    start = i * step
+    stop = min(total, start + step)
+    if start >= stop:
+        return
+    zero = c.dtype.type(0)
+    if by_rows:
+        gemm_into(a[start:stop], b, c[start:stop])
+        tmp = np.empty(c.shape[1], c.dtype)
+        for row in range(start, stop):
+            tail_row(c[row], other[row], scale[row] if has_affine else zero, shift[row] if has_affine else zero, tmp,
+                     has_affine, has_add, relu, clamp, lo, hi)
+    else:
+        gemm_into(a, b[:, start:stop], c[:, start:stop])
+        tmp = np.empty(stop - start, c.dtype)
+        for row in range(c.shape[0]):  # a row's part of a C-contiguous array is contiguous: vector loops
+            tail_row(c[row][start:stop], other[row][start:stop], scale[row] if has_affine else zero,
+                     shift[row] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemm_tail_blocks(a, b, c, blocks, by_rows, align, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi):
+    """_blas.gemm_blocks' blocks, each followed by its part of the tail, one numba thread each."""
+    step, total = _block_step(a, b, blocks, by_rows, align)
+    for i in prange(blocks):
+        _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp, lo,
+                         hi)
 
 
 # --- activation patterns (see _activations.py) ------------------------------------------------

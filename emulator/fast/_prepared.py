@@ -34,7 +34,7 @@ from ...ir.types import TensorType
 from ..reference.op_nn import _along
 from ..registry import PlanTransform
 from ._fusion import Fused, stage_inputs
-from ._parallel import matvec, product_plan, run_blocks
+from ._parallel import matvec, product_plan, product_tail_plan, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -86,6 +86,7 @@ class PreparedChain(NamedTuple):
     head: Callable                 # fn(args) -> fresh array
     head_checked: bool             # the head is the generic kernel: its result is checked
     stages: Tuple[Tuple[Callable, int], ...]
+    whole: Optional[Callable] = None  # fn(values) -> the chain's result, head and stages at once
 
     @property
     def head_node(self) -> Call:
@@ -97,6 +98,18 @@ class PreparedChain(NamedTuple):
     def run(self, plan, values: list, stats):
         fused = self.fused
         n = fused.n_head_args
+        if self.whole is not None:
+            try:
+                res = self.whole(values)
+            except Exception as exc:
+                if isinstance(exc, EmulatorError):
+                    raise
+                raise kernel_failure(plan, fused.head_node, exc) from exc
+            if stats is not None:
+                from ._fusion import _count_fused
+
+                _count_fused(stats, fused)
+            return res
         try:
             res = self.head(values[:n])
         except Exception as exc:
@@ -167,6 +180,10 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
     if head is None:
         kernel, attrs, out_type = fused.head[0], fused.head[1], fused.head[2]
         head = lambda args: kernel(args, attrs, out_type)  # noqa: E731
+    else:
+        whole = _pointwise_with_tail(fused)
+        if whole is not None:
+            return PreparedChain(fused, head, False, (), whole)
     stages = _prepared_tail(fused) if fused.tail else None
     if stages is None:
         stages = []
@@ -354,6 +371,66 @@ def _prepared_tail(fused: Fused) -> Optional[list]:
     def tail(x, values):
         return run_pass(x, plan, None if add_at is None else values[add_at])
     return [(tail, sum(s.n_others for s in fused.stages))]
+
+
+def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
+    """A 1x1 convolution (as _prepare_conv2d's pointwise product) whose chain is a conv tail
+    (_tail.py's roles in order, one or more: bias or batch norm, residual add, relu or clip): one
+    callable that runs the product's blocks each followed by its part of the tail
+    (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over, or
+    the residual is not contiguous, it runs the product, then the tail's pass: the same bits
+    either way, and those of the chain's stages one by one."""
+    from . import op_conv
+    from ._tail import ROLES, run_pass, tail_pass
+
+    node = fused.head_node
+    positions = [ROLES.index(s.tail) if s.tail in ROLES else -1 for s in fused.stages]
+    if not positions or min(positions) < 0 or any(a >= b for a, b in zip(positions, positions[1:])):
+        return None
+    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
+    if x_t is None or out_t is None or w is None or w.ndim != 4 or w.dtype != out_t[1] or x_t[1] != out_t[1]:
+        return None
+    attrs = node.attrs
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        return None
+    (n, c, h, wd), dtype = x_t
+    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
+    o = w.shape[0]
+    if n != 1 or geo.groups != 1 or w.shape[2:] != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
+        return None
+    shape = out_t[0]
+    others = []  # as _prepared_tail: each stage's constant arguments (None: known when the step runs)
+    for stage in fused.stages:
+        args = list(stage_inputs(_constants(stage.node), stage.position))
+        if stage.item0:
+            if _item0_value(stage.node) != out_t:
+                return None
+            args = [a if a is not None and not a.flags.writeable else None for a in args]
+        if stage.tail == "add" and _tensor(stage.node.args[1 - stage.position].checked_type) != out_t:
+            return None
+        others.append(args)
+    tail = tail_pass(fused.stages, others, dtype, shape)
+    cols = h * wd
+    blocked = product_tail_plan(o, c, cols, dtype)
+    if tail is None or blocked is None:
+        return None
+    product = product_plan(o, c, cols, dtype)
+    matrix = w.reshape(o, c)
+    scale = tail.scale if tail.scale is not None else np.zeros(o, dtype)
+    shift = tail.shift if tail.shift is not None else np.zeros(o, dtype)
+    add_at = None if tail.add_stage is None else (
+        fused.n_head_args + sum(s.n_others for s in fused.stages[:tail.add_stage]))
+    flags = (tail.scale is not None, tail.add_stage is not None, tail.relu, tail.clamp, tail.lo, tail.hi)
+
+    def pointwise_tail(values):
+        other = None if add_at is None else values[add_at]
+        b = values[0].reshape(c, cols)
+        if other is None or (type(other) is np.ndarray and other.flags.c_contiguous):
+            res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
+            if res is not None:
+                return res.reshape(shape)
+        return run_pass(product(matrix, b).reshape(shape), tail, other)
+    return pointwise_tail
 
 
 preparer("nn.conv2d", kernel=_prepare_conv2d)

@@ -187,3 +187,71 @@ def test_the_environment_turns_preparation_off(monkeypatch):
     assert EmulatorConfig.from_env().prepare is False
     monkeypatch.setenv("TIDLX_EMULATOR_PREPARE", "1")
     assert EmulatorConfig.from_env().prepare is True
+
+
+def _pointwise_chain_module(shape, stages, other_view=False):
+    """A 1x1 convolution of shape[1] -> shape[1] channels followed by ``stages`` (tail roles:
+    "bias", "bn", "add", "relu", "clip"), large enough for its product to be cut in blocks."""
+    rng = np.random.default_rng(12)
+    c = shape[1]
+    x = Var("x", TensorType(shape, "float32"))
+    other = Var("other", TensorType(shape[::-1] if other_view else shape, "float32"))
+    y = _conv(rng, x, c, c)
+    for stage in stages:
+        if stage == "bias":
+            y = call("nn.bias_add", y, _weights(rng, c))
+        elif stage == "bn":
+            y = _bn(rng, y, c)
+        elif stage == "add":
+            y = call("add", y, call("transpose", other, axes=(3, 2, 1, 0)) if other_view else other)
+        elif stage == "relu":
+            y = call("nn.relu", y)
+        else:
+            y = call("clip", y, a_min=0.0, a_max=6.0)
+    return _module(Function([x, other], y))
+
+
+@pytest.mark.parametrize("shape,stages,other_view", [
+    ((1, 64, 56, 56), ("bias", "clip"), False),          # MobileNetV2's expand: blocks of columns
+    ((1, 64, 16, 16), ("bn", "add", "relu"), False),      # ResNet's bottleneck end
+    ((1, 64, 16, 16), ("bn", "add", "relu"), True),       # a strided residual: the product, then the pass
+    ((1, 512, 7, 7), ("bn",), False),                     # one stage; more rows than columns: blocks of rows
+    ((1, 96, 20, 20), ("add", "clip"), False),
+    ((1, 96, 20, 20), ("clip",), False),                  # each role alone
+    ((1, 96, 20, 20), ("relu",), False),
+    ((1, 96, 20, 20), ("add",), False),
+    ((1, 96, 20, 20), ("bias",), False),
+])
+def test_pointwise_conv_with_its_tail_per_block_gives_the_generic_bits(shape, stages, other_view):
+    """A 1x1 convolution's chain of tail ops runs on each product block right after it when the run
+    has numba threads (_prepared._pointwise_with_tail): the bits of the generic kernels and of the
+    unfused ops, at one thread (product, then the pass) and at two (per block)."""
+    mod = _pointwise_chain_module(shape, stages, other_view)
+    chains, unprepared = _prepared_payloads(mod)
+    assert unprepared == [] and [c.whole is not None for c in chains] == [True]
+    rng = np.random.default_rng(13)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+    inputs = {"x": x, "other": rng.uniform(-1, 1, shape[::-1] if other_view else shape).astype(np.float32)}
+    for threads in (1, 2):
+        prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
+        generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
+        unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
+        assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+
+
+def test_pointwise_tail_blocks_run_in_a_two_thread_run(monkeypatch):
+    """The per-block form is what a run with numba threads takes (spied), and only then."""
+    from tidlx.emulator.fast import _jit, _parallel
+
+    if _parallel._numba_parallel_threads(2) < 2:
+        pytest.skip("no numba parallel regions on this machine (one CPU or no thread-safe layer)")
+    calls = []
+    real = _jit.gemm_tail_blocks
+    monkeypatch.setattr(_jit, "gemm_tail_blocks", lambda *args: calls.append(1) or real(*args))
+    mod = _pointwise_chain_module((1, 64, 56, 56), ("bias", "clip"))
+    inputs = {"x": np.ones((1, 64, 56, 56), np.float32), "other": np.ones((1, 64, 56, 56), np.float32)}
+    run(mod, inputs, config=PREPARED.replace(threads=1))
+    assert calls == []
+    run(mod, inputs, config=PREPARED.replace(threads=2, adapt=False))
+    assert calls == [1]
