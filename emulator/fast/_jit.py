@@ -130,6 +130,14 @@ def _pad_plane(plane, xp, pt, pl, sw, span, col0, col1):
 
 @njit(cache=True, nogil=True)
 def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
+    """depthwise_conv_planes_tail without a tail."""
+    depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, out[0, 0, 0], out[0, 0, 0], out, False,
+                               False, False, False, False, out.dtype.type(0), out.dtype.type(0), start, stop)
+
+
+@njit(cache=True, nogil=True)
+def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
+                               has_affine, has_add, relu, clamp, lo, hi, start, stop):
     """depthwise_conv_nchw for float32 on the microkernel's depthwise_parts: the same sums in the
     same order (the same bits), each output written once. Each input plane is copied once into a
     zero-padded plane whose rows hold the ``sw`` column phases one after the other (padded column
@@ -137,7 +145,9 @@ def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, 
     floats; the plane is wide enough for whole vectors of 8 outputs and tall enough for whole
     steps of rows (the extra columns and rows are computed on zeros and dropped). A row is split
     into near-equal parts of at most DEPTHWISE_WIDTH vectors. A plane whose weights are not all
-    finite takes the plain loop: it skips the taps outside the image, where 0 * inf would be NaN."""
+    finite takes the plain loop: it skips the taps outside the image, where 0 * inf would be NaN.
+    ``has_tail``: each output plane o then gets tail_row's operations (scale[o], shift[o], the
+    residual other[n, o]) while it is in cache, the bits of conv_tail's pass after the convolution."""
     channels, width = x.shape[1], x.shape[3]
     out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
     kh, kw = w.shape[2], w.shape[3]
@@ -159,12 +169,15 @@ def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, 
     rows_buffer = np.empty((rows, 8 * vectors), np.float32)
     col0, col1 = max(0, pl), min((out_w - 1) * sw + (kw - 1) * dw + 1, pl + width)
     filled = -1  # the (n, c) plane xp holds
+    tail_tmp = np.empty(out_h * out_w if has_tail else 1, np.float32)
     for plane in range(start, stop):
         n = plane // out_channels
         o = plane % out_channels
         c = o // multiplier
         if not _all_finite(w[o, 0]):
             depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, plane, plane + 1)
+            if has_tail:
+                _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi)
             continue
         if n * channels + c != filled:
             _pad_plane(x[n, c], xp, pt, pl, sw, span, col0, col1)
@@ -178,6 +191,15 @@ def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, 
             first += 8 * part_width
         if not direct:  # the plane's part of the rows (the vector loop of the padded copy)
             depthwise_pad(rows_buffer.ctypes.data, 8 * vectors, out[n, o].ctypes.data, out_w, out_h, out_w, 0)
+        if has_tail:
+            _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi):
+    zero = out.dtype.type(0)
+    tail_row(out[n, o].reshape(-1), other[n, o].reshape(-1), scale[o] if has_affine else zero,
+             shift[o] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -186,6 +208,16 @@ def depthwise_conv_planes_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, 
         start, stop = block_range(count, blocks, i)
         if start < stop:
             depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def depthwise_conv_planes_tail_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
+                                      has_affine, has_add, relu, clamp, lo, hi, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
+                                       has_affine, has_add, relu, clamp, lo, hi, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)

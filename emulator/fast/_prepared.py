@@ -34,7 +34,7 @@ from ...ir.types import TensorType
 from ..reference.op_nn import _along
 from ..registry import PlanTransform
 from ._fusion import Fused, stage_inputs
-from ._parallel import matvec, product_plan, product_tail_plan, run_blocks
+from ._parallel import matvec, numba_threads, product_plan, product_tail_plan, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -182,6 +182,8 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
         head = lambda args: kernel(args, attrs, out_type)  # noqa: E731
     else:
         whole = _pointwise_with_tail(fused)
+        if whole is None:
+            whole = _depthwise_with_tail(fused, head)
         if whole is not None:
             return PreparedChain(fused, head, False, (), whole)
     stages = _prepared_tail(fused) if fused.tail else None
@@ -373,32 +375,18 @@ def _prepared_tail(fused: Fused) -> Optional[list]:
     return [(tail, sum(s.n_others for s in fused.stages))]
 
 
-def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
-    """A 1x1 convolution (as _prepare_conv2d's pointwise product) whose chain is a conv tail
-    (_tail.py's roles in order, one or more: bias or batch norm, residual add, relu or clip): one
-    callable that runs the product's blocks each followed by its part of the tail
-    (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over, or
-    the residual is not contiguous, it runs the product, then the tail's pass: the same bits
-    either way, and those of the chain's stages one by one."""
-    from . import op_conv
-    from ._tail import ROLES, run_pass, tail_pass
+def _chain_tail(fused: Fused):
+    """(the one-pass tail plan, the residual's index among the fused step's values or None) of a chain
+    whose stages are _tail.py's roles in order, one or more (bias or batch norm, residual add, relu
+    or clip), as _prepared_tail plans it; None when the stages are no such tail."""
+    from ._tail import ROLES, tail_pass
 
-    node = fused.head_node
     positions = [ROLES.index(s.tail) if s.tail in ROLES else -1 for s in fused.stages]
     if not positions or min(positions) < 0 or any(a >= b for a, b in zip(positions, positions[1:])):
         return None
-    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
-    if x_t is None or out_t is None or w is None or w.ndim != 4 or w.dtype != out_t[1] or x_t[1] != out_t[1]:
+    out_t = _tensor(fused.head_node.checked_type)
+    if out_t is None:
         return None
-    attrs = node.attrs
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        return None
-    (n, c, h, wd), dtype = x_t
-    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
-    o = w.shape[0]
-    if n != 1 or geo.groups != 1 or w.shape[2:] != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
-        return None
-    shape = out_t[0]
     others = []  # as _prepared_tail: each stage's constant arguments (None: known when the step runs)
     for stage in fused.stages:
         args = list(stage_inputs(_constants(stage.node), stage.position))
@@ -409,28 +397,115 @@ def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
         if stage.tail == "add" and _tensor(stage.node.args[1 - stage.position].checked_type) != out_t:
             return None
         others.append(args)
-    tail = tail_pass(fused.stages, others, dtype, shape)
-    cols = h * wd
-    blocked = product_tail_plan(o, c, cols, dtype)
-    if tail is None or blocked is None:
+    tail = tail_pass(fused.stages, others, out_t[1], out_t[0])
+    if tail is None:
         return None
-    product = product_plan(o, c, cols, dtype)
-    matrix = w.reshape(o, c)
-    scale = tail.scale if tail.scale is not None else np.zeros(o, dtype)
-    shift = tail.shift if tail.shift is not None else np.zeros(o, dtype)
     add_at = None if tail.add_stage is None else (
         fused.n_head_args + sum(s.n_others for s in fused.stages[:tail.add_stage]))
-    flags = (tail.scale is not None, tail.add_stage is not None, tail.relu, tail.clamp, tail.lo, tail.hi)
+    return tail, add_at
+
+
+def _tail_operands(tail, channels: int, dtype) -> tuple:
+    """(scale, shift) with one entry per channel (zeros where the tail has no affine step), then the
+    tail's flags, as _jit.tail_row's callers take them."""
+    scale = tail.scale if tail.scale is not None else np.zeros(channels, dtype)
+    shift = tail.shift if tail.shift is not None else np.zeros(channels, dtype)
+    return scale, shift, (tail.scale is not None, tail.add_stage is not None, tail.relu, tail.clamp, tail.lo, tail.hi)
+
+
+def _contiguous_residual(values, add_at):
+    """The chain's residual when it has one (None otherwise), and whether the fused loops can read it
+    in place (a C-contiguous array: a view goes through the one-pass tail, which copies it)."""
+    other = None if add_at is None else values[add_at]
+    return other, other is None or (type(other) is np.ndarray and other.flags.c_contiguous)
+
+
+def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
+    """A 1x1 convolution (as _prepare_conv2d's pointwise product) whose chain is a conv tail
+    (_chain_tail): one callable that runs the product's blocks each followed by its part of the
+    tail (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over,
+    or the residual is not contiguous, it runs the product, then the tail's pass: the same bits
+    either way, and those of the chain's stages one by one."""
+    from . import op_conv
+    from ._tail import run_pass
+
+    node = fused.head_node
+    planned = _chain_tail(fused)
+    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
+    if planned is None or x_t is None or out_t is None or w is None or w.ndim != 4 or w.dtype != out_t[1] \
+            or x_t[1] != out_t[1]:
+        return None
+    attrs = node.attrs
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        return None
+    (n, c, h, wd), dtype = x_t
+    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
+    o = w.shape[0]
+    if n != 1 or geo.groups != 1 or w.shape[2:] != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
+        return None
+    shape = out_t[0]
+    cols = h * wd
+    blocked = product_tail_plan(o, c, cols, dtype)
+    if blocked is None:
+        return None
+    tail, add_at = planned
+    product = product_plan(o, c, cols, dtype)
+    matrix = w.reshape(o, c)
+    scale, shift, flags = _tail_operands(tail, o, dtype)
 
     def pointwise_tail(values):
-        other = None if add_at is None else values[add_at]
+        other, in_place = _contiguous_residual(values, add_at)
         b = values[0].reshape(c, cols)
-        if other is None or (type(other) is np.ndarray and other.flags.c_contiguous):
+        if in_place:
             res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
             if res is not None:
                 return res.reshape(shape)
         return run_pass(product(matrix, b).reshape(shape), tail, other)
     return pointwise_tail
+
+
+def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
+    """A float32 depthwise convolution on the vector kernel (op_conv._conv_depthwise's route) whose
+    chain is a conv tail (_chain_tail): one callable that, in a run with numba threads, applies the
+    tail to each output plane right after the plane is computed (_jit.depthwise_conv_planes_tail),
+    in the convolution's parallel region; or None. At one thread, or with a residual that is not
+    contiguous, it runs the convolution (``head``), then the tail's pass: the same bits."""
+    from . import _jit, _microkernel, op_conv
+    from ._tail import run_pass
+
+    node = fused.head_node
+    planned = _chain_tail(fused)
+    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
+    if planned is None or x_t is None or out_t is None or w is None or w.ndim != 4 or x_t[1] != np.float32 \
+            or out_t[1] != np.float32 or not op_conv.DEPTHWISE_VECTOR_KERNEL or not _microkernel.AVAILABLE:
+        return None
+    attrs = node.attrs
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        return None
+    (n, c, h, wd), dtype = x_t
+    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
+    o = w.shape[0]
+    if geo.groups <= 1 or w.shape[1] != 1:
+        return None
+    tail, add_at = planned
+    weights = np.ascontiguousarray(w, dtype)
+    shape = out_t[0]
+    (sh, sw), (dh, dw), (pt, pl) = geo.strides, geo.dilation, geo.pads[:2]
+    scale, shift, flags = _tail_operands(tail, o, dtype)
+    per_plane = shape[2] * shape[3] * w.shape[2] * w.shape[3]
+    min_block = max(1, 800_000 // max(per_plane, 1))  # as op_conv._conv_depthwise's vector route
+
+    def depthwise_tail(values):
+        other, in_place = _contiguous_residual(values, add_at)
+        if not in_place or numba_threads() < 2:  # one thread: per plane measured 1.02-1.04x slower
+            return run_pass(head(values), tail, other)
+        x = np.ascontiguousarray(values[0], dtype)
+        out = np.empty(shape, dtype)
+        run_blocks(n * o, _jit.depthwise_conv_planes_tail, _jit.depthwise_conv_planes_tail_blocks, x, weights, out,
+                   sh, sw, dh, dw, pt, pl, o // c, scale, shift, out if other is None else other, True, *flags,
+                   min_block=min_block)
+        return out
+    return depthwise_tail
 
 
 preparer("nn.conv2d", kernel=_prepare_conv2d)

@@ -255,3 +255,58 @@ def test_pointwise_tail_blocks_run_in_a_two_thread_run(monkeypatch):
     assert calls == []
     run(mod, inputs, config=PREPARED.replace(threads=2, adapt=False))
     assert calls == [1]
+
+
+def _depthwise_chain_module(shape, stages, k=3, stride=1, multiplier=1, nonfinite=False):
+    """A depthwise convolution (``multiplier`` outputs per channel) followed by ``stages`` (as
+    _pointwise_chain_module's); ``nonfinite``: plane 0's weights hold an inf and a NaN."""
+    rng = np.random.default_rng(14)
+    c = shape[1]
+    o = c * multiplier
+    x = Var("x", TensorType(shape, "float32"))
+    w = rng.normal(0, 0.3, (o, 1, k, k)).astype(np.float32)
+    if nonfinite:
+        w[0, 0, 0, :2] = (np.inf, np.nan)
+    y = call("nn.conv2d", x, const(w), padding=(k // 2,) * 4, channels=o, kernel_size=(k, k),
+             groups=c, strides=(stride, stride))
+    out_shape = (shape[0], o, -(-shape[2] // stride), -(-shape[3] // stride))
+    other = Var("other", TensorType(out_shape, "float32"))
+    for stage in stages:
+        if stage == "bias":
+            y = call("nn.bias_add", y, _weights(rng, o))
+        elif stage == "bn":
+            y = _bn(rng, y, o)
+        elif stage == "add":
+            y = call("add", y, other)
+        elif stage == "relu":
+            y = call("nn.relu", y)
+        else:
+            y = call("clip", y, a_min=0.0, a_max=6.0)
+    return _module(Function([x, other], y)), out_shape
+
+
+@pytest.mark.parametrize("shape,stages,k,stride,multiplier", [
+    ((1, 32, 28, 28), ("bn", "clip"), 3, 1, 1),     # MobileNetV2's depthwise, 28 columns: a copied-out plane
+    ((2, 24, 32, 32), ("bias", "relu"), 3, 2, 1),   # stride 2, a batch of two
+    ((1, 32, 14, 14), ("bn",), 5, 1, 1),            # EfficientNet-B0's 5x5, one stage
+    ((1, 8, 16, 16), ("add", "clip"), 3, 1, 2),     # a channel multiplier, a residual
+    ((1, 96, 7, 7), ("relu",), 3, 1, 1),
+    ((1, 96, 7, 7), ("clip",), 3, 1, 1),
+])
+def test_depthwise_conv_with_its_tail_per_plane_gives_the_generic_bits(shape, stages, k, stride, multiplier):
+    """A depthwise convolution's chain of tail ops runs on each output plane right after it
+    (_prepared._depthwise_with_tail): the bits of the generic kernels and of the unfused ops, at one
+    and two threads, non-finite weights (the plain loop's planes) included."""
+    for nonfinite in (False, True):  # plane 0 then takes the plain loop
+        mod, out_shape = _depthwise_chain_module(shape, stages, k, stride, multiplier, nonfinite)
+        chains, unprepared = _prepared_payloads(mod)
+        assert unprepared == [] and [c.whole is not None for c in chains] == [True]
+        rng = np.random.default_rng(15)
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+        inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
+        for threads in (1, 2):
+            prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
+            generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
+            unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
+            assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
