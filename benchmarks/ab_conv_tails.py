@@ -41,10 +41,10 @@ def measure(name: str, runs: int, thread_counts, forms) -> None:
     feed = random_feed(model, 0)
     with tempfile.TemporaryDirectory() as tmp:
         path, _ = save_model_and_feed(tmp, name, model, feed)
-        per_block, one_pass = tidlx.load(path), tidlx.load(path)
+        fused, one_pass = tidlx.load(path), tidlx.load(path)
     for threads in thread_counts:
         config = EmulatorConfig(threads=threads, adapt=False)
-        plan_of(per_block, config=config)
+        plan_of(fused, config=config)
         originals = {form: getattr(_prepared, FORMS[form]) for form in forms}
         for form in forms:
             setattr(_prepared, FORMS[form], lambda *args: None)
@@ -53,14 +53,14 @@ def measure(name: str, runs: int, thread_counts, forms) -> None:
         finally:
             for form, fn in originals.items():
                 setattr(_prepared, FORMS[form], fn)
-        first = [run(m, feed, config=config)[0] for m in (per_block, one_pass)]
+        first = [run(m, feed, config=config)[0] for m in (fused, one_pass)]
         same = first[0].tobytes() == first[1].tobytes()
         times = {"fused": [], "one pass": []}
         for _ in range(3):
-            run(per_block, feed, config=config)
+            run(fused, feed, config=config)
             run(one_pass, feed, config=config)
         for _ in range(runs):
-            for label, mod in (("fused", per_block), ("one pass", one_pass)):
+            for label, mod in (("fused", fused), ("one pass", one_pass)):
                 start = time.perf_counter()
                 run(mod, feed, config=config)
                 times[label].append(time.perf_counter() - start)

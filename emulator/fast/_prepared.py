@@ -202,6 +202,26 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
 
 # --- convolutions and dense products -------------------------------------------------------------
 
+def _conv_site(node: Call, w) -> Optional[tuple]:
+    """(input (shape, dtype), result (shape, dtype), op_conv.ConvGeometry) of an NCHW/OIHW float
+    convolution whose constant 4-D weights ``w`` and input share the result's dtype; else None."""
+    from . import op_conv
+
+    attrs = node.attrs
+    x_t, out_t = _tensor(node.args[0].checked_type), _tensor(node.checked_type)
+    if x_t is None or out_t is None or w is None or x_t[1] != out_t[1] or w.dtype != out_t[1] or w.ndim != 4:
+        return None
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        return None
+    return x_t, out_t, op_conv.ConvGeometry(np.empty(x_t[0], x_t[1]), w, attrs)
+
+
+def _is_pointwise(x_t, w, geo) -> bool:
+    """A 1x1 stride-1 unpadded one-group convolution of one image (a single matrix product)."""
+    return x_t[0][0] == 1 and geo.groups == 1 and w.shape[2:] == (1, 1) and not any(geo.pads) \
+        and tuple(geo.strides) == (1, 1)
+
+
 def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     """1x1 stride-1 unpadded one-group NCHW convolutions of one image: the product of the weight
     matrix (reshaped once) and the input as a (C, H*W) matrix, as op_conv._conv_nchw computes it
@@ -209,16 +229,13 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     depthwise ones: op_conv._conv_depthwise with the weights made contiguous once."""
     from . import op_conv
 
-    attrs = node.attrs
-    x_t, out_t = _tensor(node.args[0].checked_type), _tensor(node.checked_type)
     w = constants[1]
-    if x_t is None or out_t is None or w is None or x_t[1] != out_t[1] or w.dtype != out_t[1] or w.ndim != 4:
+    site = _conv_site(node, w)
+    if site is None:
         return None
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        return None
+    x_t, out_t, geo = site
     (n, c, h, wd), dtype = x_t
-    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
-    o, i_per_group, kh, kw = w.shape
+    o, i_per_group = w.shape[:2]
     out_shape = out_t[0]
     if geo.groups > 1 and i_per_group == 1:
         weights = np.ascontiguousarray(w)
@@ -227,7 +244,7 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
         def depthwise(args):
             return op_conv._conv_depthwise(args[0], weights, strides, dilation, pads, out_hw, dtype)
         return depthwise
-    if n != 1 or geo.groups != 1 or (kh, kw) != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
+    if not _is_pointwise(x_t, w, geo):
         return None
     matrix = w.reshape(o, c)
     cols = h * wd
@@ -426,23 +443,15 @@ def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
     tail (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over,
     or the residual is not contiguous, it runs the product, then the tail's pass: the same bits
     either way, and those of the chain's stages one by one."""
-    from . import op_conv
     from ._tail import run_pass
 
-    node = fused.head_node
-    planned = _chain_tail(fused)
-    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
-    if planned is None or x_t is None or out_t is None or w is None or w.ndim != 4 or w.dtype != out_t[1] \
-            or x_t[1] != out_t[1]:
+    w = _constants(fused.head_node)[1]
+    planned, site = _chain_tail(fused), _conv_site(fused.head_node, w)
+    if planned is None or site is None or not _is_pointwise(site[0], w, site[2]):
         return None
-    attrs = node.attrs
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        return None
+    x_t, out_t, _ = site
     (n, c, h, wd), dtype = x_t
-    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
     o = w.shape[0]
-    if n != 1 or geo.groups != 1 or w.shape[2:] != (1, 1) or any(geo.pads) or tuple(geo.strides) != (1, 1):
-        return None
     shape = out_t[0]
     cols = h * wd
     blocked = product_tail_plan(o, c, cols, dtype)
@@ -473,17 +482,13 @@ def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
     from . import _jit, _microkernel, op_conv
     from ._tail import run_pass
 
-    node = fused.head_node
-    planned = _chain_tail(fused)
-    x_t, out_t, w = _tensor(node.args[0].checked_type), _tensor(node.checked_type), _constants(node)[1]
-    if planned is None or x_t is None or out_t is None or w is None or w.ndim != 4 or x_t[1] != np.float32 \
-            or out_t[1] != np.float32 or not op_conv.DEPTHWISE_VECTOR_KERNEL or not _microkernel.AVAILABLE:
+    w = _constants(fused.head_node)[1]
+    planned, site = _chain_tail(fused), _conv_site(fused.head_node, w)
+    if planned is None or site is None or site[1][1] != np.float32 or not op_conv.DEPTHWISE_VECTOR_KERNEL \
+            or not _microkernel.AVAILABLE:
         return None
-    attrs = node.attrs
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        return None
+    x_t, out_t, geo = site
     (n, c, h, wd), dtype = x_t
-    geo = op_conv.ConvGeometry(np.empty((n, c, h, wd), dtype), w, attrs)
     o = w.shape[0]
     if geo.groups <= 1 or w.shape[1] != 1:
         return None
@@ -493,7 +498,7 @@ def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
     (sh, sw), (dh, dw), (pt, pl) = geo.strides, geo.dilation, geo.pads[:2]
     scale, shift, flags = _tail_operands(tail, o, dtype)
     per_plane = shape[2] * shape[3] * w.shape[2] * w.shape[3]
-    min_block = max(1, 800_000 // max(per_plane, 1))  # as op_conv._conv_depthwise's vector route
+    min_block = max(1, op_conv.DEPTHWISE_VECTOR_BLOCK_MACS // max(per_plane, 1))  # as op_conv._conv_depthwise
 
     def depthwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)

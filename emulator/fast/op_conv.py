@@ -119,6 +119,8 @@ def _conv_nhwc(x, w, strides, dilation, pads, out_hw, work):
 #: Whether float32 depthwise convolutions run on the vector kernel (benchmarks/ab_depthwise.py turns it
 #: off for A/B against the plain loop).
 DEPTHWISE_VECTOR_KERNEL = True
+#: Multiply-adds per block of the vector route's planes (a block under this runs whole on one thread)
+DEPTHWISE_VECTOR_BLOCK_MACS = 800_000
 
 
 def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
@@ -132,7 +134,8 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     w = np.ascontiguousarray(w, dtype=work)
     out = np.empty((n, o, out_hw[0], out_hw[1]), work)
     if DEPTHWISE_VECTOR_KERNEL and work == np.float32 and _microkernel.AVAILABLE:
-        serial, parallel, per_block = _jit.depthwise_conv_planes, _jit.depthwise_conv_planes_blocks, 800_000
+        serial, parallel, per_block = (_jit.depthwise_conv_planes, _jit.depthwise_conv_planes_blocks,
+                                       DEPTHWISE_VECTOR_BLOCK_MACS)
     else:
         serial, parallel, per_block = _jit.depthwise_conv_nchw, _jit.depthwise_conv_nchw_blocks, 200_000
     per_plane = out_hw[0] * out_hw[1] * w.shape[2] * w.shape[3]

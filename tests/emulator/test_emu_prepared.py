@@ -189,6 +189,23 @@ def test_the_environment_turns_preparation_off(monkeypatch):
     assert EmulatorConfig.from_env().prepare is True
 
 
+def _with_tail(rng, y, stages, channels, residual):
+    """``y`` followed by ``stages``, tail roles in order: "bias", "bn", "add" (of ``residual``), "relu",
+    "clip" (0..6)."""
+    for stage in stages:
+        if stage == "bias":
+            y = call("nn.bias_add", y, _weights(rng, channels))
+        elif stage == "bn":
+            y = _bn(rng, y, channels)
+        elif stage == "add":
+            y = call("add", y, residual)
+        elif stage == "relu":
+            y = call("nn.relu", y)
+        else:
+            y = call("clip", y, a_min=0.0, a_max=6.0)
+    return y
+
+
 def _pointwise_chain_module(shape, stages, other_view=False):
     """A 1x1 convolution of shape[1] -> shape[1] channels followed by ``stages`` (tail roles:
     "bias", "bn", "add", "relu", "clip"), large enough for its product to be cut in blocks."""
@@ -196,18 +213,8 @@ def _pointwise_chain_module(shape, stages, other_view=False):
     c = shape[1]
     x = Var("x", TensorType(shape, "float32"))
     other = Var("other", TensorType(shape[::-1] if other_view else shape, "float32"))
-    y = _conv(rng, x, c, c)
-    for stage in stages:
-        if stage == "bias":
-            y = call("nn.bias_add", y, _weights(rng, c))
-        elif stage == "bn":
-            y = _bn(rng, y, c)
-        elif stage == "add":
-            y = call("add", y, call("transpose", other, axes=(3, 2, 1, 0)) if other_view else other)
-        elif stage == "relu":
-            y = call("nn.relu", y)
-        else:
-            y = call("clip", y, a_min=0.0, a_max=6.0)
+    residual = call("transpose", other, axes=(3, 2, 1, 0)) if other_view else other
+    y = _with_tail(rng, _conv(rng, x, c, c), stages, c, residual)
     return _module(Function([x, other], y))
 
 
@@ -271,17 +278,7 @@ def _depthwise_chain_module(shape, stages, k=3, stride=1, multiplier=1, nonfinit
              groups=c, strides=(stride, stride))
     out_shape = (shape[0], o, -(-shape[2] // stride), -(-shape[3] // stride))
     other = Var("other", TensorType(out_shape, "float32"))
-    for stage in stages:
-        if stage == "bias":
-            y = call("nn.bias_add", y, _weights(rng, o))
-        elif stage == "bn":
-            y = _bn(rng, y, o)
-        elif stage == "add":
-            y = call("add", y, other)
-        elif stage == "relu":
-            y = call("nn.relu", y)
-        else:
-            y = call("clip", y, a_min=0.0, a_max=6.0)
+    y = _with_tail(rng, y, stages, o, other)
     return _module(Function([x, other], y)), out_shape
 
 
