@@ -26,7 +26,8 @@ from numba import njit, prange
 
 from ._blas import _block_step, gemm_into
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
-                           depthwise_parts, panel_product, panel_product_add, panel_taps)
+                           depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
+                           direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
 
 @njit(cache=True, nogil=True)
@@ -364,6 +365,150 @@ def conv_few_channels_blocks(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_row
         start, stop = block_range(count, blocks, i)
         if start < stop:
             conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop)
+
+
+# --- dense convolutions summed tap by tap on phase planes (op_conv._conv_direct) ----------------
+#
+# The input is padded once into phase planes: plane (c, a, b) holds the padded input's rows a, a + sh,
+# ... and columns b, b + sw, ..., grid_w floats a row. Output (oy, ox) is then position
+# p = oy * grid_w + ox, and each tap (c, i, j) reads the float at p + offsets[t] of the image's planes:
+# a product of the packed weights by the input in place, without an im2col matrix. Positions with
+# ox >= out_w are computed (on padding) and not stored.
+
+@njit(cache=True, nogil=True)
+def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
+    """xp[n, ((c * sh + a) * sw + b) * rows * grid_w + r * grid_w + k] = x[n, c, r * sh + a - pt,
+    k * sw + b - pl] (zero outside the image) for the planes of (image, channel) units [start, stop).
+    Stride 1: the plane zeroed, then the image rows copied in by _microkernel.depthwise_pad (numba's
+    row slices cost ~20 ns each, as long as copying a 56-float row)."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    plane = rows * grid_w
+    zero = np.float32(0)
+    for unit in range(start, stop):
+        n = unit // channels
+        c = unit % channels
+        dst_image = xp[n]
+        if sh == 1 and sw == 1:
+            dst = dst_image[c * plane:(c + 1) * plane]
+            for k in range(plane):
+                dst[k] = zero
+            r0, r1 = max(0, pt), min(rows, height + pt)    # plane rows holding image rows
+            k0, k1 = max(0, pl), min(grid_w, width + pl)   # plane columns holding image columns
+            if r0 < r1 and k0 < k1:
+                depthwise_pad(x[n, c, r0 - pt].ctypes.data + 4 * (k0 - pl), width, dst.ctypes.data + 4 * (r0 * grid_w + k0),
+                              grid_w, r1 - r0, k1 - k0, 0)
+            continue
+        for a in range(sh):
+            for b in range(sw):
+                first = ((c * sh + a) * sw + b) * plane
+                # phase columns k whose input column k * sw + b - pl lies in the image: [k0, k1)
+                k0 = min(grid_w, max(0, (pl - b + sw - 1) // sw))
+                k1 = max(k0, min(grid_w, (width - 1 + pl - b) // sw + 1))
+                for r in range(rows):
+                    dst = dst_image[first + r * grid_w:first + (r + 1) * grid_w]
+                    row = r * sh + a - pt
+                    if row < 0 or row >= height:
+                        for k in range(grid_w):
+                            dst[k] = zero
+                        continue
+                    src = x[n, c, row]
+                    for k in range(k0):
+                        dst[k] = zero
+                    for k in range(k0, k1):
+                        dst[k] = src[k * sw + b - pl]
+                    for k in range(k1, grid_w):
+                        dst[k] = zero
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def fill_phase_planes_blocks(x, xp, sh, sw, pt, pl, rows, grid_w, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _direct_taps(vectors, add, a, b, offsets, c, ldc, k):
+    """The direct kernel of ``vectors`` vectors (1..3), storing or adding (_microkernel.direct_taps*)."""
+    if add:
+        if vectors == 3:
+            direct_taps_add3(a, b, offsets, c, ldc, k)
+        elif vectors == 2:
+            direct_taps_add2(a, b, offsets, c, ldc, k)
+        else:
+            direct_taps_add1(a, b, offsets, c, ldc, k)
+    elif vectors == 3:
+        direct_taps3(a, b, offsets, c, ldc, k)
+    elif vectors == 2:
+        direct_taps2(a, b, offsets, c, ldc, k)
+    else:
+        direct_taps1(a, b, offsets, c, ldc, k)
+
+
+@njit(cache=True, nogil=True)
+def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift, other,
+                has_tail, has_affine, has_add, relu, clamp, lo, hi, start, stop):
+    """y[n, o, oy, ox] = sum over taps t of wp[o // R, t, o % R] * xp[n, oy * grid_w + ox + offsets[t]]
+    (R = wp.shape[2], the panel height) for units [start, stop): unit = (image * chunks + position
+    chunk) * panels + panel, a chunk being ``chunk_positions`` positions. A kernel call sums
+    ``chunk_taps`` taps for R x (vectors * lanes) positions; the chunk sums are added in order. The
+    calls go by strips of ``strip`` calls' positions, each tap chunk over the whole strip in turn, so
+    the chunk's weights are read from L1 by all of the strip's calls. ``has_tail``: each stored row
+    of output o then gets tail_row's operations (scale[o], shift[o], the residual other[n, o]) while
+    it is in cache, the bits of conv_tail's pass after the convolution."""
+    outs, out_h, out_w = y.shape[1], y.shape[2], y.shape[3]
+    panels, taps, rows = wp.shape[0], wp.shape[1], wp.shape[2]
+    columns = vectors * lanes
+    width = strip * columns
+    positions = (out_h - 1) * grid_w + out_w
+    chunks = (positions + chunk_positions - 1) // chunk_positions
+    scratch = np.empty((rows, width), np.float32)
+    tail_tmp = np.empty(out_w, np.float32)
+    c = scratch.ctypes.data
+    offs = offsets.ctypes.data
+    for unit in range(start, stop):
+        q = unit % panels
+        n = unit // panels // chunks
+        p0 = (unit // panels % chunks) * chunk_positions
+        p1 = min(positions, p0 + chunk_positions)
+        a = wp[q].ctypes.data
+        base = xp[n].ctypes.data
+        o0 = rows * q
+        live = min(rows, outs - o0)
+        for s0 in range(p0, p1, width):
+            s1 = min(p1, s0 + width)
+            for t0 in range(0, taps, chunk_taps):
+                k = min(taps - t0, chunk_taps)
+                for p in range(s0, s1, columns):
+                    _direct_taps(vectors, t0 > 0, a + 4 * rows * t0, base + 4 * p, offs + 8 * t0, c + 4 * (p - s0), width, k)
+            pos = s0
+            while pos < s1:
+                oy = pos // grid_w
+                ox = pos - oy * grid_w
+                run = min(s1 - pos, grid_w - ox)
+                keep = min(run, out_w - ox)
+                j = pos - s0
+                for r in range(live):
+                    dst = y[n, o0 + r, oy, ox:ox + keep]
+                    src = scratch[r, j:j + keep]
+                    for m in range(keep):
+                        dst[m] = src[m]
+                    if has_tail and keep > 0:
+                        o = o0 + r
+                        tail_row(dst, other[n, o, oy, ox:ox + keep], scale[o], shift[o], tail_tmp, has_affine, has_add,
+                                 relu, clamp, lo, hi)
+                pos += run
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def conv_direct_blocks(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift,
+                       other, has_tail, has_affine, has_add, relu, clamp, lo, hi, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift,
+                        other, has_tail, has_affine, has_add, relu, clamp, lo, hi, start, stop)
 
 
 # --- pooling -----------------------------------------------------------------------------------

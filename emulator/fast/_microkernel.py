@@ -28,6 +28,13 @@ as panel_product does. The direct convolution of few input channels (_jit.conv_f
 each output's taps (channel, kernel row, kernel column) this way, with ``b`` one output row's
 input and offsets[q] the tap's position, so no im2col matrix is built.
 
+``direct_taps{v}`` and ``direct_taps_add{v}`` (v = 1, 2, 3; panel_taps' arguments) are panel_taps
+over ROWS x v vectors of LANES columns (up to 24 accumulators of 16 floats on AVX-512), storing or
+adding the sums: the dense convolutions' direct route (_jit.conv_direct), where ``b`` is the input's
+phase planes at the first output position and offsets[q] is tap q's place in them. v is used up to
+DIRECT_VECTORS (3 on AVX-512, 2 on AVX2's 16 registers). In isolation on the Zen 5 VM, one thread:
+~105-110 GMAC/s over the computed positions (onnxruntime's own convolutions 108-118 GMAC/s there).
+
 ``depthwise_parts(src, row_step, offsets, weights, taps, dst, dst_step, rows, width)`` (all int64; src,
 offsets, weights, dst are addresses) is the depthwise convolution's inner kernel (_jit.py's
 depthwise_conv_planes): for r < rows and column c < 8 * width,
@@ -79,7 +86,15 @@ _SYMBOL_DEPTHWISE = "tidlx_depthwise_parts"
 _SYMBOL_PAD = "tidlx_depthwise_pad"
 _SYMBOL_PAD_S2 = "tidlx_depthwise_pad_s2"
 _SYMBOL_TAPS = "tidlx_panel_taps"
-_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS)
+#: Vectors of LANES output positions per call of the direct convolution's kernels (direct_taps):
+#: 1..DIRECT_VECTORS, each width its own code. ROWS x 3 = 24 accumulators of 16 floats leave room in
+#: AVX-512's 32 registers for the 3 input vectors and a weight; AVX2's 16 registers take ROWS x 2 = 12.
+DIRECT_VECTORS = 3 if LANES == 16 else 2
+_DIRECT_WIDTHS = (1, 2, 3)
+_SYMBOLS_DIRECT = tuple(f"tidlx_direct_taps{v}" for v in _DIRECT_WIDTHS)
+_SYMBOLS_DIRECT_ADD = tuple(f"tidlx_direct_taps_add{v}" for v in _DIRECT_WIDTHS)
+_SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS) + _SYMBOLS_DIRECT \
+    + _SYMBOLS_DIRECT_ADD
 
 
 def _kernel_ir() -> str:
@@ -91,6 +106,10 @@ def _kernel_ir() -> str:
                       "declare void @llvm.masked.store.v8f32.p0(<8 x float>, ptr, i32, <8 x i1>)",
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
                       _function_ir(_SYMBOL_TAPS, add=False, taps=True),
+                      *(_function_ir(symbol, add=False, taps=True, vectors=v)
+                        for symbol, v in zip(_SYMBOLS_DIRECT, _DIRECT_WIDTHS)),
+                      *(_function_ir(symbol, add=True, taps=True, vectors=v)
+                        for symbol, v in zip(_SYMBOLS_DIRECT_ADD, _DIRECT_WIDTHS)),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
                       _depthwise_pad_ir(_SYMBOL_PAD_S2, 2)])
 
@@ -302,11 +321,12 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
     return "\n".join(lines)
 
 
-def _function_ir(symbol: str, add: bool, taps: bool = False) -> str:
-    """ROWS x (COLUMNS / LANES) vector accumulators over a loop on k; stored to c, or added to it.
-    ``taps``: b's row q starts at the offset offsets[q] (the third argument's table), not q * ldb."""
+def _function_ir(symbol: str, add: bool, taps: bool = False, vectors: int | None = None) -> str:
+    """ROWS x (COLUMNS / LANES) vector accumulators (or ROWS x ``vectors``) over a loop on k; stored
+    to c, or added to it. ``taps``: b's row q starts at the offset offsets[q] (the third argument's
+    table), not q * ldb."""
     third = "%offs_addr" if taps else "%ldb"
-    vec, per_row = f"<{LANES} x float>", COLUMNS // LANES
+    vec, per_row = f"<{LANES} x float>", vectors or COLUMNS // LANES
     fma = f"@llvm.fma.v{LANES}f32"
     lines = [
         f"define void @{symbol}(i64 %a_addr, i64 %b_addr, i64 {third}, i64 %c_addr, i64 %ldc, i64 %k) {{",
@@ -381,6 +401,10 @@ panel_product_add = types.ExternalFunction(_SYMBOL_ADD, types.void(_i64, _i64, _
 panel_taps = types.ExternalFunction(_SYMBOL_TAPS, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_parts = types.ExternalFunction(_SYMBOL_DEPTHWISE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64,
                                                                        _i64, _i64))
+_product_type = types.void(_i64, _i64, _i64, _i64, _i64, _i64)
+direct_taps1, direct_taps2, direct_taps3 = (types.ExternalFunction(symbol, _product_type) for symbol in _SYMBOLS_DIRECT)
+direct_taps_add1, direct_taps_add2, direct_taps_add3 = (types.ExternalFunction(symbol, _product_type)
+                                                        for symbol in _SYMBOLS_DIRECT_ADD)
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 

@@ -27,6 +27,7 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from ..config import active_config
 from ..interpreter import CUSTOM, OP, EmulatorError, check_result, kernel_failure
 from ...ir.expr import Call, Constant
 from ...ir.op import declare_facet, register_op_attr
@@ -184,6 +185,8 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
         whole = _pointwise_with_tail(fused)
         if whole is None:
             whole = _depthwise_with_tail(fused, head)
+        if whole is None:
+            whole = _direct_with_tail(fused, head)
         if whole is not None:
             return PreparedChain(fused, head, False, (), whole)
     stages = _prepared_tail(fused) if fused.tail else None
@@ -245,7 +248,7 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
             return op_conv._conv_depthwise(args[0], weights, strides, dilation, pads, out_hw, dtype)
         return depthwise
     if not _is_pointwise(x_t, w, geo):
-        return None
+        return _prepare_direct(node, x_t, w, geo)
     matrix = w.reshape(o, c)
     cols = h * wd
     product = product_plan(o, c, cols, dtype)
@@ -253,6 +256,36 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     def pointwise(args):
         return product(matrix, args[0].reshape(c, cols)).reshape(out_shape)
     return pointwise
+
+
+def _prepare_direct(node: Call, x_t, w, geo) -> Optional[Callable]:
+    """A float32 convolution the generic kernel would run on the direct route (op_conv.DirectConv,
+    planned here once); where the run's config sends it elsewhere (Winograd settings), the generic
+    kernel. None for other convolutions."""
+    from . import op_conv
+
+    (n, c, h, wd), dtype = x_t
+    if not op_conv.direct_static(x_t[0], w, geo.groups, dtype):
+        return None
+    conv = op_conv.DirectConv(x_t[0], w, geo.strides, geo.dilation, geo.pads, geo.out_hw)
+    routes = {}  # (winograd, tile_blocks) of the run's config -> whether it takes the direct route
+    attrs, out_type, x_shape = node.attrs, node.checked_type, x_t[0]
+    strides, dilation, out_hw = geo.strides, geo.dilation, geo.out_hw
+
+    def takes_direct() -> bool:
+        config = active_config()
+        key = (config.winograd, config.tile_blocks)
+        chosen = routes.get(key)
+        if chosen is None:
+            chosen = routes[key] = not op_conv.winograd_preferred(x_shape, w.shape, strides, dilation, out_hw, config)
+        return chosen
+
+    def direct(args):
+        if takes_direct():
+            return conv(args[0])
+        return op_conv.conv2d(args, attrs, out_type)
+    direct.conv, direct.takes_direct = conv, takes_direct
+    return direct
 
 
 def _prepare_dense(node: Call, constants) -> Optional[Callable]:
@@ -511,6 +544,30 @@ def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
                    min_block=min_block)
         return out
     return depthwise_tail
+
+
+def _direct_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
+    """A convolution on the direct route (``head`` from _prepare_direct) whose chain is a conv tail
+    (_chain_tail): one callable that applies the tail to each output row as the convolution stores
+    it (op_conv.DirectConv with a tail), at any thread count; or None. Where the run's config sends
+    the convolution elsewhere, or the residual is not contiguous, it runs ``head``, then the tail's
+    pass: the same bits."""
+    from ._tail import run_pass
+
+    conv = getattr(head, "conv", None)
+    planned = _chain_tail(fused) if conv is not None else None
+    if planned is None:
+        return None
+    tail, add_at = planned
+    scale, shift, flags = _tail_operands(tail, conv.out_shape[1], np.float32)
+    takes_direct, n_head = head.takes_direct, fused.n_head_args
+
+    def direct_tail(values):
+        other, in_place = _contiguous_residual(values, add_at)
+        if in_place and takes_direct():
+            return conv(values[0], (scale, shift, other) + flags)
+        return run_pass(head(values[:n_head]), tail, other)
+    return direct_tail
 
 
 preparer("nn.conv2d", kernel=_prepare_conv2d)

@@ -47,13 +47,11 @@ in float32 and chooses by shape in float64. ``EmulatorConfig.tile_blocks=False``
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 
 from ..config import EmulatorConfig, active_config
 from ._parallel import for_blocks, numba_threads, run_blocks, splitting_products
+from ._weights import derived
 
 # G (4x3): U = G g G^T transforms a 3x3 kernel into a 4x4 one for F(2x2, 3x3).
 _G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -65,43 +63,25 @@ _G43 = np.array([[1 / 4, 0.0, 0.0],
                  [1 / 24, -1 / 12, 1 / 6],
                  [0.0, 0.0, 1.0]])
 
-_cache_lock = threading.Lock()
-_weight_cache: dict = {}
-
 
 def transformed_weights(w: np.ndarray, dtype: np.dtype, tile: int = 2, panels: bool = False) -> np.ndarray:
     """U[(a, b), o, c] = (G w[o, c] G^T)[a, b], shape ((tile+2)^2, O, C) for F(tile x tile, 3x3);
-    computed in float64 and cached for read-only arrays. ``panels``: float32 in the microkernel's
-    layout, ((tile+2)^2, ceil(O/6), C, 6)."""
-    key = id(w)
-    variant = (tile, np.dtype(dtype), panels)
-    if not w.flags.writeable:
-        with _cache_lock:
-            entry = _weight_cache.get(key)
-        hit = entry[1].get(variant) if entry is not None and entry[0]() is w else None
-        if hit is not None:
-            return hit
-    g = _G23 if tile == 2 else _G43
-    size = g.shape[0]
-    o, c = w.shape[:2]
-    u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g, optimize=True)
-    u = np.ascontiguousarray(u.reshape(size * size, o, c), dtype=dtype)
-    if panels:
-        from ._microkernel import pack_panels
+    computed in float64 and cached for read-only arrays (_weights.derived). ``panels``: float32 in
+    the microkernel's layout, ((tile+2)^2, ceil(O/ROWS), C, ROWS)."""
 
-        u = pack_panels(u)
-    if not w.flags.writeable:
-        with _cache_lock:
-            entry = _weight_cache.get(key)
-            if entry is None or entry[0]() is not w:
-                try:
-                    ref = weakref.ref(w, lambda _r, k=key: _weight_cache.pop(k, None))
-                except TypeError:
-                    return u
-                entry = (ref, {})
-                _weight_cache[key] = entry
-            entry[1][variant] = u
-    return u
+    def make():
+        g = _G23 if tile == 2 else _G43
+        size = g.shape[0]
+        o, c = w.shape[:2]
+        u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g, optimize=True)
+        u = np.ascontiguousarray(u.reshape(size * size, o, c), dtype=dtype)
+        if panels:
+            from ._microkernel import pack_panels
+
+            u = pack_panels(u)
+        return u
+
+    return derived(w, ("winograd", tile, np.dtype(dtype), panels), make)
 
 
 def _offset_matrices(count: int, rows: int, cols: int, dtype) -> np.ndarray:
@@ -256,6 +236,20 @@ def blas_products_pay(x_shape, w_shape, out_hw, edge: int) -> bool:
     """Whether a tile-blocks convolution runs on whole arrays and BLAS products instead (see above)."""
     tiles = x_shape[0] * -(-out_hw[0] // edge) * -(-out_hw[1] // edge)
     return w_shape[0] * w_shape[1] >= BLAS_MIN_CHANNEL_PAIRS and tiles >= BLAS_MIN_TILES
+
+
+def runs_on_blas(x_shape, w_shape, dilation, out_hw, dtype, config: EmulatorConfig | None = None) -> bool:
+    """Whether ``conv3x3`` would run a convolution that ``usable`` accepted on whole transformed arrays
+    and BLAS products (blas_products_pay, for a dilated one on its phase images) rather than by tile
+    blocks."""
+    config = config or active_config()
+    n = x_shape[0]
+    dh, dw = (int(d) for d in dilation)
+    if (dh, dw) != (1, 1):
+        n, out_hw = n * dh * dw, (-(-out_hw[0] // dh), -(-out_hw[1] // dw))
+    if not _tile_blocks(dtype, config):
+        return True
+    return blas_products_pay((n,) + tuple(x_shape[1:]), w_shape, out_hw, tile_size(out_hw, dtype, config))
 
 
 def _output_splits(outs: int) -> int:

@@ -1,18 +1,32 @@
-"""Fast nn.conv2d: Winograd, im2col gathered in numba, products split over threads, a depthwise vector kernel.
+"""Fast nn.conv2d: direct sums on phase planes, Winograd, im2col, products split over threads, a depthwise vector kernel.
 
-Dense 3x3 stride-1 convolutions use Winograd, down to 7x7 in float32 (_winograd.py: F(2x2, 3x3) in
-float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated ones too, as the Winograd
-convolution of their phase sub-grids. Dense float32 convolutions with few taps per output (C x KH x
-KW <= FEW_CHANNEL_TAPS, or C <= FEW_CHANNELS: the stems) sum their taps directly (_conv_few_channels), with no
-padded copy and no im2col matrix. Other dense and grouped convolutions are one BLAS matmul per group over an
-im2col matrix (gathered by a numba loop for one image); 1x1 stride-1 convolutions multiply the
-input directly. Depthwise convolutions (one input channel per group) run on the microkernel's
-depthwise vector kernel (float32, any stride) or in a numba loop. The
+Dense float32 convolutions with a kernel larger than 1x1 sum each output's taps directly on the
+input's padded phase planes (``DirectConv``: the microkernel's direct_taps kernels, no im2col matrix,
+weights packed once per model), except the few-channel stems (``_conv_few_channels``) and the 3x3
+layers where Winograd runs on BLAS products (large weights and many tiles: FCN's 512- and
+2048-channel layers, ``winograd_preferred``). On the Zen 5 VM (2 threads, in-process A/B, session 11)
+the direct route beat F(2x2, 3x3) Winograd by tile blocks 1.2-1.45x at 64 channels 56x56 and 64x64,
+1.2x at 512 channels 7x7, 1.05-1.15x on the stride-2 3x3 layers (im2col + sgemm before), 1.4-1.6x on
+5x5, and was within the noise at 128-256 channels 14x14-32x32; whole models: ResNet-18 0.83-0.94x the
+time, ResNet-50 0.93-0.97x, the BEVDet image stage 0.95-0.96x, FCN-ResNet-50 unchanged. Each output
+sums its taps in chunks of DIRECT_CHANNEL_CHUNK channels, then adds the chunk sums in order (as the
+Winograd products do), so results do not depend on the thread count or the blocking; a conv tail
+(bias/batch norm, residual, relu/clip) fused after it is applied to each output row as it is stored
+(_prepared._direct_with_tail).
+
+Other dense 3x3 stride-1 convolutions (float64; the direct route off) use Winograd, down to 7x7 in float32
+(_winograd.py: F(2x2, 3x3) in float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated
+ones too, as the Winograd convolution of their phase sub-grids. Other dense and grouped convolutions
+are one BLAS matmul per group over an im2col matrix (gathered by a numba loop for one image); 1x1
+stride-1 convolutions multiply the input directly. Depthwise convolutions (one input channel per
+group) run on the microkernel's depthwise vector kernel (float32, any stride) or in a numba loop. The
 definition is reference/op_conv.py; products are summed in another order than the reference's
 single sgemm (and Winograd transforms round differently), hence the stated tolerance.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -201,6 +215,142 @@ def _conv_few_channels(x, w, strides, dilation, pads, out_hw):
     return y
 
 
+#: Whether dense convolutions may run on the direct route (``_conv_direct``; benchmarks/ab_conv_routes.py
+#: turns it off for A/B against Winograd and im2col + sgemm).
+DIRECT = True
+#: Channels per partial sum of the direct route: each output sums all taps of this many input channels
+#: in one ordered chain, then adds the chunk sums in order (as Winograd's products do, _jit.CHANNEL_CHUNK).
+DIRECT_CHANNEL_CHUNK = 32
+#: Floats of phase planes a chunk of positions reads (all channels): a chunk's input stays in L2.
+DIRECT_CHUNK_FLOATS = 1 << 18
+#: A wider kernel call may compute this many times the positions of the narrowest waste
+DIRECT_WASTE = 1.05
+#: Kernel calls per strip of positions (_jit.conv_direct): each chunk of taps runs over the strip's calls
+DIRECT_STRIP_CALLS = 4
+
+
+def direct_static(x_shape, w4, groups, work) -> bool:
+    """What the direct route needs of a call's static facts: a dense float32 convolution with a kernel
+    larger than 1x1, not one the few-channel route takes (the stems), and the microkernel."""
+    o, i_per_group, kh, kw = w4.shape
+    if not DIRECT or groups != 1 or work != np.float32 or kh * kw == 1 or w4.dtype != np.float32:
+        return False
+    from . import _microkernel
+
+    few = i_per_group <= FEW_CHANNELS or i_per_group * kh * kw <= FEW_CHANNEL_TAPS
+    return _microkernel.AVAILABLE and not (DIRECT_FEW_CHANNELS and few)
+
+
+def winograd_preferred(x_shape, w_shape, strides, dilation, out_hw, config) -> bool:
+    """Whether a 3x3 convolution stays on Winograd rather than the direct route: where Winograd runs
+    on BLAS products (large weights and many tiles: FCN's 512- and 2048-channel layers, where it is
+    faster than the direct sums)."""
+    f32 = np.dtype(np.float32)
+    return winograd.usable(x_shape, w_shape, 1, strides, dilation, f32, config, out_hw) \
+        and winograd.runs_on_blas(x_shape, w_shape, dilation, out_hw, f32, config)
+
+
+def direct_geometry(x_shape, w_shape, strides, dilation, out_hw):
+    """(rows, grid_w, offsets) of the direct route's phase planes: each of the sh x sw phases of a
+    channel's padded input is a plane of rows x grid_w floats, and tap t = (c, i, j) of output position
+    p = oy * grid_w + ox is the float at p + offsets[t] of the image's planes."""
+    c = x_shape[1]
+    kh, kw = w_shape[2:]
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilation, out_hw
+    rows = -(-((oh - 1) * sh + (kh - 1) * dh + 1) // sh)
+    grid_w = -(-((ow - 1) * sw + (kw - 1) * dw + 1) // sw)
+    i = np.arange(kh)[:, None] * dh
+    j = np.arange(kw)[None, :] * dw
+    within = ((i % sh) * sw + j % sw) * rows * grid_w + (i // sh) * grid_w + j // sw
+    offsets = (np.arange(c)[:, None, None] * (sh * sw * rows * grid_w) + within[None]).reshape(-1)
+    return rows, grid_w, np.ascontiguousarray(offsets, np.int64)
+
+
+def _direct_vectors(positions: int, lanes: int) -> int:
+    """Vectors per kernel call (1.._microkernel.DIRECT_VECTORS): the widest (more accumulators, fewer
+    calls) unless it computes over DIRECT_WASTE more positions past the last one than the best
+    width does (a 7x7 output is 61 positions: 2 calls of 2 vectors of 16, not 2 of 3)."""
+    from ._microkernel import DIRECT_VECTORS
+
+    def computed(v):
+        return -(-positions // (v * lanes)) * v * lanes
+
+    fewest = min(computed(v) for v in range(1, DIRECT_VECTORS + 1))
+    return max(v for v in range(1, DIRECT_VECTORS + 1) if computed(v) <= fewest * DIRECT_WASTE)
+
+
+class DirectConv:
+    """A convolution on the direct route planned once for its input shape and (constant) weights:
+    ``conv(x)`` -> the NCHW float32 result; ``conv(x, tail)`` also applies a conv tail to each output
+    row as it is stored (tail = (scale, shift, residual or None, has_affine, has_add, relu, clamp, lo,
+    hi), _prepared._tail_operands' order; the bits of the tail's own pass after the convolution).
+
+    Each output sums its taps (c, i, j) on the input's phase planes (_jit.conv_direct on
+    _microkernel's direct_taps kernels): the input is padded once (split into sh x sw phases for
+    strides), the weights are packed in panels of output channels once, and no im2col matrix is
+    built. A kernel call keeps ROWS output channels x up to 48 positions in registers over
+    DIRECT_CHANNEL_CHUNK channels' taps. Holds no reference to the weights array itself (it is
+    cached per weights array, _weights.derived)."""
+
+    def __init__(self, x_shape, w: np.ndarray, strides, dilation, pads, out_hw):
+        from . import _microkernel
+
+        n, c = x_shape[:2]
+        o, _, kh, kw = w.shape
+        self.x_shape, self.strides, self.pads = tuple(x_shape), tuple(strides), tuple(pads)
+        self.out_shape = (n, o) + tuple(out_hw)
+        self.rows, self.grid_w, self.offsets = direct_geometry(x_shape, w.shape, strides, dilation, out_hw)
+        self.lanes = _microkernel.LANES
+        positions = (out_hw[0] - 1) * self.grid_w + out_hw[1]
+        self.vectors = _direct_vectors(positions, self.lanes)
+        columns = self.vectors * self.lanes
+        sh, sw = strides
+        plane = self.rows * self.grid_w
+        self.planes = c * sh * sw * plane
+        self.slack = columns + self.grid_w  # read by positions past the last output row's end, never stored
+        self.fill_block = max(1, MIN_ELEMENTWISE_BLOCK // (8 * sh * sw * plane))
+        self.packed = tap_panels(w)
+        # near-equal chunks of whole calls (threads take equal numbers of units: a short last chunk idled one)
+        chunks = -(-positions // max(columns, DIRECT_CHUNK_FLOATS // (c * sh * sw)))
+        self.per_chunk = -(-positions // (chunks * columns)) * columns
+        self.units = n * chunks * self.packed.shape[0]
+        self.chunk_taps = DIRECT_CHANNEL_CHUNK * kh * kw
+        per_unit = min(self.per_chunk, positions) * self.packed.shape[1] * self.packed.shape[2]
+        self.min_block = max(1, 400_000 // per_unit)
+        self._no_tail = (np.zeros(1, np.float32), np.zeros(1, np.float32))
+
+    def __call__(self, x: np.ndarray, tail: Optional[tuple] = None) -> np.ndarray:
+        from . import _jit
+
+        n = x.shape[0]
+        sh, sw = self.strides
+        xp = np.empty((n, self.planes + self.slack), np.float32)
+        xp[:, self.planes:] = 0
+        x = np.ascontiguousarray(x, np.float32)
+        run_blocks(n * x.shape[1], _jit.fill_phase_planes, _jit.fill_phase_planes_blocks, x, xp, sh, sw, self.pads[0],
+                   self.pads[1], self.rows, self.grid_w, min_block=self.fill_block)
+        y = np.empty(self.out_shape, np.float32)
+        if tail is None:
+            scale, shift = self._no_tail
+            tail_args = (scale, shift, y, False, False, False, False, False, np.float32(0), np.float32(0))
+        else:
+            scale, shift, other = tail[:3]
+            tail_args = (scale, shift, y if other is None else other, True) + tuple(tail[3:])
+        run_blocks(self.units, _jit.conv_direct, _jit.conv_direct_blocks, xp, self.packed, self.offsets, y,
+                   self.grid_w, self.lanes, self.vectors, DIRECT_STRIP_CALLS, self.per_chunk, self.chunk_taps,
+                   *tail_args, min_block=self.min_block)
+        return y
+
+
+def _conv_direct(x, w, strides, dilation, pads, out_hw):
+    """The direct route (DirectConv), planned once per weights array and input shape."""
+    from ._weights import derived
+
+    plan = derived(w, ("direct", x.shape, tuple(strides), tuple(dilation), tuple(pads), tuple(out_hw)),
+                   lambda: DirectConv(x.shape, w, strides, dilation, pads, out_hw))
+    return plan(x)
+
+
 _geometry_cache: dict = {}
 
 
@@ -232,6 +382,9 @@ def conv2d(args, attrs, out_type):
         res = _conv_depthwise(x4, w4, strides, dilation, pads, out_hw, work)
     elif _few_channels_usable(x4, w4, groups, work) and x.dtype == work and w.dtype == work:
         res = _conv_few_channels(x4, w4, strides, dilation, pads, out_hw)
+    elif direct_static(x4.shape, w4, groups, work) and x.dtype == work \
+            and not winograd_preferred(x4.shape, w4.shape, strides, dilation, out_hw, config):
+        res = _conv_direct(x4, w4, strides, dilation, pads, out_hw)
     elif winograd.usable(x4.shape, w4.shape, groups, strides, dilation, work, config, out_hw) \
             and x.dtype == work and w.dtype == work:
         res = winograd.conv3x3(x4, w4, pads, out_hw, work, config=config, dilation=dilation)

@@ -110,7 +110,7 @@ def winograd_path(request):
     (1, 16, 26, 26, 16, (0, 0, 0, 0)),    # no padding
 ])
 def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path):
-    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast import _weights, _winograd
 
     config = winograd_path.replace(winograd="2")  # F(2x2, 3x3) here; F(4x4, 3x3) is tested below
     rng = np.random.default_rng(n + c + h + w + o)
@@ -123,19 +123,19 @@ def test_winograd_3x3_matches_naive_loops(n, c, h, w, o, pads, winograd_path):
         with using_config(config):
             got = run_kernel("nn.conv2d", [x, wt], padding=pads)
         assert_close(got, ref, rtol=1e-5, atol=2e-5)
-    assert id(wt) in _winograd._weight_cache
+    assert id(wt) in _weights._cache
 
 
 def test_winograd_weight_cache_entries_die_with_the_weights():
-    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast import _weights, _winograd
 
     wt = np.ones((16, 16, 3, 3), np.float32)
     wt.setflags(write=False)
     _winograd.transformed_weights(wt, np.dtype("float32"))
     key = id(wt)
-    assert key in _winograd._weight_cache
+    assert key in _weights._cache
     del wt
-    assert key not in _winograd._weight_cache
+    assert key not in _weights._cache
 
 
 def relative_max_error(got, ref):
@@ -384,7 +384,7 @@ def test_long_channel_sums_run_in_chunks():
 
 
 def test_winograd_weight_cache_keeps_both_tile_sizes_until_the_weights_die():
-    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast import _weights, _winograd
 
     wt = np.random.default_rng(0).standard_normal((16, 16, 3, 3)).astype(np.float32)
     wt.setflags(write=False)
@@ -398,7 +398,7 @@ def test_winograd_weight_cache_keeps_both_tile_sizes_until_the_weights_die():
     np.testing.assert_allclose(u4[35], wt[:, :, 2, 2], rtol=1e-6)
     key = id(wt)
     del wt, u2, u4
-    assert key not in _winograd._weight_cache
+    assert key not in _weights._cache
 
 
 def test_conv2d_int8_accumulates_exactly_in_int32():
@@ -644,9 +644,10 @@ def run_in_each_thread_config(fn):
 def test_dilated_winograd_matches_the_dilated_kernel(n, c, h, w, o, pads, dilation, winograd_path, monkeypatch):
     """Dilated 3x3 convolutions run as Winograd convolutions of their phase sub-grids (spied), within
     the fast set's tolerance of a float64 direct sum, the same bits at 1 and 2 threads."""
-    from tidlx.emulator.fast import _winograd
+    from tidlx.emulator.fast import _winograd, op_conv
     from tidlx.emulator.fast.op_conv import TOLERANCE
 
+    monkeypatch.setattr(op_conv, "DIRECT", False)  # these sizes take the direct route (tested below) by default
     phases = []
     real = _winograd._phase_images
     monkeypatch.setattr(_winograd, "_phase_images", lambda *a: phases.append(a[3:5]) or real(*a))
@@ -884,3 +885,113 @@ def test_blas_route_sums_channels_in_chunks(monkeypatch):
     with using_config(EmulatorConfig(tile_blocks=False)):
         run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
     assert flags == [True, False]  # whole arrays by config keep one BLAS call per position
+
+
+DIRECT_CASES = [
+    # (N, C, H, W, O, kh, kw, strides, pads(t,l,b,r), dilation)
+    (1, 12, 9, 9, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),        # one panel of 8 outputs
+    (2, 40, 7, 6, 17, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),       # two channel chunks, a partial panel, batch 2
+    (1, 12, 11, 10, 9, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),      # stride 2: four phase planes
+    (1, 10, 13, 12, 8, 3, 3, (3, 2), (0, 2, 1, 0), (1, 1)),      # strides 3 x 2, asymmetric pads
+    (1, 12, 12, 12, 10, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2)),     # dilated
+    (1, 12, 10, 11, 8, 3, 3, (2, 1), (3, 1, 2, 2), (2, 3)),      # dilated and strided, pads past the reach
+    (1, 9, 9, 9, 8, 5, 5, (1, 1), (2, 2, 2, 2), (1, 1)),         # 5x5
+    (1, 24, 6, 8, 8, 1, 3, (1, 1), (0, 1, 0, 1), (1, 1)),        # 1x3
+    (1, 12, 3, 3, 8, 3, 3, (3, 3), (0, 0, 0, 0), (1, 1)),        # one output pixel
+]
+
+
+def _direct_calls(monkeypatch):
+    """Spies op_conv.DirectConv's runs (a list that grows by one per run)."""
+    from tidlx.emulator.fast import op_conv
+
+    calls = []
+    real = op_conv.DirectConv.__call__
+    monkeypatch.setattr(op_conv.DirectConv, "__call__", lambda self, x, tail=None: calls.append(1) or real(self, x, tail))
+    return calls
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES)
+def test_direct_route_matches_naive_loops_with_the_same_bits_at_any_thread_count(case, monkeypatch):
+    """Dense float32 convolutions with more than a few channels run on the direct route (spied):
+    within 1e-5 of a float64 naive sum, the same bits at 1 and 2 numba threads and on the pool."""
+    n, c, h, w, o, kh, kw, strides, pads, dilation = case
+    calls = _direct_calls(monkeypatch)
+    rng = np.random.default_rng(sum(case[:7]))
+    x = rand(rng, (n, c, h, w))
+    wt = rand(rng, (o, c, kh, kw))
+    ref = naive_conv_nchw(x, wt, strides, pads, dilation, 1)
+    results = run_in_each_thread_config(lambda: run_kernel("nn.conv2d", [x, wt], strides=strides, padding=pads,
+                                                           dilation=dilation))
+    assert len(calls) == len(THREAD_CONFIGS)
+    assert results[0].shape == ref.shape
+    assert relative_max_error(results[0], ref) <= 1e-5
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+
+
+@pytest.mark.parametrize("vectors", [1, 2, 3])
+def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch):
+    """Each output is one ordered sum per chunk of channels whatever the kernel's width (1..3 vectors
+    a call) and however the positions are cut in chunks and strips."""
+    from tidlx.emulator.fast import op_conv
+
+    rng = np.random.default_rng(5)
+    x = rand(rng, (1, 40, 23, 21))
+    wt = rand(rng, (24, 40, 3, 3))
+    want = op_conv.DirectConv(x.shape, wt, (1, 1), (1, 1), (1, 1, 1, 1), (23, 21))(x)
+    monkeypatch.setattr(op_conv, "_direct_vectors", lambda positions, lanes: vectors)
+    monkeypatch.setattr(op_conv, "DIRECT_CHUNK_FLOATS", 40 * 100)  # chunks of ~100 positions
+    monkeypatch.setattr(op_conv, "DIRECT_STRIP_CALLS", 1)
+    got = op_conv.DirectConv(x.shape, wt, (1, 1), (1, 1), (1, 1, 1, 1), (23, 21))
+    assert got.vectors == vectors and got.units > 3 * 2
+    assert got(x).tobytes() == want.tobytes()
+
+
+def test_direct_route_sums_long_channel_runs_in_chunks():
+    """96 channels x 9 taps: three chained sums of 32 channels' taps, added in order (as Winograd's
+    products are), not one chain of 864 terms: against float64, clearly closer than one float32 chain."""
+    from tidlx.emulator.fast import op_conv
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(0, 1, (1, 96, 8, 8)).astype(np.float32)  # all-positive terms: a chain's error adds up
+    wt = rng.uniform(0, 1, (8, 96, 3, 3)).astype(np.float32)
+    got = op_conv.DirectConv(x.shape, wt, (1, 1), (1, 1), (1, 1, 1, 1), (8, 8))(x)
+    exact = naive_conv_nchw(x, wt, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    chain = np.zeros(exact.shape, np.float32)  # one float32 chain over (c, i, j), for all outputs at once
+    for c in range(96):
+        for i in range(3):
+            for j in range(3):
+                chain += xp[:, c:c + 1, i:i + 8, j:j + 8] * wt[None, :, c, i, j, None, None]
+    assert np.abs(got - exact).max() < 0.75 * np.abs(chain - exact).max()
+
+
+def test_direct_route_leaves_large_winograd_products_and_stems_to_their_routes():
+    """FCN's 2048 -> 512 head at 32x32 stays on Winograd's BLAS products; a ResNet layer does not;
+    the 3-channel stems keep the few-channel route; 1x1 and grouped convolutions are not direct."""
+    from tidlx.emulator.fast import op_conv
+
+    config = EmulatorConfig()
+    assert op_conv.winograd_preferred((1, 2048, 32, 32), (512, 2048, 3, 3), (1, 1), (1, 1), (32, 32), config)
+    assert not op_conv.winograd_preferred((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (56, 56), config)
+    f32 = np.dtype(np.float32)
+    assert op_conv.direct_static((1, 64, 56, 56), np.zeros((64, 64, 3, 3), np.float32), 1, f32)
+    assert not op_conv.direct_static((1, 3, 224, 224), np.zeros((32, 3, 3, 3), np.float32), 1, f32)
+    assert not op_conv.direct_static((1, 64, 56, 56), np.zeros((64, 64, 1, 1), np.float32), 1, f32)
+    assert not op_conv.direct_static((1, 64, 56, 56), np.zeros((64, 32, 3, 3), np.float32), 2, f32)
+    assert not op_conv.direct_static((1, 64, 56, 56), np.zeros((64, 64, 3, 3), np.float64), 1, np.dtype(np.float64))
+
+
+def test_direct_plans_are_cached_per_weights_and_die_with_them():
+    from tidlx.emulator.fast import _weights
+
+    rng = np.random.default_rng(7)
+    x = rand(rng, (1, 16, 10, 10))
+    wt = rand(rng, (16, 16, 3, 3))
+    wt.setflags(write=False)
+    first = run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1))
+    key = id(wt)
+    assert any(v[0] == "direct" for v in _weights._cache[key][1])
+    assert run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1)).tobytes() == first.tobytes()
+    del wt
+    assert key not in _weights._cache

@@ -307,3 +307,68 @@ def test_depthwise_conv_with_its_tail_per_plane_gives_the_generic_bits(shape, st
             generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
             unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
             assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+
+
+def _direct_chain_module(shape, o, stages, k, stride, dilation=1):
+    """A dense k x k convolution of shape[1] -> o channels (the direct route) followed by ``stages``."""
+    rng = np.random.default_rng(16)
+    x = Var("x", TensorType(shape, "float32"))
+    w = rng.normal(0, 0.2, (o, shape[1], k, k)).astype(np.float32)
+    pad = dilation * (k // 2)
+    y = call("nn.conv2d", x, const(w), padding=(pad,) * 4, channels=o, kernel_size=(k, k),
+             strides=(stride, stride), dilation=(dilation, dilation))
+    out_shape = (shape[0], o, -(-shape[2] // stride), -(-shape[3] // stride))
+    other = Var("other", TensorType(out_shape, "float32"))
+    y = _with_tail(rng, y, stages, o, other)
+    return _module(Function([x, other], y)), out_shape
+
+
+@pytest.mark.parametrize("shape,o,stages,k,stride,dilation", [
+    ((1, 64, 14, 14), 64, ("bn", "add", "relu"), 3, 1, 1),   # ResNet's basic block end
+    ((2, 24, 17, 13), 44, ("bias", "clip"), 3, 2, 1),         # stride 2, odd sizes, a batch of two
+    ((1, 40, 12, 12), 36, ("bn",), 5, 1, 1),                  # 5x5, one stage
+    ((1, 32, 16, 16), 20, ("add", "relu"), 3, 1, 2),          # dilated
+    ((1, 48, 7, 7), 92, ("relu",), 3, 1, 1),                  # (outputs under _tail.SMALL keep their epilogues)
+    ((1, 48, 7, 7), 92, ("clip",), 3, 1, 1),
+])
+def test_direct_conv_with_its_tail_per_row_gives_the_generic_bits(shape, o, stages, k, stride, dilation):
+    """A dense convolution on the direct route applies its chain of tail ops to each output row as it
+    stores it (_prepared._direct_with_tail): the bits of the generic kernels and of the unfused ops, at
+    one and two threads, with NaN, infinity and -0 inputs."""
+    mod, out_shape = _direct_chain_module(shape, o, stages, k, stride, dilation)
+    chains, unprepared = _prepared_payloads(mod)
+    assert unprepared == [] and [c.whole is not None for c in chains] == [True]
+    rng = np.random.default_rng(17)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+    inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
+    for threads in (1, 2):
+        prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
+        generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
+        unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
+        assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+
+
+def test_direct_tail_runs_in_the_convolution_and_follows_the_config(monkeypatch):
+    """The fused chain stores its rows with the tail applied (spied: one call, with the tail); where
+    the run's config keeps the convolution on Winograd (op_conv.winograd_preferred, patched here),
+    the prepared chain runs the generic kernel and the pass: the bits of the generic and unfused runs."""
+    from tidlx.emulator.fast import op_conv
+
+    calls = []
+    real = op_conv.DirectConv.__call__
+    monkeypatch.setattr(op_conv.DirectConv, "__call__", lambda self, x, tail=None: calls.append(tail is not None)
+                        or real(self, x, tail))
+    mod, out_shape = _direct_chain_module((1, 32, 16, 16), 32, ("bn", "add", "relu"), 3, 1)
+    rng = np.random.default_rng(18)
+    inputs = {"x": rng.uniform(-1, 1, (1, 32, 16, 16)).astype(np.float32),
+              "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
+    run(mod, inputs, config=PREPARED)
+    assert calls == [True]
+    monkeypatch.setattr(op_conv, "winograd_preferred", lambda *args: True)
+    mod, _ = _direct_chain_module((1, 32, 16, 16), 32, ("bn", "add", "relu"), 3, 1)  # a new plan
+    calls.clear()
+    prepared = run(mod, inputs, config=PREPARED)[0]
+    generic = run(mod, inputs, config=GENERIC)[0]
+    unfused = run(mod, inputs, config=GENERIC.replace(fuse=False))[0]
+    assert calls == [] and prepared.tobytes() == generic.tobytes() == unfused.tobytes()
