@@ -220,7 +220,11 @@ def _conv_few_channels(x, w, strides, dilation, pads, out_hw):
 DIRECT = True
 #: Channels per partial sum of the direct route: each output sums all taps of this many input channels
 #: in one ordered chain, then adds the chunk sums in order (as Winograd's products do, _jit.CHANNEL_CHUNK).
-DIRECT_CHANNEL_CHUNK = 32
+#: Error of the BEVDet image stage against float64 / onnxruntime's (benchmarks/model_set.py, three feeds,
+#: OpenBLAS's own kernels): 32 channels (288-term chains) 1.76x / 1.27x / 1.80x, 16 channels 1.35x /
+#: 1.19x / 1.31x, 8 1.48x / 1.17x / 1.39x; Winograd F(2x2, 3x3) by tile blocks 1.28x / 1.26x / 1.43x.
+#: 16 costs ~3-9% of the convolution's time against 32 (more kernel calls storing and re-adding sums).
+DIRECT_CHANNEL_CHUNK = 16
 #: Floats of phase planes a chunk of positions reads (all channels): a chunk's input stays in L2.
 DIRECT_CHUNK_FLOATS = 1 << 18
 #: A wider kernel call may compute this many times the positions of the narrowest waste

@@ -890,7 +890,7 @@ def test_blas_route_sums_channels_in_chunks(monkeypatch):
 DIRECT_CASES = [
     # (N, C, H, W, O, kh, kw, strides, pads(t,l,b,r), dilation)
     (1, 12, 9, 9, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),        # one panel of 8 outputs
-    (2, 40, 7, 6, 17, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),       # two channel chunks, a partial panel, batch 2
+    (2, 40, 7, 6, 17, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),       # channel chunks, a partial panel, batch 2
     (1, 12, 11, 10, 9, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),      # stride 2: four phase planes
     (1, 10, 13, 12, 8, 3, 3, (3, 2), (0, 2, 1, 0), (1, 1)),      # strides 3 x 2, asymmetric pads
     (1, 12, 12, 12, 10, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2)),     # dilated
@@ -948,8 +948,8 @@ def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch
 
 
 def test_direct_route_sums_long_channel_runs_in_chunks():
-    """96 channels x 9 taps: three chained sums of 32 channels' taps, added in order (as Winograd's
-    products are), not one chain of 864 terms: against float64, clearly closer than one float32 chain."""
+    """96 channels x 9 taps: chained sums of op_conv.DIRECT_CHANNEL_CHUNK channels' taps, added in order (as
+    Winograd's products are), not one chain of 864 terms: against float64, clearly closer than one float32 chain."""
     from tidlx.emulator.fast import op_conv
 
     rng = np.random.default_rng(6)
