@@ -375,6 +375,18 @@ def conv_few_channels_blocks(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_row
 # a product of the packed weights by the input in place, without an im2col matrix. Positions with
 # ox >= out_w are computed (on padding) and not stored.
 
+@njit(cache=True, nogil=True, inline="always")
+def padded_row(dst, src, first, last, step, offset):
+    """dst[k] = src[k * step + offset] for k in [first, last), zero elsewhere in dst (a padded row)."""
+    zero = dst.dtype.type(0)
+    for k in range(first):
+        dst[k] = zero
+    for k in range(first, last):
+        dst[k] = src[k * step + offset]
+    for k in range(max(first, last), dst.shape[0]):
+        dst[k] = zero
+
+
 @njit(cache=True, nogil=True)
 def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
     """xp[n, ((c * sh + a) * sw + b) * rows * grid_w + r * grid_w + k] = x[n, c, r * sh + a - pt,
@@ -408,16 +420,9 @@ def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
                     dst = dst_image[first + r * grid_w:first + (r + 1) * grid_w]
                     row = r * sh + a - pt
                     if row < 0 or row >= height:
-                        for k in range(grid_w):
-                            dst[k] = zero
-                        continue
-                    src = x[n, c, row]
-                    for k in range(k0):
-                        dst[k] = zero
-                    for k in range(k0, k1):
-                        dst[k] = src[k * sw + b - pl]
-                    for k in range(k1, grid_w):
-                        dst[k] = zero
+                        padded_row(dst, x[n, c, 0], 0, 0, 1, 0)
+                    else:
+                        padded_row(dst, x[n, c, row], k0, k1, sw, b - pl)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1341,23 +1346,15 @@ def fill_patch(x, n, c, row, col, pt, pl, patch, cols):
     rows on top and pl columns on the left (and zeros past its bottom and right edges): a tile
     row segment's input, so the input transforms need no padded copy of the whole input."""
     height, width = x.shape[2], x.shape[3]
-    zero = patch.dtype.type(0)
     first = min(cols, max(0, pl - col))
     last = max(first, min(cols, width + pl - col))
     for i in range(patch.shape[2]):
-        out = patch[0, 0, i]
+        out = patch[0, 0, i, :cols]
         source = row + i - pt
         if source < 0 or source >= height:
-            for j in range(cols):
-                out[j] = zero
-            continue
-        src = x[n, c, source]
-        for j in range(first):
-            out[j] = zero
-        for j in range(first, last):
-            out[j] = src[col + j - pl]
-        for j in range(last, cols):
-            out[j] = zero
+            padded_row(out, x[n, c, 0], 0, 0, 1, 0)
+        else:
+            padded_row(out, x[n, c, source], first, last, 1, col - pl)
 
 
 @njit(cache=True, nogil=True)

@@ -296,17 +296,23 @@ def test_depthwise_conv_with_its_tail_per_plane_gives_the_generic_bits(shape, st
     and two threads, non-finite weights (the plain loop's planes) included."""
     for nonfinite in (False, True):  # plane 0 then takes the plain loop
         mod, out_shape = _depthwise_chain_module(shape, stages, k, stride, multiplier, nonfinite)
-        chains, unprepared = _prepared_payloads(mod)
-        assert unprepared == [] and [c.whole is not None for c in chains] == [True]
-        rng = np.random.default_rng(15)
-        x = rng.uniform(-1, 1, shape).astype(np.float32)
-        x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
-        inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
-        for threads in (1, 2):
-            prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
-            generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
-            unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
-            assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+        _assert_whole_chain_gives_the_generic_bits(mod, shape, out_shape, seed=15)
+
+
+def _assert_whole_chain_gives_the_generic_bits(mod, shape, out_shape, seed):
+    """``mod``'s one chain is prepared as a whole (PreparedChain.whole), and its run gives the bits of
+    the generic kernels and of the unfused ops at one and two threads, on inputs with -0, NaN and inf."""
+    chains, unprepared = _prepared_payloads(mod)
+    assert unprepared == [] and [c.whole is not None for c in chains] == [True]
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+    inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
+    for threads in (1, 2):
+        prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
+        generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
+        unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
+        assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
 
 
 def _direct_chain_module(shape, o, stages, k, stride, dilation=1):
@@ -336,17 +342,7 @@ def test_direct_conv_with_its_tail_per_row_gives_the_generic_bits(shape, o, stag
     stores it (_prepared._direct_with_tail): the bits of the generic kernels and of the unfused ops, at
     one and two threads, with NaN, infinity and -0 inputs."""
     mod, out_shape = _direct_chain_module(shape, o, stages, k, stride, dilation)
-    chains, unprepared = _prepared_payloads(mod)
-    assert unprepared == [] and [c.whole is not None for c in chains] == [True]
-    rng = np.random.default_rng(17)
-    x = rng.uniform(-1, 1, shape).astype(np.float32)
-    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
-    inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape).astype(np.float32)}
-    for threads in (1, 2):
-        prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
-        generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
-        unfused = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False, fuse=False))[0]
-        assert prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+    _assert_whole_chain_gives_the_generic_bits(mod, shape, out_shape, seed=17)
 
 
 def test_direct_tail_runs_in_the_convolution_and_follows_the_config(monkeypatch):
