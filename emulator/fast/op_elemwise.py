@@ -106,25 +106,50 @@ def erf(args, attrs, out_type):
     return erf_f64(flat).reshape(x.shape).astype(out_dtype(out_type))
 
 
+def plane_split(tensor_shape, factors_shape):
+    """(planes, inner) when ``factors_shape`` gives one factor per plane of ``tensor_shape`` (the
+    tensor's shape up to some axis, then 1s: the squeeze-excite (1, C, 1, 1) against (1, C, H, W)),
+    at least two planes, and the tensor is not small; else None."""
+    if len(factors_shape) > len(tensor_shape):
+        return None
+    size = int(np.prod(tensor_shape, dtype=np.int64))
+    if int(np.prod(factors_shape, dtype=np.int64)) >= size or size < _SMALL:
+        return None
+    shape = (1,) * (len(tensor_shape) - len(factors_shape)) + tuple(factors_shape)
+    lead = max((i + 1 for i, d in enumerate(shape) if d != 1), default=0)
+    if shape[:lead] != tuple(tensor_shape[:lead]):
+        return None  # broadcast along a leading axis too (a batch): numpy's
+    planes = int(np.prod(tensor_shape[:lead], dtype=np.int64))
+    if planes < 2:
+        return None  # one factor: numpy's scalar loop is as fast
+    return planes, size // planes
+
+
 def _plane_factors(a, b):
     """(tensor, factors, planes, inner) when one operand is a float tensor and the other, of its
-    dtype, has one factor per plane of it (the tensor's shape up to some axis, then 1s: the
-    squeeze-excite (1, C, 1, 1) against (1, C, H, W)) and no NaN; else None."""
+    dtype, has one factor per plane of it (plane_split) and no NaN; else None."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype \
             or a.dtype not in (np.float32, np.float64):
         return None
     for tensor, factors in ((a, b), (b, a)):
-        if factors.ndim > tensor.ndim or factors.size >= tensor.size or tensor.size < _SMALL:
+        split = plane_split(tensor.shape, factors.shape)
+        if split is None:
             continue
-        shape = (1,) * (tensor.ndim - factors.ndim) + factors.shape
-        lead = max((i + 1 for i, d in enumerate(shape) if d != 1), default=0)
-        if shape[:lead] != tensor.shape[:lead]:
-            continue  # broadcast along a leading axis too (a batch): numpy's
-        planes = int(np.prod(tensor.shape[:lead], dtype=np.int64))
-        if planes < 2 or np.isnan(factors).any():
-            return None  # one factor: numpy's scalar loop is as fast; NaN factors: see _exp.scale_planes
-        return tensor, factors, planes, tensor.size // planes
+        if np.isnan(factors).any():
+            return None  # NaN factors: see _exp.scale_planes
+        return (tensor, factors) + split
     return None
+
+
+def scale_by_planes(tensor, factors, planes: int, inner: int) -> np.ndarray:
+    """tensor times one factor per plane (factors without NaN), as multiply computes it."""
+    from ._exp import scale_planes, scale_planes_blocks
+
+    flat = np.ascontiguousarray(tensor).reshape(-1)
+    out = np.empty_like(flat)
+    run_blocks(planes, scale_planes, scale_planes_blocks, flat, np.ascontiguousarray(factors).reshape(-1), out,
+               inner, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
+    return out.reshape(tensor.shape)
 
 
 @fast_kernel("multiply", fresh_result=True)
@@ -136,11 +161,4 @@ def multiply(args, attrs, out_type):
     found = _plane_factors(*args)
     if found is None or out_dtype(out_type) != found[0].dtype:
         return lookup("multiply", "reference")(args, attrs, out_type)
-    from ._exp import scale_planes, scale_planes_blocks
-
-    tensor, factors, planes, inner = found
-    flat = np.ascontiguousarray(tensor).reshape(-1)
-    out = np.empty_like(flat)
-    run_blocks(planes, scale_planes, scale_planes_blocks, flat, np.ascontiguousarray(factors).reshape(-1), out,
-               inner, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
-    return out.reshape(tensor.shape)
+    return scale_by_planes(*found)

@@ -368,3 +368,52 @@ def test_direct_tail_runs_in_the_convolution_and_follows_the_config(monkeypatch)
     generic = run(mod, inputs, config=GENERIC)[0]
     unfused = run(mod, inputs, config=GENERIC.replace(fuse=False))[0]
     assert calls == [] and prepared.tobytes() == generic.tobytes() == unfused.tobytes()
+
+
+def _scale_module(shape, factor_shape, constant=None, factor_first=False):
+    """x (shape) times a per-plane factor: a second input of ``factor_shape``, or ``constant``."""
+    x = Var("x", TensorType(shape, "float32"))
+    s = Var("s", TensorType(factor_shape, "float32"))
+    factor = const(constant) if constant is not None else s
+    y = call("multiply", factor, x) if factor_first else call("multiply", x, factor)
+    y = call("nn.relu", y)  # a chain whose head is the prepared multiply
+    return _module(Function([x, s], y))
+
+
+@pytest.mark.parametrize("shape,factor_shape,factor_first", [
+    ((1, 96, 14, 14), (1, 96, 1, 1), False),    # the squeeze-excite scale
+    ((1, 96, 14, 14), (1, 96, 1, 1), True),     # factors first
+    ((2, 24, 16, 16), (2, 24, 1, 1), False),    # a batch: planes over both axes
+    ((1, 32, 8, 16), (32, 1, 1), False),        # fewer dimensions
+])
+def test_prepared_plane_scale_gives_the_generic_bits(shape, factor_shape, factor_first, monkeypatch):
+    """A tensor times one factor per plane runs its plane loop with the shapes decided once (spied),
+    the generic kernel's bits, NaN factors (the reference's path) included."""
+    from tidlx.emulator.fast import op_elemwise
+
+    calls = []
+    real = op_elemwise.scale_by_planes
+    monkeypatch.setattr(op_elemwise, "scale_by_planes", lambda *a: calls.append(a[2:]) or real(*a))
+    mod = _scale_module(shape, factor_shape, factor_first=factor_first)
+    rng = np.random.default_rng(19)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+    for nan_factor in (False, True):
+        s = rng.uniform(-2, 2, factor_shape).astype(np.float32)
+        if nan_factor:
+            s.reshape(-1)[1] = np.nan
+        calls.clear()
+        prepared = run(mod, {"x": x, "s": s}, config=PREPARED)[0]
+        assert calls == ([] if nan_factor else [(int(np.prod(factor_shape)), x.size // int(np.prod(factor_shape)))])
+        for config in (GENERIC, GENERIC.replace(fuse=False)):
+            assert prepared.tobytes() == run(mod, {"x": x, "s": s}, config=config)[0].tobytes()
+
+
+def test_a_chain_headed_by_a_constant_4d_scale_prepares():
+    """A multiply by a constant (1, C, 1, 1) heading a fused chain is no convolution site (it has no
+    conv attributes): the plan compiles and gives the generic bits."""
+    factors = np.random.default_rng(20).uniform(-1, 1, (1, 16, 1, 1)).astype(np.float32)
+    mod = _scale_module((1, 16, 20, 20), (1,), constant=factors)
+    x = np.random.default_rng(21).uniform(-1, 1, (1, 16, 20, 20)).astype(np.float32)
+    inputs = {"x": x, "s": np.zeros(1, np.float32)}
+    assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
