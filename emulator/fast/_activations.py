@@ -25,6 +25,12 @@ results are bit-identical to the ops it replaces:
 A chain qualifies when its values are float32 or float64 tensors of x's shape and dtype, each
 constant is a one-element array of that dtype, and every intermediate value has one reader (x:
 the chain's two ops). Runs with observers do not use the transform (``hides_values``).
+
+Where x is a fused convolution chain's result read by nothing else (a 1x1, depthwise or direct
+convolution with its batch norm: EfficientNet-B0's 32 swishes after convolutions, MobileNetV3-small's
+17 hard-swishes), _prepared.py merges the step into that chain: _jit.tail_row applies the same
+element operations to each part of the output as the tail does, while it is in cache (in-process A/B
+at 2 threads: EfficientNet-B0 0.97-0.99x the time, MobileNetV3-small 0.91-0.96x).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from ._jit import block_range
+from ._blocks import block_range
 
 #: measured bound of |sigmoid - exact| / exact for float32 outputs that are normal (see the doc)
 SIGMOID_RELATIVE_ERROR = 1.5e-7

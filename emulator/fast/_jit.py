@@ -25,17 +25,14 @@ import numpy as np
 from numba import njit, prange
 
 from ._blas import _block_step, gemm_into
+from ._blocks import block_range
+from ._exp import sigmoid_f32
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
-
-@njit(cache=True, nogil=True)
-def block_range(count, blocks, i):
-    """[start, stop) of block ``i`` of ``blocks`` near-equal blocks of ``range(count)``."""
-    step = (count + blocks - 1) // blocks
-    start = min(count, i * step)
-    return start, min(count, start + step)
+#: the activation a conv tail may end with (tail_row's ``act``; _prepared merges swish and hard-swish steps)
+ACT_NONE, ACT_SWISH, ACT_HARD_SWISH = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
@@ -142,12 +139,13 @@ def _pad_plane(plane, xp, pt, pl, sw, span, col0, col1):
 def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
     """depthwise_conv_planes_tail without a tail."""
     depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, out[0, 0, 0], out[0, 0, 0], out, False,
-                               False, False, False, False, out.dtype.type(0), out.dtype.type(0), start, stop)
+                               False, False, False, False, out.dtype.type(0), out.dtype.type(0), ACT_NONE,
+                               out[0, 0, 0], start, stop)
 
 
 @njit(cache=True, nogil=True)
 def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                               has_affine, has_add, relu, clamp, lo, hi, start, stop):
+                               has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop):
     """depthwise_conv_nchw for float32 on the microkernel's depthwise_parts: the same sums in the
     same order (the same bits), each output written once. Each input plane is copied once into a
     zero-padded plane whose rows hold the ``sw`` column phases one after the other (padded column
@@ -187,7 +185,8 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
         if not _all_finite(w[o, 0]):
             depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, plane, plane + 1)
             if has_tail:
-                _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi)
+                _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi, act,
+                            act_consts)
             continue
         if n * channels + c != filled:
             _pad_plane(x[n, c], xp, pt, pl, sw, span, col0, col1)
@@ -202,14 +201,15 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
         if not direct:  # the plane's part of the rows (the vector loop of the padded copy)
             depthwise_pad(rows_buffer.ctypes.data, 8 * vectors, out[n, o].ctypes.data, out_w, out_h, out_w, 0)
         if has_tail:
-            _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi)
+            _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi, act,
+                        act_consts)
 
 
 @njit(cache=True, nogil=True)
-def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi):
+def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
     zero = out.dtype.type(0)
     tail_row(out[n, o].reshape(-1), other[n, o].reshape(-1), scale[o] if has_affine else zero,
-             shift[o] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi)
+             shift[o] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -222,12 +222,12 @@ def depthwise_conv_planes_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, 
 
 @njit(cache=True, nogil=True, parallel=True)
 def depthwise_conv_planes_tail_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                                      has_affine, has_add, relu, clamp, lo, hi, count, blocks):
+                                      has_affine, has_add, relu, clamp, lo, hi, act, act_consts, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                                       has_affine, has_add, relu, clamp, lo, hi, start, stop)
+                                       has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -462,7 +462,7 @@ def _direct_taps(vectors, add, a, b, offsets, c, ldc, k):
 
 @njit(cache=True, nogil=True)
 def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift, other,
-                has_tail, has_affine, has_add, relu, clamp, lo, hi, start, stop):
+                has_tail, has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop):
     """y[n, o, oy, ox] = sum over taps t of wp[o // R, t, o % R] * xp[n, oy * grid_w + ox + offsets[t]]
     (R = wp.shape[2], the panel height) for units [start, stop): unit = (image * chunks + position
     chunk) * panels + panel, a chunk being ``chunk_positions`` positions. A kernel call sums
@@ -511,18 +511,18 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
                     if has_tail and keep > 0:
                         o = o0 + r
                         tail_row(dst, other[n, o, oy, ox:ox + keep], scale[o], shift[o], tail_tmp, has_affine, has_add,
-                                 relu, clamp, lo, hi)
+                                 relu, clamp, lo, hi, act, act_consts)
                 pos += run
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def conv_direct_blocks(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift,
-                       other, has_tail, has_affine, has_add, relu, clamp, lo, hi, count, blocks):
+                       other, has_tail, has_affine, has_add, relu, clamp, lo, hi, act, act_consts, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift,
-                        other, has_tail, has_affine, has_add, relu, clamp, lo, hi, start, stop)
+                        other, has_tail, has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop)
 
 
 # --- pooling -----------------------------------------------------------------------------------
@@ -773,10 +773,12 @@ def channel_affine_blocks(x, scale, shift, out, count, blocks):
             channel_affine(x, scale, shift, out, start, stop)
 
 
-@njit(cache=True, nogil=True)
-def tail_row(buf, oth, s, t, tmp, has_affine, has_add, relu, clamp, lo, hi):
+@njit(cache=True, nogil=True, error_model="numpy")  # numpy's: the swish's divide vectorizes (no zero check)
+def tail_row(buf, oth, s, t, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
     """One row of conv_tail: buf = act(buf * s + t + oth), each step only when asked (see conv_tail).
-    One loop per combination: each stores every element, so that LLVM vectorizes it."""
+    One loop per combination: each stores every element, so that LLVM vectorizes it. Then ``act``
+    (ACT_SWISH, ACT_HARD_SWISH; ACT_NONE: nothing) on the row while it is in cache, with the
+    operations of _exp.swish_flat / hard_swish_flat (act_consts: hard-swish's a, b, lo, hi)."""
     zero = buf.dtype.type(0)
     n = buf.shape[0]
     if clamp:
@@ -827,6 +829,19 @@ def tail_row(buf, oth, s, t, tmp, has_affine, has_add, relu, clamp, lo, hi):
             tmp[i] = zero if v <= zero else v
         for i in range(n):
             buf[i] = tmp[i]
+    if act == ACT_SWISH:
+        for i in range(n):
+            v = buf[i]
+            buf[i] = v * sigmoid_f32(v)
+    elif act == ACT_HARD_SWISH:
+        a, b, act_lo, act_hi = act_consts[0], act_consts[1], act_consts[2], act_consts[3]
+        for i in range(n):
+            v = buf[i]
+            u = v * a
+            u = u + b
+            u = act_lo if u < act_lo else u
+            u = act_hi if u > act_hi else u
+            buf[i] = v * u
 
 
 @njit(cache=True, nogil=True)
@@ -840,7 +855,7 @@ def conv_tail(x, channels, scale, shift, other, has_affine, has_add, relu, clamp
         c = row % channels
         s = scale[c] if has_affine else zero
         t = shift[c] if has_affine else zero
-        tail_row(x[row], other[row], s, t, tmp, has_affine, has_add, relu, clamp, lo, hi)
+        tail_row(x[row], other[row], s, t, tmp, has_affine, has_add, relu, clamp, lo, hi, ACT_NONE, scale)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -855,7 +870,7 @@ def conv_tail_blocks(x, channels, scale, shift, other, has_affine, has_add, relu
 
 @njit(cache=True, nogil=True)
 def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp, lo,
-                     hi):
+                     hi, act, act_consts):
     """Block i of _blas.gemm_blocks' product c = a @ b, then conv_tail's operations on that block of c
     (rows of c are channels; scale and shift have one entry per row, used or not) while it is in
     the core's cache: the same product and the same element operations."""
@@ -869,22 +884,23 @@ def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_
         tmp = np.empty(c.shape[1], c.dtype)
         for row in range(start, stop):
             tail_row(c[row], other[row], scale[row] if has_affine else zero, shift[row] if has_affine else zero, tmp,
-                     has_affine, has_add, relu, clamp, lo, hi)
+                     has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
     else:
         gemm_into(a, b[:, start:stop], c[:, start:stop])
         tmp = np.empty(stop - start, c.dtype)
         for row in range(c.shape[0]):  # a row's part of a C-contiguous array is contiguous: vector loops
             tail_row(c[row][start:stop], other[row][start:stop], scale[row] if has_affine else zero,
-                     shift[row] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi)
+                     shift[row] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def gemm_tail_blocks(a, b, c, blocks, by_rows, align, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi):
+def gemm_tail_blocks(a, b, c, blocks, by_rows, align, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi,
+                     act, act_consts):
     """_blas.gemm_blocks' blocks, each followed by its part of the tail, one numba thread each."""
     step, total = _block_step(a, b, blocks, by_rows, align)
     for i in prange(blocks):
         _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp, lo,
-                         hi)
+                         hi, act, act_consts)
 
 
 # --- activation patterns (see _activations.py) ------------------------------------------------

@@ -411,7 +411,8 @@ def product_tail_plan(m: int, k: int, n: int, dtype) -> Optional[Callable]:
     threads to split over (the caller then runs the product and the tail's pass: the same bits, as
     the blocks' products and the element operations are the same; at one thread the per-block form
     measured 1.05-1.15x slower). ``tail`` is (scale, shift, other, has_affine, has_add, relu, clamp,
-    lo, hi); ``other`` a C-contiguous (m, n) residual or None. None (no plan) when product_plan does
+    lo, hi, act, act_consts: _prepared._tail_operands' flags); ``other`` a C-contiguous (m, n) residual
+    or None. None (no plan) when product_plan does
     not cut this shape."""
     dtype = np.dtype(dtype)
     if m * k * n < _MIN_PARALLEL_MACS or dtype.kind != "f":
@@ -425,9 +426,9 @@ def product_tail_plan(m: int, k: int, n: int, dtype) -> Optional[Callable]:
         out = np.empty((m, n), dtype)
         if not _blas.usable(a, b, out):
             return None
-        scale, shift, other, has_affine, has_add, relu, clamp, lo, hi = tail
+        scale, shift, other = tail[:3]
         _jit.gemm_tail_blocks(a, b, out, blocks, by_rows, _BLOCK_ALIGN, scale, shift, out if other is None else other,
-                              has_affine, has_add, relu, clamp, lo, hi)
+                              *tail[3:])
         return out
     return product
 

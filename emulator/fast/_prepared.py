@@ -13,6 +13,9 @@ callable specialized to one call site, or None where it has no specialized form.
 (_fusion.py) becomes one ``PreparedChain`` when its head has a fresh result and every stage has
 a prepared in-place form; its run is the head, then the stages, with no per-call checks.
 
+A conv chain with a whole form (its tail applied per block, plane or row) also absorbs a float32
+swish or hard-swish step (_activations.py) that is its result's one reader (``prepare_steps``).
+
 A prepared callable runs the very computation its kernel or epilogue would run for those facts
 (the same functions, products cut in the same blocks, the same float operations in the same
 order), so results are the same bits with or without this transform (``EmulatorConfig.prepare``,
@@ -88,6 +91,7 @@ class PreparedChain(NamedTuple):
     head_checked: bool             # the head is the generic kernel: its result is checked
     stages: Tuple[Tuple[Callable, int], ...]
     whole: Optional[Callable] = None  # fn(values) -> the chain's result, head and stages at once
+    act: Optional[object] = None      # the activation step (_activations.Activation) ``whole`` also runs
 
     @property
     def head_node(self) -> Call:
@@ -110,6 +114,10 @@ class PreparedChain(NamedTuple):
                 from ._fusion import _count_fused
 
                 _count_fused(stats, fused)
+                if self.act is not None:  # as the activation's own step counts itself
+                    for name in self.act.ops:
+                        stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
+                    stats.steps += len(self.act.ops)
             return res
         try:
             res = self.head(values[:n])
@@ -139,21 +147,59 @@ class PreparedChain(NamedTuple):
         return res
 
 
+#: Whether conv chains absorb the swish / hard-swish step reading them (off: for A/B measurements)
+MERGE_ACTIVATIONS = True
+
+
 def prepare_steps(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
-    """The schedule with each step a preparer recognises replaced by its prepared form."""
-    out = []
-    for step in raw_steps:
+    """The schedule with each step a preparer recognises replaced by its prepared form. A conv chain
+    whose one reader is a float32 swish or hard-swish step (_activations.py) runs that activation too,
+    on each part of its output as the tail does (``_mergeable_activation``): the merged step takes the
+    chain's place and the activation's result slot."""
+    readers: dict = {}
+    for i, step in enumerate(raw_steps):
+        for s in step[2]:
+            readers.setdefault(s, []).append(i)
+    readers.setdefault(result_slot, []).append(-1)
+    out, merged = [], {}
+    for i, step in enumerate(raw_steps):
+        if i in merged:
+            continue
         kind, slot, ins, payload, node = step
         if kind == OP:
             fn = _prepared_kernel(node, payload)
             if fn is not None:
                 step = (kind, slot, ins, (fn,) + tuple(payload[1:]), node)
         elif kind == CUSTOM and type(payload) is Fused:
+            reader = _mergeable_activation(raw_steps, readers, slot) if MERGE_ACTIVATIONS else None
+            if reader is not None:
+                chain = _prepared_chain(payload, raw_steps[reader][3])
+                if chain is not None and chain.whole is not None:
+                    merged[reader] = True
+                    _, act_slot, _, _, act_node = raw_steps[reader]
+                    step = (kind, act_slot, ins, chain, act_node)
+                    out.append(step)
+                    continue
             chain = _prepared_chain(payload)
             if chain is not None:
                 step = (kind, slot, ins, chain, node)
         out.append(step)
     return out
+
+
+def _mergeable_activation(raw_steps, readers, slot) -> Optional[int]:
+    """The index of the step reading ``slot`` when it is that slot's one reader and a float32 swish or
+    hard-swish activation step of that one input; else None."""
+    from ._activations import Activation
+
+    found = readers.get(slot, [])
+    if len(found) != 1 or found[0] < 0:
+        return None
+    kind, _, ins, payload, node = raw_steps[found[0]]
+    if kind != CUSTOM or type(payload) is not Activation or payload.kind not in ("swish", "hardswish") \
+            or tuple(ins) != (slot,) or _tensor(node.checked_type) is None or _tensor(node.checked_type)[1] != np.float32:
+        return None
+    return found[0]
 
 
 def _prepared_kernel(node, payload) -> Optional[Callable]:
@@ -169,7 +215,9 @@ def _prepared_kernel(node, payload) -> Optional[Callable]:
     return lambda args, attrs, out_type: fn(args)
 
 
-def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
+def _prepared_chain(fused: Fused, act=None) -> Optional[PreparedChain]:
+    """The chain's prepared form; with ``act`` (an activation step reading the chain's result) only a
+    ``whole`` form that also runs it, else None."""
     if not fused.fresh:
         return None
     head_node = fused.head_node
@@ -182,13 +230,15 @@ def _prepared_chain(fused: Fused) -> Optional[PreparedChain]:
         kernel, attrs, out_type = fused.head[0], fused.head[1], fused.head[2]
         head = lambda args: kernel(args, attrs, out_type)  # noqa: E731
     else:
-        whole = _pointwise_with_tail(fused)
+        whole = _pointwise_with_tail(fused, act)
         if whole is None:
-            whole = _depthwise_with_tail(fused, head)
+            whole = _depthwise_with_tail(fused, head, act)
         if whole is None:
-            whole = _direct_with_tail(fused, head)
+            whole = _direct_with_tail(fused, head, act)
         if whole is not None:
-            return PreparedChain(fused, head, False, (), whole)
+            return PreparedChain(fused, head, False, (), whole, act)
+    if act is not None:
+        return None
     stages = _prepared_tail(fused) if fused.tail else None
     if stages is None:
         stages = []
@@ -492,12 +542,27 @@ def _chain_tail(fused: Fused):
     return tail, add_at
 
 
-def _tail_operands(tail, channels: int, dtype) -> tuple:
+def _tail_operands(tail, channels: int, dtype, act=None) -> tuple:
     """(scale, shift) with one entry per channel (zeros where the tail has no affine step), then the
-    tail's flags, as _jit.tail_row's callers take them."""
+    tail's flags and its activation (``act``: a swish or hard-swish step it absorbs; code and float32
+    constants), as _jit.tail_row's callers take them."""
+    from ._jit import ACT_HARD_SWISH, ACT_NONE, ACT_SWISH
+
     scale = tail.scale if tail.scale is not None else np.zeros(channels, dtype)
     shift = tail.shift if tail.shift is not None else np.zeros(channels, dtype)
-    return scale, shift, (tail.scale is not None, tail.add_stage is not None, tail.relu, tail.clamp, tail.lo, tail.hi)
+    code = ACT_NONE if act is None else ACT_SWISH if act.kind == "swish" else ACT_HARD_SWISH
+    consts = np.asarray(act.constants if code == ACT_HARD_SWISH else (0, 0, 0, 0), np.float32)
+    return scale, shift, (tail.scale is not None, tail.add_stage is not None, tail.relu, tail.clamp, tail.lo, tail.hi,
+                          code, consts)
+
+
+def _then(act, res: np.ndarray) -> np.ndarray:
+    """``res``, then the absorbed activation step's own computation on it (the unmerged bits)."""
+    if act is None:
+        return res
+    from ._activations import _apply
+
+    return _apply(act, res)
 
 
 def _contiguous_residual(values, add_at):
@@ -507,7 +572,7 @@ def _contiguous_residual(values, add_at):
     return other, other is None or (type(other) is np.ndarray and other.flags.c_contiguous)
 
 
-def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
+def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     """A 1x1 convolution (as _prepare_conv2d's pointwise product) whose chain is a conv tail
     (_chain_tail): one callable that runs the product's blocks each followed by its part of the
     tail (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over,
@@ -530,7 +595,7 @@ def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
     tail, add_at = planned
     product = product_plan(o, c, cols, dtype)
     matrix = w.reshape(o, c)
-    scale, shift, flags = _tail_operands(tail, o, dtype)
+    scale, shift, flags = _tail_operands(tail, o, dtype, act)
 
     def pointwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
@@ -539,11 +604,11 @@ def _pointwise_with_tail(fused: Fused) -> Optional[Callable]:
             res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
             if res is not None:
                 return res.reshape(shape)
-        return run_pass(product(matrix, b).reshape(shape), tail, other)
+        return _then(act, run_pass(product(matrix, b).reshape(shape), tail, other))
     return pointwise_tail
 
 
-def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
+def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Callable]:
     """A float32 depthwise convolution on the vector kernel (op_conv._conv_depthwise's route) whose
     chain is a conv tail (_chain_tail): one callable that, in a run with numba threads, applies the
     tail to each output plane right after the plane is computed (_jit.depthwise_conv_planes_tail),
@@ -566,14 +631,14 @@ def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
     weights = np.ascontiguousarray(w, dtype)
     shape = out_t[0]
     (sh, sw), (dh, dw), (pt, pl) = geo.strides, geo.dilation, geo.pads[:2]
-    scale, shift, flags = _tail_operands(tail, o, dtype)
+    scale, shift, flags = _tail_operands(tail, o, dtype, act)
     per_plane = shape[2] * shape[3] * w.shape[2] * w.shape[3]
     min_block = max(1, op_conv.DEPTHWISE_VECTOR_BLOCK_MACS // max(per_plane, 1))  # as op_conv._conv_depthwise
 
     def depthwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
         if not in_place or numba_threads() < 2:  # one thread: per plane measured 1.02-1.04x slower
-            return run_pass(head(values), tail, other)
+            return _then(act, run_pass(head(values), tail, other))
         x = np.ascontiguousarray(values[0], dtype)
         out = np.empty(shape, dtype)
         run_blocks(n * o, _jit.depthwise_conv_planes_tail, _jit.depthwise_conv_planes_tail_blocks, x, weights, out,
@@ -583,7 +648,7 @@ def _depthwise_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
     return depthwise_tail
 
 
-def _direct_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
+def _direct_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Callable]:
     """A convolution on the direct route (``head`` from _prepare_direct) whose chain is a conv tail
     (_chain_tail): one callable that applies the tail to each output row as the convolution stores
     it (op_conv.DirectConv with a tail), at any thread count; or None. Where the run's config sends
@@ -596,14 +661,14 @@ def _direct_with_tail(fused: Fused, head: Callable) -> Optional[Callable]:
     if planned is None:
         return None
     tail, add_at = planned
-    scale, shift, flags = _tail_operands(tail, conv.out_shape[1], np.float32)
+    scale, shift, flags = _tail_operands(tail, conv.out_shape[1], np.float32, act)
     takes_direct, n_head = head.takes_direct, fused.n_head_args
 
     def direct_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
         if in_place and takes_direct():
             return conv(values[0], (scale, shift, other) + flags)
-        return run_pass(head(values[:n_head]), tail, other)
+        return _then(act, run_pass(head(values[:n_head]), tail, other))
     return direct_tail
 
 

@@ -154,7 +154,7 @@ AVAILABLE = compile_and_bind("\n".join(_plane_sums_ir(planes, tag) for planes, t
 
 from numba import njit, prange, types  # noqa: E402  (after the symbols exist for cached code)
 
-from ._jit import block_range  # noqa: E402
+from ._blocks import block_range  # noqa: E402
 
 _i64 = types.int64
 _signature = types.void(_i64, _i64, _i64, _i64)

@@ -287,7 +287,8 @@ class DirectConv:
     """A convolution on the direct route planned once for its input shape and (constant) weights:
     ``conv(x)`` -> the NCHW float32 result; ``conv(x, tail)`` also applies a conv tail to each output
     row as it is stored (tail = (scale, shift, residual or None, has_affine, has_add, relu, clamp, lo,
-    hi), _prepared._tail_operands' order; the bits of the tail's own pass after the convolution).
+    hi, act, act_consts), _prepared._tail_operands' order; the bits of the tail's own pass after the
+    convolution, then of the activation step it absorbed, if any).
 
     Each output sums its taps (c, i, j) on the input's phase planes (_jit.conv_direct on
     _microkernel's direct_taps kernels): the input is padded once (split into sh x sw phases for
@@ -336,7 +337,8 @@ class DirectConv:
         y = np.empty(self.out_shape, np.float32)
         if tail is None:
             scale, shift = self._no_tail
-            tail_args = (scale, shift, y, False, False, False, False, False, np.float32(0), np.float32(0))
+            tail_args = (scale, shift, y, False, False, False, False, False, np.float32(0), np.float32(0),
+                         _jit.ACT_NONE, scale)
         else:
             scale, shift, other = tail[:3]
             tail_args = (scale, shift, y if other is None else other, True) + tuple(tail[3:])

@@ -9,7 +9,7 @@ from tidlx.emulator import EmulatorConfig, EmulatorError, RunStats, run
 from tidlx.emulator.fast._fusion import Fused
 from tidlx.emulator.fast._prepared import PreparedChain
 from tidlx.emulator.interpreter import CUSTOM, OP, plan_of
-from tidlx.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const
+from tidlx.ir import Function, IRModule, Tuple, TensorType, TupleGetItem, Var, call, const
 
 PREPARED, GENERIC = EmulatorConfig(prepare=True), EmulatorConfig(prepare=False)
 
@@ -417,3 +417,61 @@ def test_a_chain_headed_by_a_constant_4d_scale_prepares():
     x = np.random.default_rng(21).uniform(-1, 1, (1, 16, 20, 20)).astype(np.float32)
     inputs = {"x": x, "s": np.zeros(1, np.float32)}
     assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
+
+
+def _activation_chain_module(shape, kind, head, shared=False):
+    """``head`` ("pointwise", "depthwise" or "direct") convolution of shape[1] channels + batch norm,
+    then a swish (x * sigmoid(x)) or hard-swish (x * clip(x / 6 + 0.5, 0, 1)) chain; ``shared``: the
+    batch norm's value is also an output (then the activation cannot be merged)."""
+    rng = np.random.default_rng(22)
+    c = shape[1]
+    x = Var("x", TensorType(shape, "float32"))
+    if head == "pointwise":
+        y = _conv(rng, x, c, c)
+    elif head == "depthwise":
+        y = _conv(rng, x, c, c, k=3, groups=c)
+    else:
+        y = _conv(rng, x, c, c, k=3)
+    y = _bn(rng, y, c)
+    if kind == "swish":
+        act = call("multiply", y, call("sigmoid", y))
+    else:
+        scale = call("multiply", y, const(np.array(1 / 6, np.float32)))
+        act = call("multiply", y, call("clip", call("add", scale, const(np.array(0.5, np.float32))), a_min=0.0,
+                                       a_max=1.0))
+    return _module(Function([x], Tuple([act, y]) if shared else act))
+
+
+def _merged_activations(mod):
+    steps = plan_of(mod, config=PREPARED).steps
+    return [s[3].act.kind for s in steps if s[0] == CUSTOM and isinstance(s[3], PreparedChain) and s[3].act is not None]
+
+
+@pytest.mark.parametrize("head", ["pointwise", "depthwise", "direct"])
+@pytest.mark.parametrize("kind", ["swish", "hardswish"])
+def test_conv_chains_absorb_their_swish_with_the_unmerged_bits(head, kind):
+    """A conv chain whose one reader is a swish or hard-swish step runs it in its tail (merged in the
+    plan), with the bits and the run statistics of the generic and unfused runs, at one and two
+    threads (one-thread pointwise and depthwise chains run the activation after the tail's pass)."""
+    shape = (1, 32, 24, 24)
+    mod = _activation_chain_module(shape, kind, head)
+    assert _merged_activations(mod) == [kind]
+    rng = np.random.default_rng(23)
+    x = rng.uniform(-8, 8, shape).astype(np.float32)
+    x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
+    for threads in (1, 2):
+        results, counts = [], []
+        for config in (PREPARED, GENERIC, GENERIC.replace(fuse=False)):
+            stats = RunStats()
+            results.append(run(mod, {"x": x}, config=config.replace(threads=threads, adapt=False), stats=stats)[0])
+            counts.append((stats.steps, dict(stats.kernel_calls)))
+        assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
+        assert counts[0] == counts[1] == counts[2]
+
+
+def test_a_swish_whose_input_is_read_elsewhere_stays_a_step():
+    mod = _activation_chain_module((1, 32, 24, 24), "swish", "direct", shared=True)
+    assert _merged_activations(mod) == []
+    x = np.random.default_rng(24).uniform(-4, 4, (1, 32, 24, 24)).astype(np.float32)
+    prepared, generic = run(mod, {"x": x}, config=PREPARED), run(mod, {"x": x}, config=GENERIC)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(prepared, generic))
