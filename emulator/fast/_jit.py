@@ -330,11 +330,14 @@ def fill_phase_patch(x, n, first_row, pl, sw, patch, row_buffer):
 
 
 @njit(cache=True, nogil=True)
-def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop):
+def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scale, shift, other, has_tail,
+                      has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop):
     """y[n, o, oy, ox] = sum over taps (c, i, j) in order of x[n, c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
     * w[o, c, i, j] (zero outside the image), float32, for the units [start, stop) (unit = image *
     row blocks + block of ``block_rows`` output rows). wp: the weights in panels of output
-    channels, (panels, taps, rows of a panel: _microkernel.ROWS); x and y contiguous."""
+    channels, (panels, taps, rows of a panel: _microkernel.ROWS); x and y contiguous. ``has_tail``:
+    each finished output row of channel o then gets tail_row's operations (scale[o], shift[o], the
+    residual other[n, o], the activation) while it is in cache, the bits of the tail's own pass."""
     channels = x.shape[1]
     outs, out_h, out_w = y.shape[1], y.shape[2], y.shape[3]
     panels, taps, rows = wp.shape[0], wp.shape[1], wp.shape[2]
@@ -345,6 +348,7 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, star
     row_buffer = np.zeros(sw * span, np.float32)
     offsets = few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span)
     scratch = np.empty((rows, COLUMNS), np.float32)
+    tail_tmp = np.empty(out_w, np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
     for unit in range(start, stop):
@@ -366,14 +370,21 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, star
                         dst = y[n, rows * q + i, oy0 + r]
                         for k in range(min(COLUMNS, out_w - j)):
                             dst[j + k] = scratch[i, k]
+                if has_tail:
+                    for i in range(min(rows, outs - rows * q)):
+                        o = rows * q + i
+                        tail_row(y[n, o, oy0 + r], other[n, o, oy0 + r], scale[o], shift[o], tail_tmp, has_affine,
+                                 has_add, relu, clamp, lo, hi, act, act_consts)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def conv_few_channels_blocks(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, count, blocks):
+def conv_few_channels_blocks(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scale, shift, other, has_tail,
+                             has_affine, has_add, relu, clamp, lo, hi, act, act_consts, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, start, stop)
+            conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scale, shift, other, has_tail,
+                              has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop)
 
 
 # --- dense convolutions summed tap by tap on phase planes (op_conv._conv_direct) ----------------

@@ -300,7 +300,7 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
             return op_conv._conv_depthwise(args[0], weights, strides, dilation, pads, out_hw, dtype)
         return depthwise
     if not _is_pointwise(x_t, w, geo):
-        return _prepare_direct(node, x_t, w, geo)
+        return _prepare_few_channels(node, x_t, w, geo) or _prepare_direct(node, x_t, w, geo)
     matrix = w.reshape(o, c)
     cols = h * wd
     product = product_plan(o, c, cols, dtype)
@@ -325,6 +325,8 @@ def _prepare_direct(node: Call, x_t, w, geo) -> Optional[Callable]:
     strides, dilation, out_hw = geo.strides, geo.dilation, geo.out_hw
 
     def takes_direct() -> bool:
+        if not op_conv.DIRECT:  # the A/B switch, read at call time as the generic kernel reads it
+            return False
         config = active_config()
         key = (config.winograd, config.tile_blocks)
         chosen = routes.get(key)
@@ -338,6 +340,37 @@ def _prepare_direct(node: Call, x_t, w, geo) -> Optional[Callable]:
         return op_conv.conv2d(args, attrs, out_type)
     direct.conv, direct.takes_direct = conv, takes_direct
     return direct
+
+
+#: Whether the few-channel convolutions (stems) have a prepared form, and so a tail form (off: for A/B)
+FEW_CHANNEL_FORM = True
+
+
+def _prepare_few_channels(node: Call, x_t, w, geo) -> Optional[Callable]:
+    """A float32 convolution of few input channels (the stems) the generic kernel would run on
+    op_conv._conv_few_channels, with its weights packed here once; the head of a conv tail
+    (_direct_with_tail) as the direct route's is. None for other convolutions."""
+    from . import op_conv
+
+    dtype = x_t[1]
+    if not FEW_CHANNEL_FORM or dtype != np.float32 or not op_conv._few_channels_usable(None, w, geo.groups, dtype):
+        return None
+    packed = op_conv.tap_panels(w)
+    attrs, out_type = node.attrs, node.checked_type
+    strides, dilation, pads, out_hw = geo.strides, geo.dilation, geo.pads, geo.out_hw
+
+    def conv(x, tail=None):
+        return op_conv._conv_few_channels(x, w, strides, dilation, pads, out_hw, packed, tail)
+
+    def takes_direct() -> bool:  # the A/B switch, read at call time as the generic kernel reads it
+        return op_conv.DIRECT_FEW_CHANNELS
+
+    def few(args):
+        if takes_direct():
+            return conv(args[0])
+        return op_conv.conv2d(args, attrs, out_type)
+    few.conv, few.takes_direct = conv, takes_direct
+    return few
 
 
 def _prepare_dense(node: Call, constants) -> Optional[Callable]:
@@ -649,11 +682,11 @@ def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Cal
 
 
 def _direct_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Callable]:
-    """A convolution on the direct route (``head`` from _prepare_direct) whose chain is a conv tail
-    (_chain_tail): one callable that applies the tail to each output row as the convolution stores
-    it (op_conv.DirectConv with a tail), at any thread count; or None. Where the run's config sends
-    the convolution elsewhere, or the residual is not contiguous, it runs ``head``, then the tail's
-    pass: the same bits."""
+    """A convolution on the direct route or the few-channel route (``head`` from _prepare_direct or
+    _prepare_few_channels) whose chain is a conv tail (_chain_tail): one callable that applies the
+    tail to each output row as the convolution stores it (op_conv.DirectConv, _conv_few_channels
+    with a tail), at any thread count; or None. Where the run's config sends the convolution
+    elsewhere, or the residual is not contiguous, it runs ``head``, then the tail's pass: the same bits."""
     from ._tail import run_pass
 
     conv = getattr(head, "conv", None)
@@ -661,7 +694,7 @@ def _direct_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Callab
     if planned is None:
         return None
     tail, add_at = planned
-    scale, shift, flags = _tail_operands(tail, conv.out_shape[1], np.float32, act)
+    scale, shift, flags = _tail_operands(tail, int(fused.head_node.checked_type.shape[1]), np.float32, act)
     takes_direct, n_head = head.takes_direct, fused.n_head_args
 
     def direct_tail(values):

@@ -196,21 +196,28 @@ def tap_panels(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.reshape(panels, ROWS, taps).transpose(0, 2, 1))
 
 
-def _conv_few_channels(x, w, strides, dilation, pads, out_hw):
+def _conv_few_channels(x, w, strides, dilation, pads, out_hw, packed=None, tail=None):
     """Dense float32 convolution summing each output's C x KH x KW taps directly (_jit.conv_few_channels
     on _microkernel.panel_taps): no padded copy of the input and no im2col matrix, which cost
-    more than the products when C x KH x KW is small (the 3-channel stems)."""
-    from ._jit import conv_few_channels, conv_few_channels_blocks
+    more than the products when C x KH x KW is small (the 3-channel stems). ``packed``: tap_panels(w)
+    made once by the caller; ``tail``: a conv tail applied to each output row as it is finished
+    (DirectConv's tail tuple)."""
+    from ._jit import ACT_NONE, conv_few_channels, conv_few_channels_blocks
 
     n = x.shape[0]
     o, c, kh, kw = w.shape
-    packed = tap_panels(w)
+    packed = tap_panels(w) if packed is None else packed
     y = np.empty((n, o, out_hw[0], out_hw[1]), np.float32)
+    if tail is None:
+        none = np.zeros(1, np.float32)
+        tail_args = (none, none, y, False, False, False, False, False, np.float32(0), np.float32(0), ACT_NONE, none)
+    else:
+        tail_args = (tail[0], tail[1], y if tail[2] is None else tail[2], True) + tuple(tail[3:])
     rows = FEW_CHANNEL_BLOCK_ROWS
     units = n * -(-out_hw[0] // rows)
     per_unit = rows * out_hw[1] * packed.size
     run_blocks(units, conv_few_channels, conv_few_channels_blocks, np.ascontiguousarray(x, np.float32), packed, y,
-               kh, kw, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], rows,
+               kh, kw, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], rows, *tail_args,
                min_block=max(1, 4_000_000 // per_unit))
     return y
 

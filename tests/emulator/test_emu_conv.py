@@ -769,8 +769,11 @@ def test_few_channel_units_give_the_same_bits_in_any_split():
     np.testing.assert_array_equal(packed[1, :, 9 - ROWS], wt[9].ravel())
     split = np.full_like(whole, np.nan)
     units = 2 * -(-21 // op_conv.FEW_CHANNEL_BLOCK_ROWS)
+    none = np.zeros(1, np.float32)
+    no_tail = (none, none, split, False, False, False, False, False, np.float32(0), np.float32(0), _jit.ACT_NONE, none)
     for start, stop in ((0, 1), (1, 4), (4, units)):
-        _jit.conv_few_channels(x, packed, split, 3, 3, 2, 2, 1, 1, 1, 1, op_conv.FEW_CHANNEL_BLOCK_ROWS, start, stop)
+        _jit.conv_few_channels(x, packed, split, 3, 3, 2, 2, 1, 1, 1, 1, op_conv.FEW_CHANNEL_BLOCK_ROWS, *no_tail, start,
+                               stop)
     assert whole.tobytes() == split.tobytes()
 
 

@@ -336,11 +336,14 @@ def _direct_chain_module(shape, o, stages, k, stride, dilation=1):
     ((1, 32, 16, 16), 20, ("add", "relu"), 3, 1, 2),          # dilated
     ((1, 48, 7, 7), 92, ("relu",), 3, 1, 1),                  # (outputs under _tail.SMALL keep their epilogues)
     ((1, 48, 7, 7), 92, ("clip",), 3, 1, 1),
+    ((1, 3, 40, 40), 16, ("bn", "clip"), 3, 2, 1),            # stems: the few-channel route
+    ((1, 3, 33, 35), 24, ("bias", "add", "relu"), 7, 2, 1),
 ])
 def test_direct_conv_with_its_tail_per_row_gives_the_generic_bits(shape, o, stages, k, stride, dilation):
-    """A dense convolution on the direct route applies its chain of tail ops to each output row as it
-    stores it (_prepared._direct_with_tail): the bits of the generic kernels and of the unfused ops, at
-    one and two threads, with NaN, infinity and -0 inputs."""
+    """A dense convolution on the direct route (or the few-channel route of the stems) applies its
+    chain of tail ops to each output row as it stores it (_prepared._direct_with_tail): the bits of
+    the generic kernels and of the unfused ops, at one and two threads, with NaN, infinity and -0
+    inputs."""
     mod, out_shape = _direct_chain_module(shape, o, stages, k, stride, dilation)
     _assert_whole_chain_gives_the_generic_bits(mod, shape, out_shape, seed=17)
 
@@ -430,6 +433,9 @@ def _activation_chain_module(shape, kind, head, shared=False):
         y = _conv(rng, x, c, c)
     elif head == "depthwise":
         y = _conv(rng, x, c, c, k=3, groups=c)
+    elif head == "stem":  # 3 input channels: the few-channel route
+        x = Var("x", TensorType((shape[0], 3) + tuple(shape[2:]), "float32"))
+        y = _conv(rng, x, 3, c, k=3)
     else:
         y = _conv(rng, x, c, c, k=3)
     y = _bn(rng, y, c)
@@ -447,7 +453,7 @@ def _merged_activations(mod):
     return [s[3].act.kind for s in steps if s[0] == CUSTOM and isinstance(s[3], PreparedChain) and s[3].act is not None]
 
 
-@pytest.mark.parametrize("head", ["pointwise", "depthwise", "direct"])
+@pytest.mark.parametrize("head", ["pointwise", "depthwise", "direct", "stem"])
 @pytest.mark.parametrize("kind", ["swish", "hardswish"])
 def test_conv_chains_absorb_their_swish_with_the_unmerged_bits(head, kind):
     """A conv chain whose one reader is a swish or hard-swish step runs it in its tail (merged in the
@@ -457,7 +463,7 @@ def test_conv_chains_absorb_their_swish_with_the_unmerged_bits(head, kind):
     mod = _activation_chain_module(shape, kind, head)
     assert _merged_activations(mod) == [kind]
     rng = np.random.default_rng(23)
-    x = rng.uniform(-8, 8, shape).astype(np.float32)
+    x = rng.uniform(-8, 8, (1, 3, 24, 24) if head == "stem" else shape).astype(np.float32)
     x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
     for threads in (1, 2):
         results, counts = [], []
