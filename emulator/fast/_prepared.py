@@ -334,12 +334,21 @@ def _prepare_direct(node: Call, x_t, w, geo) -> Optional[Callable]:
             chosen = routes[key] = not op_conv.winograd_preferred(x_shape, w.shape, strides, dilation, out_hw, config)
         return chosen
 
-    def direct(args):
+    return _routed_head(conv, takes_direct, attrs, out_type)
+
+
+def _routed_head(conv: Callable, takes_direct: Callable, attrs, out_type) -> Callable:
+    """The prepared kernel of a convolution with its own route: ``conv(x)`` while ``takes_direct()``
+    says the run takes that route, else the generic kernel; ``.conv(x, tail)`` and ``.takes_direct``
+    are what _direct_with_tail uses."""
+    from . import op_conv
+
+    def head(args):
         if takes_direct():
             return conv(args[0])
         return op_conv.conv2d(args, attrs, out_type)
-    direct.conv, direct.takes_direct = conv, takes_direct
-    return direct
+    head.conv, head.takes_direct = conv, takes_direct
+    return head
 
 
 #: Whether the few-channel convolutions (stems) have a prepared form, and so a tail form (off: for A/B)
@@ -365,12 +374,7 @@ def _prepare_few_channels(node: Call, x_t, w, geo) -> Optional[Callable]:
     def takes_direct() -> bool:  # the A/B switch, read at call time as the generic kernel reads it
         return op_conv.DIRECT_FEW_CHANNELS
 
-    def few(args):
-        if takes_direct():
-            return conv(args[0])
-        return op_conv.conv2d(args, attrs, out_type)
-    few.conv, few.takes_direct = conv, takes_direct
-    return few
+    return _routed_head(conv, takes_direct, attrs, out_type)
 
 
 def _prepare_dense(node: Call, constants) -> Optional[Callable]:
