@@ -136,6 +136,12 @@ def sigmoid_f32(v):
     return v if v != v else s
 
 
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def swish_f32(v):
+    """v * sigmoid_f32(v): the swish step's value (and a conv tail's, _jit.tail_row)."""
+    return v * sigmoid_f32(v)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid_flat(x, out, start, stop):
     """out[i] = sigmoid_f32(x[i]) for i in [start, stop) of flat float32 arrays (slices from 0, so
@@ -160,8 +166,7 @@ def swish_flat(x, out, start, stop):
     src = x[start:stop]
     dst = out[start:stop]
     for i in range(src.size):
-        v = src[i]
-        dst[i] = v * sigmoid_f32(v)
+        dst[i] = swish_f32(src[i])
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")

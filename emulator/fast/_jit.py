@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from ._blas import _block_step, gemm_into
 from ._blocks import block_range
-from ._exp import sigmoid_f32
+from ._exp import swish_f32
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
@@ -842,17 +842,12 @@ def tail_row(buf, oth, s, t, tmp, has_affine, has_add, relu, clamp, lo, hi, act,
             buf[i] = tmp[i]
     if act == ACT_SWISH:
         for i in range(n):
-            v = buf[i]
-            buf[i] = v * sigmoid_f32(v)
+            buf[i] = swish_f32(buf[i])
     elif act == ACT_HARD_SWISH:
         a, b, act_lo, act_hi = act_consts[0], act_consts[1], act_consts[2], act_consts[3]
         for i in range(n):
             v = buf[i]
-            u = v * a
-            u = u + b
-            u = act_lo if u < act_lo else u
-            u = act_hi if u > act_hi else u
-            buf[i] = v * u
+            buf[i] = v * hard_sigmoid_value(v, a, b, act_lo, act_hi)
 
 
 @njit(cache=True, nogil=True)
@@ -916,6 +911,15 @@ def gemm_tail_blocks(a, b, c, blocks, by_rows, align, scale, shift, other, has_a
 
 # --- activation patterns (see _activations.py) ------------------------------------------------
 
+@njit(cache=True, nogil=True, inline="always")
+def hard_sigmoid_value(v, a, b, lo, hi):
+    """clip(v * a + b, lo, hi) with the reference ops' roundings and np.clip's compares (NaN and -0 kept)."""
+    t = v * a
+    t = t + b
+    t = lo if t < lo else t
+    return hi if t > hi else t
+
+
 @njit(cache=True, nogil=True)
 def hard_sigmoid_flat(x, out, a, b, lo, hi, start, stop):
     """out = clip(x * a + b, lo, hi) with the reference ops' roundings and np.clip's compares.
@@ -923,10 +927,7 @@ def hard_sigmoid_flat(x, out, a, b, lo, hi, start, stop):
     src = x[start:stop]
     dst = out[start:stop]
     for i in range(src.size):
-        t = src[i] * a
-        t = t + b
-        t = lo if t < lo else t
-        dst[i] = hi if t > hi else t
+        dst[i] = hard_sigmoid_value(src[i], a, b, lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -944,11 +945,7 @@ def hard_swish_flat(x, out, a, b, lo, hi, start, stop):
     dst = out[start:stop]
     for i in range(src.size):
         v = src[i]
-        t = v * a
-        t = t + b
-        t = lo if t < lo else t
-        t = hi if t > hi else t
-        dst[i] = v * t
+        dst[i] = v * hard_sigmoid_value(v, a, b, lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -161,7 +161,7 @@ def prepare_steps(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
         for s in step[2]:
             readers.setdefault(s, []).append(i)
     readers.setdefault(result_slot, []).append(-1)
-    out, merged = [], {}
+    out, merged = [], set()
     for i, step in enumerate(raw_steps):
         if i in merged:
             continue
@@ -175,7 +175,7 @@ def prepare_steps(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
             if reader is not None:
                 chain = _prepared_chain(payload, raw_steps[reader][3])
                 if chain is not None and chain.whole is not None:
-                    merged[reader] = True
+                    merged.add(reader)
                     _, act_slot, _, _, act_node = raw_steps[reader]
                     step = (kind, act_slot, ins, chain, act_node)
                     out.append(step)
@@ -196,8 +196,9 @@ def _mergeable_activation(raw_steps, readers, slot) -> Optional[int]:
     if len(found) != 1 or found[0] < 0:
         return None
     kind, _, ins, payload, node = raw_steps[found[0]]
+    value = _tensor(node.checked_type)
     if kind != CUSTOM or type(payload) is not Activation or payload.kind not in ("swish", "hardswish") \
-            or tuple(ins) != (slot,) or _tensor(node.checked_type) is None or _tensor(node.checked_type)[1] != np.float32:
+            or tuple(ins) != (slot,) or value is None or value[1] != np.float32:
         return None
     return found[0]
 
@@ -316,8 +317,7 @@ def _prepare_direct(node: Call, x_t, w, geo) -> Optional[Callable]:
     kernel. None for other convolutions."""
     from . import op_conv
 
-    (n, c, h, wd), dtype = x_t
-    if not op_conv.direct_static(x_t[0], w, geo.groups, dtype):
+    if not op_conv.direct_static(x_t[0], w, geo.groups, x_t[1]):
         return None
     conv = op_conv.DirectConv(x_t[0], w, geo.strides, geo.dilation, geo.pads, geo.out_hw)
     routes = {}  # (winograd, tile_blocks) of the run's config -> whether it takes the direct route

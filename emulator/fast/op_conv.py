@@ -196,28 +196,35 @@ def tap_panels(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.reshape(panels, ROWS, taps).transpose(0, 2, 1))
 
 
+def tail_arguments(y: np.ndarray, tail: Optional[tuple]) -> tuple:
+    """The numba convolutions' tail arguments (scale, shift, residual, has_tail, has_affine, has_add, relu,
+    clamp, lo, hi, act, act_consts) for a conv tail (_prepared._tail_operands' order: scale, shift,
+    residual or None, then the flags) or none: the residual defaults to ``y`` itself, never read."""
+    from ._jit import ACT_NONE
+
+    if tail is None:
+        none = np.zeros(1, np.float32)
+        return none, none, y, False, False, False, False, False, np.float32(0), np.float32(0), ACT_NONE, none
+    return (tail[0], tail[1], y if tail[2] is None else tail[2], True) + tuple(tail[3:])
+
+
 def _conv_few_channels(x, w, strides, dilation, pads, out_hw, packed=None, tail=None):
     """Dense float32 convolution summing each output's C x KH x KW taps directly (_jit.conv_few_channels
     on _microkernel.panel_taps): no padded copy of the input and no im2col matrix, which cost
     more than the products when C x KH x KW is small (the 3-channel stems). ``packed``: tap_panels(w)
     made once by the caller; ``tail``: a conv tail applied to each output row as it is finished
     (DirectConv's tail tuple)."""
-    from ._jit import ACT_NONE, conv_few_channels, conv_few_channels_blocks
+    from ._jit import conv_few_channels, conv_few_channels_blocks
 
     n = x.shape[0]
     o, c, kh, kw = w.shape
     packed = tap_panels(w) if packed is None else packed
     y = np.empty((n, o, out_hw[0], out_hw[1]), np.float32)
-    if tail is None:
-        none = np.zeros(1, np.float32)
-        tail_args = (none, none, y, False, False, False, False, False, np.float32(0), np.float32(0), ACT_NONE, none)
-    else:
-        tail_args = (tail[0], tail[1], y if tail[2] is None else tail[2], True) + tuple(tail[3:])
     rows = FEW_CHANNEL_BLOCK_ROWS
     units = n * -(-out_hw[0] // rows)
     per_unit = rows * out_hw[1] * packed.size
     run_blocks(units, conv_few_channels, conv_few_channels_blocks, np.ascontiguousarray(x, np.float32), packed, y,
-               kh, kw, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], rows, *tail_args,
+               kh, kw, strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], rows, *tail_arguments(y, tail),
                min_block=max(1, 4_000_000 // per_unit))
     return y
 
@@ -243,13 +250,12 @@ DIRECT_STRIP_CALLS = 4
 def direct_static(x_shape, w4, groups, work) -> bool:
     """What the direct route needs of a call's static facts: a dense float32 convolution with a kernel
     larger than 1x1, not one the few-channel route takes (the stems), and the microkernel."""
-    o, i_per_group, kh, kw = w4.shape
+    kh, kw = w4.shape[2:]
     if not DIRECT or groups != 1 or work != np.float32 or kh * kw == 1 or w4.dtype != np.float32:
         return False
     from . import _microkernel
 
-    few = i_per_group <= FEW_CHANNELS or i_per_group * kh * kw <= FEW_CHANNEL_TAPS
-    return _microkernel.AVAILABLE and not (DIRECT_FEW_CHANNELS and few)
+    return _microkernel.AVAILABLE and not _few_channels_usable(None, w4, groups, work)
 
 
 def winograd_preferred(x_shape, w_shape, strides, dilation, out_hw, config) -> bool:
@@ -309,7 +315,7 @@ class DirectConv:
 
         n, c = x_shape[:2]
         o, _, kh, kw = w.shape
-        self.x_shape, self.strides, self.pads = tuple(x_shape), tuple(strides), tuple(pads)
+        self.strides, self.pads = tuple(strides), tuple(pads)
         self.out_shape = (n, o) + tuple(out_hw)
         self.rows, self.grid_w, self.offsets = direct_geometry(x_shape, w.shape, strides, dilation, out_hw)
         self.lanes = _microkernel.LANES
@@ -329,7 +335,6 @@ class DirectConv:
         self.chunk_taps = DIRECT_CHANNEL_CHUNK * kh * kw
         per_unit = min(self.per_chunk, positions) * self.packed.shape[1] * self.packed.shape[2]
         self.min_block = max(1, 400_000 // per_unit)
-        self._no_tail = (np.zeros(1, np.float32), np.zeros(1, np.float32))
 
     def __call__(self, x: np.ndarray, tail: Optional[tuple] = None) -> np.ndarray:
         from . import _jit
@@ -342,16 +347,9 @@ class DirectConv:
         run_blocks(n * x.shape[1], _jit.fill_phase_planes, _jit.fill_phase_planes_blocks, x, xp, sh, sw, self.pads[0],
                    self.pads[1], self.rows, self.grid_w, min_block=self.fill_block)
         y = np.empty(self.out_shape, np.float32)
-        if tail is None:
-            scale, shift = self._no_tail
-            tail_args = (scale, shift, y, False, False, False, False, False, np.float32(0), np.float32(0),
-                         _jit.ACT_NONE, scale)
-        else:
-            scale, shift, other = tail[:3]
-            tail_args = (scale, shift, y if other is None else other, True) + tuple(tail[3:])
         run_blocks(self.units, _jit.conv_direct, _jit.conv_direct_blocks, xp, self.packed, self.offsets, y,
                    self.grid_w, self.lanes, self.vectors, DIRECT_STRIP_CALLS, self.per_chunk, self.chunk_taps,
-                   *tail_args, min_block=self.min_block)
+                   *tail_arguments(y, tail), min_block=self.min_block)
         return y
 
 

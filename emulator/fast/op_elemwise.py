@@ -135,7 +135,9 @@ def _plane_factors(a, b):
         split = plane_split(tensor.shape, factors.shape)
         if split is None:
             continue
-        if np.isnan(factors).any():
+        from ._jit import any_nan
+
+        if any_nan(np.ascontiguousarray(factors).reshape(-1)):
             return None  # NaN factors: see _exp.scale_planes
         return (tensor, factors) + split
     return None
