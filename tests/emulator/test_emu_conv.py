@@ -932,6 +932,32 @@ def test_direct_route_matches_naive_loops_with_the_same_bits_at_any_thread_count
     assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
 
 
+@pytest.mark.parametrize("sh, sw, pt, pl, height, width", [
+    (2, 2, 1, 1, 11, 10), (2, 2, 1, 1, 12, 13), (1, 2, 0, 0, 7, 9), (3, 2, 2, 3, 10, 11), (2, 2, 0, 2, 9, 8),
+    (2, 3, 1, 1, 9, 10), (1, 1, 2, 1, 6, 7)])
+def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, pl, height, width):
+    """_jit.fill_phase_planes against its definition: plane (c, a, b) row r column k holds input row
+    r * sh + a - pt, column k * sw + b - pl, zero outside the image (stride-2 columns take a vector
+    path of their own)."""
+    from tidlx.emulator.fast import _jit
+
+    rng = np.random.default_rng(height * width + pl)
+    x = rng.standard_normal((2, 3, height, width)).astype(np.float32)
+    rows, grid_w = -(-(height + pt + 1) // sh), -(-(width + pl + 1) // sw)  # past the image's last float
+    plane = rows * grid_w
+    xp = np.full((2, 3 * sh * sw * plane), np.nan, np.float32)
+    _jit.fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, 0, 6)
+    want = np.zeros((2, 3, sh, sw, rows, grid_w), np.float32)
+    for a in range(sh):
+        for b in range(sw):
+            for r in range(rows):
+                for k in range(grid_w):
+                    y, z = r * sh + a - pt, k * sw + b - pl
+                    if 0 <= y < height and 0 <= z < width:
+                        want[:, :, a, b, r, k] = x[:, :, y, z]
+    assert xp.reshape(want.shape).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("vectors", [1, 2, 3])
 def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch):
     """Each output is one ordered sum per chunk of channels whatever the kernel's width (1..3 vectors
