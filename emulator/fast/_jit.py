@@ -27,7 +27,8 @@ from numba import njit, prange
 from ._blas import _block_step, gemm_into
 from ._blocks import block_range
 from ._exp import swish_f32
-from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, depthwise_pad, depthwise_pad_s2,
+from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, STORE_ADD, STORE_AFFINE, STORE_CLIP,
+                           STORE_RELU, depthwise_pad, depthwise_pad_s2, store_rows,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
@@ -534,6 +535,11 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
     tail_tmp = np.empty(out_w, np.float32)
     c = scratch.ctypes.data
     offs = offsets.ctypes.data
+    # rows leave the scratch through store_rows, the tail on the way (no act; a residual of unit column step)
+    by_kernel = act == ACT_NONE and (not has_add or other.strides[3] == 4)
+    mode = store_mode(has_tail, has_affine, has_add, relu, clamp)
+    y_at, plane = y.ctypes.data, out_h * out_w
+    other_at, other_strides = other.ctypes.data, other.strides
     for unit in range(start, stop):
         q = unit % panels
         n = unit // panels // chunks
@@ -556,6 +562,13 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
                 run = min(s1 - pos, grid_w - ox)
                 keep = min(run, out_w - ox)
                 j = pos - s0
+                if by_kernel and keep > 0:
+                    store_rows(c + 4 * j, width, y_at + 4 * (((n * outs + o0) * out_h + oy) * out_w + ox), plane, live,
+                               keep, scale.ctypes.data + 4 * o0, shift.ctypes.data + 4 * o0,
+                               other_at + n * other_strides[0] + o0 * other_strides[1] + oy * other_strides[2]
+                               + ox * other_strides[3], other_strides[1] // 4, mode, lo, hi)
+                    pos += run
+                    continue
                 for r in range(live):
                     dst = y[n, o0 + r, oy, ox:ox + keep]
                     src = scratch[r, j:j + keep]
@@ -824,6 +837,24 @@ def channel_affine_blocks(x, scale, shift, out, count, blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             channel_affine(x, scale, shift, out, start, stop)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def store_mode(has_tail, has_affine, has_add, relu, clamp):
+    """_microkernel.store_rows' mode for a conv tail's flags (clip before relu, as tail_row decides); 0
+    (a copy) without a tail."""
+    if not has_tail:
+        return 0
+    mode = 0
+    if has_affine:
+        mode += STORE_AFFINE
+    if has_add:
+        mode += STORE_ADD
+    if clamp:
+        mode += STORE_CLIP
+    elif relu:
+        mode += STORE_RELU
+    return mode
 
 
 @njit(cache=True, nogil=True, error_model="numpy")  # numpy's: the swish's divide vectorizes (no zero check)

@@ -93,8 +93,9 @@ DIRECT_VECTORS = 3 if LANES == 16 else 2
 _DIRECT_WIDTHS = (1, 2, 3)
 _SYMBOLS_DIRECT = tuple(f"tidlx_direct_taps{v}" for v in _DIRECT_WIDTHS)
 _SYMBOLS_DIRECT_ADD = tuple(f"tidlx_direct_taps_add{v}" for v in _DIRECT_WIDTHS)
+_SYMBOL_STORE = "tidlx_store_rows"
 _SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS) + _SYMBOLS_DIRECT \
-    + _SYMBOLS_DIRECT_ADD
+    + _SYMBOLS_DIRECT_ADD + (_SYMBOL_STORE,)
 
 
 def _kernel_ir() -> str:
@@ -104,6 +105,7 @@ def _kernel_ir() -> str:
                       "declare <8 x float> @llvm.masked.load.v8f32.p0(ptr, i32, <8 x i1>, <8 x float>)",
                       "declare <16 x float> @llvm.masked.load.v16f32.p0(ptr, i32, <16 x i1>, <16 x float>)",
                       "declare void @llvm.masked.store.v8f32.p0(<8 x float>, ptr, i32, <8 x i1>)",
+                      "declare void @llvm.masked.store.v16f32.p0(<16 x float>, ptr, i32, <16 x i1>)",
                       _function_ir(_SYMBOL, add=False), _function_ir(_SYMBOL_ADD, add=True),
                       _function_ir(_SYMBOL_TAPS, add=False, taps=True),
                       *(_function_ir(symbol, add=False, taps=True, vectors=v)
@@ -111,7 +113,7 @@ def _kernel_ir() -> str:
                       *(_function_ir(symbol, add=True, taps=True, vectors=v)
                         for symbol, v in zip(_SYMBOLS_DIRECT_ADD, _DIRECT_WIDTHS)),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
-                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2)])
+                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2), _store_rows_ir(_SYMBOL_STORE)])
 
 
 #: Accumulator vectors (of 8 floats) a step keeps over all taps: a row part of W vectors goes
@@ -320,6 +322,126 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
     ]
     return "\n".join(lines)
 
+#: store_rows' modes: 6 * affine + 3 * residual add + (0: nothing more, 1: relu, 2: clip); _jit.store_mode
+STORE_AFFINE, STORE_ADD, STORE_RELU, STORE_CLIP = 6, 3, 1, 2
+
+
+def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: str) -> tuple:
+    """IR lines computing one vector of store_rows' mode ``mode`` from ``src`` (and ``other``), and
+    the name of the result; ``load`` formats a load of the vector at a pointer."""
+    affine, rest = divmod(mode, STORE_AFFINE)
+    add, op = divmod(rest, STORE_ADD)
+    lines = [f"  %{tag}_v0 = {load.format(src)}"]
+    v = f"%{tag}_v0"
+    if affine:  # v * s + t: two roundings, as the unfused tail (no fused multiply-add)
+        lines += [f"  %{tag}_v1 = fmul {vec} {v}, %s_all", f"  %{tag}_v2 = fadd {vec} %{tag}_v1, %t_all"]
+        v = f"%{tag}_v2"
+    if add:
+        lines += [f"  %{tag}_o = {load.format(other)}", f"  %{tag}_v3 = fadd {vec} {v}, %{tag}_o"]
+        v = f"%{tag}_v3"
+    if op == STORE_RELU:  # zero where v <= 0 (NaN kept, -0 -> +0)
+        lines += [f"  %{tag}_le = fcmp ole {vec} {v}, zeroinitializer",
+                  f"  %{tag}_v4 = select <{LANES} x i1> %{tag}_le, {vec} zeroinitializer, {vec} {v}"]
+        v = f"%{tag}_v4"
+    elif op == STORE_CLIP:  # lo where v < lo, then hi where v > hi (NaN kept)
+        lines += [f"  %{tag}_below = fcmp olt {vec} {v}, %lo_all",
+                  f"  %{tag}_v5 = select <{LANES} x i1> %{tag}_below, {vec} %lo_all, {vec} {v}",
+                  f"  %{tag}_above = fcmp ogt {vec} %{tag}_v5, %hi_all",
+                  f"  %{tag}_v6 = select <{LANES} x i1> %{tag}_above, {vec} %hi_all, {vec} %{tag}_v5"]
+        v = f"%{tag}_v6"
+    return lines, v
+
+
+def _store_rows_ir(symbol: str) -> str:
+    """``store_rows(src, src_step, dst, dst_step, rows, count, scale, shift, other, other_step, mode, lo,
+    hi)``: for r < rows, i < count, dst[r * dst_step + i] = tail(src[r * src_step + i]) where tail is
+    mode's steps in _jit.tail_row's order and roundings: v * scale[r] + shift[r], + other[r *
+    other_step + i], then relu or clip to [lo, hi] (_jit.store_mode; mode 0 copies). Vectors of LANES
+    floats, then one masked vector; each mode its own loop."""
+    vec = f"<{LANES} x float>"
+    lanes = ", ".join(f"i32 {lane}" for lane in range(LANES))
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %src_step, i64 %dst_addr, i64 %dst_step, i64 %rows, i64 %count, "
+        "i64 %scale_addr, i64 %shift_addr, i64 %other_addr, i64 %other_step, i64 %mode, float %lo, float %hi) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+        "  %scale = inttoptr i64 %scale_addr to ptr",
+        "  %shift = inttoptr i64 %shift_addr to ptr",
+        "  %other = inttoptr i64 %other_addr to ptr",
+        f"  %vec_end = and i64 %count, -{LANES}",
+        "  %left = sub i64 %count, %vec_end",
+        "  %any_vec = icmp sgt i64 %vec_end, 0",
+        "  %any_tail = icmp sgt i64 %left, 0",
+        "  %left32 = trunc i64 %left to i32",
+        f"  %left_ins = insertelement <{LANES} x i32> poison, i32 %left32, i32 0",
+        f"  %left_all = shufflevector <{LANES} x i32> %left_ins, <{LANES} x i32> poison, <{LANES} x i32> zeroinitializer",
+        f"  %mask = icmp slt <{LANES} x i32> <{lanes}>, %left_all",
+        f"  %lo_ins = insertelement {vec} poison, float %lo, i32 0",
+        f"  %lo_all = shufflevector {vec} %lo_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
+        f"  %hi_ins = insertelement {vec} poison, float %hi, i32 0",
+        f"  %hi_all = shufflevector {vec} %hi_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
+        "  %any_rows = icmp sgt i64 %rows, 0",
+        "  %any_count = icmp sgt i64 %count, 0",
+        "  %go = and i1 %any_rows, %any_count",
+        "  br i1 %go, label %dispatch, label %done",
+        "dispatch:",
+    ]
+    modes = [m for m in range(2 * STORE_AFFINE)]
+    lines += [f"  switch i64 %mode, label %done [{' '.join(f'i64 {m}, label %m{m}_row' for m in modes)}]"]
+    plain = f"load {vec}, ptr {{}}, align 4"
+    masked = f"call {vec} @llvm.masked.load.v{LANES}f32.p0(ptr {{}}, i32 4, <{LANES} x i1> %mask, {vec} zeroinitializer)"
+    for m in modes:
+        t = f"m{m}"
+        lines += [
+            f"{t}_row:",
+            f"  %{t}_r = phi i64 [0, %dispatch], [%{t}_r_next, %{t}_row_end]",
+            f"  %{t}_so = mul i64 %{t}_r, %src_step",
+            f"  %{t}_src = getelementptr float, ptr %src, i64 %{t}_so",
+            f"  %{t}_do = mul i64 %{t}_r, %dst_step",
+            f"  %{t}_dst = getelementptr float, ptr %dst, i64 %{t}_do",
+            f"  %{t}_oo = mul i64 %{t}_r, %other_step",
+            f"  %{t}_oth = getelementptr float, ptr %other, i64 %{t}_oo",
+        ]
+        if m >= STORE_AFFINE:
+            lines += [
+                f"  %{t}_s_ptr = getelementptr float, ptr %scale, i64 %{t}_r",
+                f"  %{t}_s = load float, ptr %{t}_s_ptr, align 4",
+                f"  %{t}_t_ptr = getelementptr float, ptr %shift, i64 %{t}_r",
+                f"  %{t}_t = load float, ptr %{t}_t_ptr, align 4",
+                f"  %{t}_s_ins = insertelement {vec} poison, float %{t}_s, i32 0",
+                f"  %{t}_s_all = shufflevector {vec} %{t}_s_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
+                f"  %{t}_t_ins = insertelement {vec} poison, float %{t}_t, i32 0",
+                f"  %{t}_t_all = shufflevector {vec} %{t}_t_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
+            ]
+        lines += [f"  br i1 %any_vec, label %{t}_vec, label %{t}_tail_check", f"{t}_vec:",
+                  f"  %{t}_i = phi i64 [0, %{t}_row], [%{t}_i_next, %{t}_vec]",
+                  f"  %{t}_sp = getelementptr float, ptr %{t}_src, i64 %{t}_i",
+                  f"  %{t}_op = getelementptr float, ptr %{t}_oth, i64 %{t}_i",
+                  f"  %{t}_dp = getelementptr float, ptr %{t}_dst, i64 %{t}_i"]
+        ops, value = _store_row_ops(f"{t}_a", m, vec, f"%{t}_sp", f"%{t}_op", plain)
+        lines += [line.replace("%s_all", f"%{t}_s_all").replace("%t_all", f"%{t}_t_all") for line in ops]
+        lines += [f"  store {vec} {value}, ptr %{t}_dp, align 4",
+                  f"  %{t}_i_next = add i64 %{t}_i, {LANES}",
+                  f"  %{t}_more_i = icmp slt i64 %{t}_i_next, %vec_end",
+                  f"  br i1 %{t}_more_i, label %{t}_vec, label %{t}_tail_check",
+                  f"{t}_tail_check:",
+                  f"  br i1 %any_tail, label %{t}_tail, label %{t}_row_end",
+                  f"{t}_tail:",
+                  f"  %{t}_sq = getelementptr float, ptr %{t}_src, i64 %vec_end",
+                  f"  %{t}_oq = getelementptr float, ptr %{t}_oth, i64 %vec_end",
+                  f"  %{t}_dq = getelementptr float, ptr %{t}_dst, i64 %vec_end"]
+        ops, value = _store_row_ops(f"{t}_b", m, vec, f"%{t}_sq", f"%{t}_oq", masked)
+        lines += [line.replace("%s_all", f"%{t}_s_all").replace("%t_all", f"%{t}_t_all") for line in ops]
+        lines += [f"  call void @llvm.masked.store.v{LANES}f32.p0({vec} {value}, ptr %{t}_dq, i32 4, <{LANES} x i1> %mask)",
+                  f"  br label %{t}_row_end",
+                  f"{t}_row_end:",
+                  f"  %{t}_r_next = add i64 %{t}_r, 1",
+                  f"  %{t}_more_r = icmp slt i64 %{t}_r_next, %rows",
+                  f"  br i1 %{t}_more_r, label %{t}_row, label %done"]
+    lines += ["done:", "  ret void", "}"]
+    return "\n".join(lines)
+
 
 def _function_ir(symbol: str, add: bool, taps: bool = False, vectors: int | None = None) -> str:
     """ROWS x (COLUMNS / LANES) vector accumulators (or ROWS x ``vectors``) over a loop on k; stored
@@ -405,6 +527,8 @@ _product_type = types.void(_i64, _i64, _i64, _i64, _i64, _i64)
 direct_taps1, direct_taps2, direct_taps3 = (types.ExternalFunction(symbol, _product_type) for symbol in _SYMBOLS_DIRECT)
 direct_taps_add1, direct_taps_add2, direct_taps_add3 = (types.ExternalFunction(symbol, _product_type)
                                                         for symbol in _SYMBOLS_DIRECT_ADD)
+store_rows = types.ExternalFunction(_SYMBOL_STORE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
+                                                            _i64, _i64, types.float32, types.float32))
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 

@@ -958,6 +958,49 @@ def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, p
     assert xp.reshape(want.shape).tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("count", [1, 15, 16, 17, 56])
+def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
+    """_microkernel.store_rows (the direct route's stores) against _jit.tail_row on copied rows, for
+    each of its 12 modes: the same bits (NaN, infinities and -0 included), nothing past ``count``."""
+    from numba import njit
+
+    from tidlx.emulator.fast import _jit, _microkernel
+
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    store_rows = _microkernel.store_rows
+
+    @njit
+    def by_kernel(src, dst, scale, shift, other, count, mode, lo, hi):
+        store_rows(src.ctypes.data, src.shape[1], dst.ctypes.data, dst.shape[1], src.shape[0], count,
+                   scale.ctypes.data, shift.ctypes.data, other.ctypes.data, other.shape[1], mode, lo, hi)
+
+    @njit
+    def by_rows(src, dst, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi):
+        tmp = np.empty(count, np.float32)
+        for r in range(src.shape[0]):
+            dst[r, :count] = src[r, :count]
+            _jit.tail_row(dst[r, :count], other[r, :count], scale[r], shift[r], tmp, has_affine, has_add, relu, clamp,
+                          lo, hi, _jit.ACT_NONE, np.zeros(4, np.float32))
+
+    rng = np.random.default_rng(count)
+    src = (rng.standard_normal((5, 64)) * 4).astype(np.float32)
+    src[0, :3], src[1, :2] = [np.nan, -0.0, 0.0], [np.inf, -np.inf]
+    other = rng.standard_normal((5, 70)).astype(np.float32)
+    scale, shift = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    lo, hi = np.float32(-1.5), np.float32(2.5)
+    modes = set()
+    for has_affine in (False, True):
+        for has_add in (False, True):
+            for relu, clamp in ((False, False), (True, False), (False, True)):
+                mode = _jit.store_mode(True, has_affine, has_add, relu, clamp)
+                modes.add(mode)
+                got, want = np.full((5, 60), 7.0, np.float32), np.full((5, 60), 7.0, np.float32)
+                by_kernel(src, got, scale, shift, other, count, mode, lo, hi)
+                by_rows(src, want, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi)
+                assert got.tobytes() == want.tobytes(), (has_affine, has_add, relu, clamp)
+    assert modes == set(range(12))
+
+
 @pytest.mark.parametrize("vectors", [1, 2, 3])
 def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch):
     """Each output is one ordered sum per chunk of channels whatever the kernel's width (1..3 vectors
