@@ -352,6 +352,10 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
     tail_tmp = np.empty(out_w, np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
+    # the tail by store_rows on each panel's finished rows, in place (no act; a residual of unit column step)
+    by_kernel = act == ACT_NONE and (not has_add or other.strides[3] == 4)
+    mode = store_mode(has_tail, has_affine, has_add, relu, clamp)
+    y_at, other_at, other_strides = y.ctypes.data, other.ctypes.data, other.strides
     for unit in range(start, stop):
         n = unit // row_blocks
         oy0 = (unit % row_blocks) * block_rows
@@ -361,17 +365,21 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
             for q in range(panels):
                 a = wp[q].ctypes.data
                 first = (n * outs + rows * q) * plane + (oy0 + r) * out_w
+                live = min(rows, outs - rows * q)
                 for s in range(segments):
                     j = s * COLUMNS
                     if rows * (q + 1) <= outs and j + COLUMNS <= out_w:
-                        panel_taps(a, b + 4 * j, offsets.ctypes.data, y.ctypes.data + 4 * (first + j), plane, taps)
+                        panel_taps(a, b + 4 * j, offsets.ctypes.data, y_at + 4 * (first + j), plane, taps)
                         continue
                     panel_taps(a, b + 4 * j, offsets.ctypes.data, scratch.ctypes.data, COLUMNS, taps)
-                    for i in range(min(rows, outs - rows * q)):
-                        dst = y[n, rows * q + i, oy0 + r]
-                        for k in range(min(COLUMNS, out_w - j)):
-                            dst[j + k] = scratch[i, k]
-                if has_tail:
+                    store_rows(scratch.ctypes.data, COLUMNS, y_at + 4 * (first + j), plane, live, min(COLUMNS, out_w - j),
+                               0, 0, 0, 0, 0, lo, hi)
+                if has_tail and by_kernel:
+                    o0 = rows * q
+                    store_rows(y_at + 4 * first, plane, y_at + 4 * first, plane, live, out_w, scale.ctypes.data + 4 * o0,
+                               shift.ctypes.data + 4 * o0, other_at + n * other_strides[0] + o0 * other_strides[1]
+                               + (oy0 + r) * other_strides[2], other_strides[1] // 4, mode, lo, hi)
+                elif has_tail:
                     for i in range(min(rows, outs - rows * q)):
                         o = rows * q + i
                         tail_row(y[n, o, oy0 + r], other[n, o, oy0 + r], scale[o], shift[o], tail_tmp, has_affine,
