@@ -208,7 +208,16 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
 
 @njit(cache=True, nogil=True)
 def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
+    """The tail's operations on output plane (n, o): by store_rows in place where it can (no act, a
+    contiguous residual plane; one thread, bn + residual + clip: 245 -> 145 ns a 7x7 plane's convolution and
+    tail, 330 -> 238 at 14x14), else tail_row; the same bits."""
     zero = out.dtype.type(0)
+    if act == ACT_NONE and (not has_add or (other.strides[3] == 4 and other.strides[2] == 4 * out.shape[3])):
+        at = out.ctypes.data + 4 * (n * out.shape[1] + o) * out.shape[2] * out.shape[3]
+        other_at = other.ctypes.data + n * other.strides[0] + o * other.strides[1]
+        store_rows(at, 0, at, 0, 1, out.shape[2] * out.shape[3], scale.ctypes.data + 4 * o, shift.ctypes.data + 4 * o,
+                   other_at, 0, store_mode(True, has_affine, has_add, relu, clamp), lo, hi)
+        return
     tail_row(out[n, o].reshape(-1), other[n, o].reshape(-1), scale[o] if has_affine else zero,
              shift[o] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
 
