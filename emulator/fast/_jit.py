@@ -464,6 +464,36 @@ def _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w):
 
 
 @njit(cache=True, nogil=True)
+def gather_strided(x, out, sh, sw, oh, ow, start, stop):
+    """out[c, oy * ow + ox] = x[c, oy * sh, ox * sw] for channels [start, stop) (x: one C x H x W
+    image): a strided 1x1 convolution's product input. Column strides 1 and 2 get loops of their
+    own, which LLVM vectorizes."""
+    for c in range(start, stop):
+        src_plane = x[c]
+        dst_plane = out[c]
+        for oy in range(oh):
+            src = src_plane[oy * sh]
+            dst = dst_plane[oy * ow:(oy + 1) * ow]
+            if sw == 1:
+                for ox in range(ow):
+                    dst[ox] = src[ox]
+            elif sw == 2:
+                for ox in range(ow):
+                    dst[ox] = src[2 * ox]
+            else:
+                for ox in range(ow):
+                    dst[ox] = src[ox * sw]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gather_strided_blocks(x, out, sh, sw, oh, ow, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            gather_strided(x, out, sh, sw, oh, ow, start, stop)
+
+
+@njit(cache=True, nogil=True)
 def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
     """xp[n, ((c * sh + a) * sw + b) * rows * grid_w + r * grid_w + k] = x[n, c, r * sh + a - pt,
     k * sw + b - pl] (zero outside the image) for the planes of (image, channel) units [start, stop).

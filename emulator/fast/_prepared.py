@@ -273,15 +273,35 @@ def _conv_site(node: Call, w) -> Optional[tuple]:
 
 
 def _is_pointwise(x_t, w, geo) -> bool:
-    """A 1x1 stride-1 unpadded one-group convolution of one image (a single matrix product)."""
-    return x_t[0][0] == 1 and geo.groups == 1 and w.shape[2:] == (1, 1) and not any(geo.pads) \
-        and tuple(geo.strides) == (1, 1)
+    """A 1x1 unpadded one-group convolution of one image (a single matrix product; with strides, of
+    the strided input gathered first: _pointwise_input)."""
+    return x_t[0][0] == 1 and geo.groups == 1 and w.shape[2:] == (1, 1) and not any(geo.pads)
+
+
+def _pointwise_input(x_t, geo) -> Tuple[int, Callable]:
+    """(columns, fn): fn(x) is a pointwise convolution's input as the (C, columns) matrix of its
+    product: the image itself at stride 1, else x[0, :, ::sh, ::sw] cut to the output's size, gathered
+    by _jit.gather_strided over the run's threads (numpy's strided copy: one thread, ~2x slower)."""
+    from . import _jit
+
+    (_, c, h, wd), dtype = x_t
+    (oh, ow), (sh, sw) = geo.out_hw, geo.strides
+    if (sh, sw) == (1, 1):
+        return h * wd, lambda x: x.reshape(c, h * wd)
+    min_block = max(1, (1 << 18) // (oh * ow))
+
+    def gathered(x):
+        x = np.ascontiguousarray(x)
+        out = np.empty((c, oh * ow), dtype)
+        run_blocks(c, _jit.gather_strided, _jit.gather_strided_blocks, x[0], out, sh, sw, oh, ow, min_block=min_block)
+        return out
+    return oh * ow, gathered
 
 
 def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
-    """1x1 stride-1 unpadded one-group NCHW convolutions of one image: the product of the weight
-    matrix (reshaped once) and the input as a (C, H*W) matrix, as op_conv._conv_nchw computes it
-    (its blocks planned once: _parallel.product_plan);
+    """1x1 unpadded one-group NCHW convolutions of one image: the product of the weight matrix
+    (reshaped once) and the input as a (C, H*W) matrix (strided: gathered, _pointwise_input), as
+    op_conv._conv_nchw computes it (its blocks planned once: _parallel.product_plan);
     depthwise ones: op_conv._conv_depthwise with the weights made contiguous once."""
     from . import op_conv
 
@@ -303,11 +323,11 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     if not _is_pointwise(x_t, w, geo):
         return _prepare_few_channels(node, x_t, w, geo) or _prepare_direct(node, x_t, w, geo)
     matrix = w.reshape(o, c)
-    cols = h * wd
+    cols, columns = _pointwise_input(x_t, geo)
     product = product_plan(o, c, cols, dtype)
 
     def pointwise(args):
-        return product(matrix, args[0].reshape(c, cols)).reshape(out_shape)
+        return product(matrix, columns(args[0])).reshape(out_shape)
     return pointwise
 
 
@@ -621,11 +641,11 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     planned, site = _chain_tail(fused), _conv_site(fused.head_node, w)
     if planned is None or site is None or not _is_pointwise(site[0], w, site[2]):
         return None
-    x_t, out_t, _ = site
+    x_t, out_t, geo = site
     (n, c, h, wd), dtype = x_t
     o = w.shape[0]
     shape = out_t[0]
-    cols = h * wd
+    cols, columns = _pointwise_input(x_t, geo)
     blocked = product_tail_plan(o, c, cols, dtype)
     if blocked is None:
         return None
@@ -636,7 +656,7 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
 
     def pointwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
-        b = values[0].reshape(c, cols)
+        b = columns(values[0])
         if in_place:
             res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
             if res is not None:

@@ -206,40 +206,48 @@ def _with_tail(rng, y, stages, channels, residual):
     return y
 
 
-def _pointwise_chain_module(shape, stages, other_view=False):
+def _pointwise_chain_module(shape, stages, other_view=False, stride=1):
     """A 1x1 convolution of shape[1] -> shape[1] channels followed by ``stages`` (tail roles:
     "bias", "bn", "add", "relu", "clip"), large enough for its product to be cut in blocks."""
     rng = np.random.default_rng(12)
     c = shape[1]
+    out_shape = _strided_shape(shape, stride)
     x = Var("x", TensorType(shape, "float32"))
-    other = Var("other", TensorType(shape[::-1] if other_view else shape, "float32"))
+    other = Var("other", TensorType(out_shape[::-1] if other_view else out_shape, "float32"))
     residual = call("transpose", other, axes=(3, 2, 1, 0)) if other_view else other
-    y = _with_tail(rng, _conv(rng, x, c, c), stages, c, residual)
+    y = _with_tail(rng, _conv(rng, x, c, c, stride=stride), stages, c, residual)
     return _module(Function([x, other], y))
 
 
-@pytest.mark.parametrize("shape,stages,other_view", [
-    ((1, 64, 56, 56), ("bias", "clip"), False),          # MobileNetV2's expand: blocks of columns
-    ((1, 64, 16, 16), ("bn", "add", "relu"), False),      # ResNet's bottleneck end
-    ((1, 64, 16, 16), ("bn", "add", "relu"), True),       # a strided residual: the product, then the pass
-    ((1, 512, 7, 7), ("bn",), False),                     # one stage; more rows than columns: blocks of rows
-    ((1, 96, 20, 20), ("add", "clip"), False),
-    ((1, 96, 20, 20), ("clip",), False),                  # each role alone
-    ((1, 96, 20, 20), ("relu",), False),
-    ((1, 96, 20, 20), ("add",), False),
-    ((1, 96, 20, 20), ("bias",), False),
+def _strided_shape(shape, stride):
+    return shape[:2] + tuple(-(-d // stride) for d in shape[2:])
+
+
+@pytest.mark.parametrize("shape,stages,other_view,stride", [
+    ((1, 64, 56, 56), ("bias", "clip"), False, 1),          # MobileNetV2's expand: blocks of columns
+    ((1, 64, 16, 16), ("bn", "add", "relu"), False, 1),      # ResNet's bottleneck end
+    ((1, 64, 16, 16), ("bn", "add", "relu"), True, 1),       # a strided residual: the product, then the pass
+    ((1, 512, 7, 7), ("bn",), False, 1),                     # one stage; more rows than columns: blocks of rows
+    ((1, 96, 20, 20), ("add", "clip"), False, 1),
+    ((1, 96, 20, 20), ("clip",), False, 1),                  # each role alone
+    ((1, 96, 20, 20), ("relu",), False, 1),
+    ((1, 96, 20, 20), ("add",), False, 1),
+    ((1, 96, 20, 20), ("bias",), False, 1),
+    ((1, 128, 28, 28), ("bn",), False, 2),                   # ResNet's downsample: the strided input gathered
+    ((1, 64, 45, 43), ("bn", "add", "relu"), False, 3),      # odd sizes, stride 3
 ])
-def test_pointwise_conv_with_its_tail_per_block_gives_the_generic_bits(shape, stages, other_view):
+def test_pointwise_conv_with_its_tail_per_block_gives_the_generic_bits(shape, stages, other_view, stride):
     """A 1x1 convolution's chain of tail ops runs on each product block right after it when the run
     has numba threads (_prepared._pointwise_with_tail): the bits of the generic kernels and of the
     unfused ops, at one thread (product, then the pass) and at two (per block)."""
-    mod = _pointwise_chain_module(shape, stages, other_view)
+    mod = _pointwise_chain_module(shape, stages, other_view, stride)
     chains, unprepared = _prepared_payloads(mod)
     assert unprepared == [] and [c.whole is not None for c in chains] == [True]
     rng = np.random.default_rng(13)
     x = rng.uniform(-1, 1, shape).astype(np.float32)
     x.reshape(-1)[:3] = (-0.0, np.nan, np.inf)
-    inputs = {"x": x, "other": rng.uniform(-1, 1, shape[::-1] if other_view else shape).astype(np.float32)}
+    out_shape = _strided_shape(shape, stride)
+    inputs = {"x": x, "other": rng.uniform(-1, 1, out_shape[::-1] if other_view else out_shape).astype(np.float32)}
     for threads in (1, 2):
         prepared = run(mod, inputs, config=PREPARED.replace(threads=threads, adapt=False))[0]
         generic = run(mod, inputs, config=GENERIC.replace(threads=threads, adapt=False))[0]
