@@ -322,14 +322,16 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
     ]
     return "\n".join(lines)
 
-#: store_rows' modes: 6 * affine + 3 * residual add + (0: nothing more, 1: relu, 2: clip); _jit.store_mode
-STORE_AFFINE, STORE_ADD, STORE_RELU, STORE_CLIP = 6, 3, 1, 2
+#: store_rows' modes: 12 * hard-swish + 6 * affine + 3 * residual add + (0: nothing more, 1: relu, 2: clip);
+#: _jit.store_mode
+STORE_HARD_SWISH, STORE_AFFINE, STORE_ADD, STORE_RELU, STORE_CLIP = 12, 6, 3, 1, 2
 
 
 def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: str) -> tuple:
     """IR lines computing one vector of store_rows' mode ``mode`` from ``src`` (and ``other``), and
     the name of the result; ``load`` formats a load of the vector at a pointer."""
-    affine, rest = divmod(mode, STORE_AFFINE)
+    hard_swish, rest = divmod(mode, STORE_HARD_SWISH)
+    affine, rest = divmod(rest, STORE_AFFINE)
     add, op = divmod(rest, STORE_ADD)
     lines = [f"  %{tag}_v0 = {load.format(src)}"]
     v = f"%{tag}_v0"
@@ -349,20 +351,31 @@ def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: st
                   f"  %{tag}_above = fcmp ogt {vec} %{tag}_v5, %hi_all",
                   f"  %{tag}_v6 = select <{LANES} x i1> %{tag}_above, {vec} %hi_all, {vec} %{tag}_v5"]
         v = f"%{tag}_v6"
+    if hard_swish:  # v * clip(v * a + b, act_lo, act_hi): _jit.hard_sigmoid_value's steps, then the product
+        lines += [f"  %{tag}_h1 = fmul {vec} {v}, %act_a",
+                  f"  %{tag}_h2 = fadd {vec} %{tag}_h1, %act_b",
+                  f"  %{tag}_hb = fcmp olt {vec} %{tag}_h2, %act_lo",
+                  f"  %{tag}_h3 = select <{LANES} x i1> %{tag}_hb, {vec} %act_lo, {vec} %{tag}_h2",
+                  f"  %{tag}_ha = fcmp ogt {vec} %{tag}_h3, %act_hi",
+                  f"  %{tag}_h4 = select <{LANES} x i1> %{tag}_ha, {vec} %act_hi, {vec} %{tag}_h3",
+                  f"  %{tag}_h5 = fmul {vec} {v}, %{tag}_h4"]
+        v = f"%{tag}_h5"
     return lines, v
 
 
 def _store_rows_ir(symbol: str) -> str:
     """``store_rows(src, src_step, dst, dst_step, rows, count, scale, shift, other, other_step, mode, lo,
-    hi)``: for r < rows, i < count, dst[r * dst_step + i] = tail(src[r * src_step + i]) where tail is
-    mode's steps in _jit.tail_row's order and roundings: v * scale[r] + shift[r], + other[r *
-    other_step + i], then relu or clip to [lo, hi] (_jit.store_mode; mode 0 copies). Vectors of LANES
-    floats, then one masked vector; each mode its own loop."""
+    hi, act)``: for r < rows, i < count, dst[r * dst_step + i] = tail(src[r * src_step + i]) where tail
+    is mode's steps in _jit.tail_row's order and roundings: v * scale[r] + shift[r], + other[r *
+    other_step + i], then relu or clip to [lo, hi], then hard-swish with the 4 floats at ``act`` (a, b,
+    lo, hi) (_jit.store_mode; mode 0 copies). Vectors of LANES floats, then one masked vector; each
+    mode its own loop."""
     vec = f"<{LANES} x float>"
     lanes = ", ".join(f"i32 {lane}" for lane in range(LANES))
     lines = [
         f"define void @{symbol}(i64 %src_addr, i64 %src_step, i64 %dst_addr, i64 %dst_step, i64 %rows, i64 %count, "
-        "i64 %scale_addr, i64 %shift_addr, i64 %other_addr, i64 %other_step, i64 %mode, float %lo, float %hi) {",
+        "i64 %scale_addr, i64 %shift_addr, i64 %other_addr, i64 %other_step, i64 %mode, float %lo, float %hi, "
+        "i64 %act_addr) {",
         "entry:",
         "  %src = inttoptr i64 %src_addr to ptr",
         "  %dst = inttoptr i64 %dst_addr to ptr",
@@ -386,8 +399,20 @@ def _store_rows_ir(symbol: str) -> str:
         "  %go = and i1 %any_rows, %any_count",
         "  br i1 %go, label %dispatch, label %done",
         "dispatch:",
+        "  %act = inttoptr i64 %act_addr to ptr",
+        f"  %swish = icmp sge i64 %mode, {STORE_HARD_SWISH}",
+        "  br i1 %swish, label %act_consts, label %dispatch_mode",
+        "act_consts:",  # read only in the hard-swish modes (the other callers pass no constants)
     ]
-    modes = [m for m in range(2 * STORE_AFFINE)]
+    for k, name in enumerate(("a", "b", "lo", "hi")):
+        lines += [f"  %act_{name}_ptr = getelementptr float, ptr %act, i64 {k}",
+                  f"  %act_{name}_s = load float, ptr %act_{name}_ptr, align 4",
+                  f"  %act_{name}_ins = insertelement {vec} poison, float %act_{name}_s, i32 0",
+                  f"  %act_{name}_v = shufflevector {vec} %act_{name}_ins, {vec} poison, <{LANES} x i32> zeroinitializer"]
+    lines += ["  br label %dispatch_mode", "dispatch_mode:"]
+    for name in ("a", "b", "lo", "hi"):
+        lines += [f"  %act_{name} = phi {vec} [zeroinitializer, %dispatch], [%act_{name}_v, %act_consts]"]
+    modes = [m for m in range(2 * STORE_HARD_SWISH)]
     lines += [f"  switch i64 %mode, label %done [{' '.join(f'i64 {m}, label %m{m}_row' for m in modes)}]"]
     plain = f"load {vec}, ptr {{}}, align 4"
     masked = f"call {vec} @llvm.masked.load.v{LANES}f32.p0(ptr {{}}, i32 4, <{LANES} x i1> %mask, {vec} zeroinitializer)"
@@ -395,7 +420,7 @@ def _store_rows_ir(symbol: str) -> str:
         t = f"m{m}"
         lines += [
             f"{t}_row:",
-            f"  %{t}_r = phi i64 [0, %dispatch], [%{t}_r_next, %{t}_row_end]",
+            f"  %{t}_r = phi i64 [0, %dispatch_mode], [%{t}_r_next, %{t}_row_end]",
             f"  %{t}_so = mul i64 %{t}_r, %src_step",
             f"  %{t}_src = getelementptr float, ptr %src, i64 %{t}_so",
             f"  %{t}_do = mul i64 %{t}_r, %dst_step",
@@ -403,7 +428,7 @@ def _store_rows_ir(symbol: str) -> str:
             f"  %{t}_oo = mul i64 %{t}_r, %other_step",
             f"  %{t}_oth = getelementptr float, ptr %other, i64 %{t}_oo",
         ]
-        if m >= STORE_AFFINE:
+        if m % STORE_HARD_SWISH >= STORE_AFFINE:
             lines += [
                 f"  %{t}_s_ptr = getelementptr float, ptr %scale, i64 %{t}_r",
                 f"  %{t}_s = load float, ptr %{t}_s_ptr, align 4",
@@ -528,7 +553,7 @@ direct_taps1, direct_taps2, direct_taps3 = (types.ExternalFunction(symbol, _prod
 direct_taps_add1, direct_taps_add2, direct_taps_add3 = (types.ExternalFunction(symbol, _product_type)
                                                         for symbol in _SYMBOLS_DIRECT_ADD)
 store_rows = types.ExternalFunction(_SYMBOL_STORE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
-                                                            _i64, _i64, types.float32, types.float32))
+                                                            _i64, _i64, types.float32, types.float32, _i64))
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 

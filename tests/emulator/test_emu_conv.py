@@ -960,8 +960,9 @@ def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, p
 
 @pytest.mark.parametrize("count", [1, 15, 16, 17, 56])
 def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
-    """_microkernel.store_rows (the direct route's stores) against _jit.tail_row on copied rows, for
-    each of its 12 modes: the same bits (NaN, infinities and -0 included), nothing past ``count``."""
+    """_microkernel.store_rows (the convolutions' stores) against _jit.tail_row on copied rows, for
+    each of its 24 modes (with and without hard-swish): the same bits (NaN, infinities and -0
+    included), nothing past ``count``."""
     from numba import njit
 
     from tidlx.emulator.fast import _jit, _microkernel
@@ -970,17 +971,18 @@ def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
     store_rows = _microkernel.store_rows
 
     @njit
-    def by_kernel(src, dst, scale, shift, other, count, mode, lo, hi):
+    def by_kernel(src, dst, scale, shift, other, count, mode, lo, hi, act_consts):
         store_rows(src.ctypes.data, src.shape[1], dst.ctypes.data, dst.shape[1], src.shape[0], count,
-                   scale.ctypes.data, shift.ctypes.data, other.ctypes.data, other.shape[1], mode, lo, hi)
+                   scale.ctypes.data, shift.ctypes.data, other.ctypes.data, other.shape[1], mode, lo, hi,
+                   act_consts.ctypes.data)
 
     @njit
-    def by_rows(src, dst, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi):
+    def by_rows(src, dst, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
         tmp = np.empty(count, np.float32)
         for r in range(src.shape[0]):
             dst[r, :count] = src[r, :count]
             _jit.tail_row(dst[r, :count], other[r, :count], scale[r], shift[r], tmp, has_affine, has_add, relu, clamp,
-                          lo, hi, _jit.ACT_NONE, np.zeros(4, np.float32))
+                          lo, hi, act, act_consts)
 
     rng = np.random.default_rng(count)
     src = (rng.standard_normal((5, 64)) * 4).astype(np.float32)
@@ -988,18 +990,20 @@ def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
     other = rng.standard_normal((5, 70)).astype(np.float32)
     scale, shift = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
     lo, hi = np.float32(-1.5), np.float32(2.5)
+    hard_swish = np.array([1 / 6, 0.5, 0, 1], np.float32)
     modes = set()
-    for has_affine in (False, True):
-        for has_add in (False, True):
-            for relu, clamp in ((False, False), (True, False), (False, True)):
-                mode = _jit.store_mode(True, has_affine, has_add, relu, clamp)
-                modes.add(mode)
-                got, want = np.full((5, 60), 7.0, np.float32), np.full((5, 60), 7.0, np.float32)
-                by_kernel(src, got, scale, shift, other, count, mode, lo, hi)
-                by_rows(src, want, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi)
-                assert got.tobytes() == want.tobytes(), (has_affine, has_add, relu, clamp)
-    assert modes == set(range(12))
-
+    for act in (_jit.ACT_NONE, _jit.ACT_HARD_SWISH):
+        for has_affine in (False, True):
+            for has_add in (False, True):
+                for relu, clamp in ((False, False), (True, False), (False, True)):
+                    mode = _jit.store_mode(True, has_affine, has_add, relu, clamp, act)
+                    modes.add(mode)
+                    got, want = np.full((5, 60), 7.0, np.float32), np.full((5, 60), 7.0, np.float32)
+                    by_kernel(src, got, scale, shift, other, count, mode, lo, hi, hard_swish)
+                    by_rows(src, want, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi, act,
+                            hard_swish)
+                    assert got.tobytes() == want.tobytes(), (act, has_affine, has_add, relu, clamp)
+    assert modes == set(range(24))
 
 @pytest.mark.parametrize("vectors", [1, 2, 3])
 def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch):
