@@ -28,7 +28,7 @@ from ._blas import _block_step, gemm_into
 from ._blocks import block_range
 from ._exp import swish_f32
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, STORE_ADD, STORE_AFFINE, STORE_CLIP,
-                           STORE_HARD_SWISH, STORE_RELU, depthwise_pad, depthwise_pad_s2, store_rows,
+                           STORE_HARD_SWISH, STORE_RELU, STORE_SWISH, depthwise_pad, depthwise_pad_s2, store_rows,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
@@ -208,11 +208,11 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
 
 @njit(cache=True, nogil=True)
 def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
-    """The tail's operations on output plane (n, o): by store_rows in place where it can (no swish, a
+    """The tail's operations on output plane (n, o): by store_rows in place where it can (a
     contiguous residual plane; one thread, bn + residual + clip: 245 -> 145 ns a 7x7 plane's convolution and
     tail, 330 -> 238 at 14x14), else tail_row; the same bits."""
     zero = out.dtype.type(0)
-    if act != ACT_SWISH and (not has_add or (other.strides[3] == 4 and other.strides[2] == 4 * out.shape[3])):
+    if not has_add or (other.strides[3] == 4 and other.strides[2] == 4 * out.shape[3]):
         at = out.ctypes.data + 4 * (n * out.shape[1] + o) * out.shape[2] * out.shape[3]
         other_at = other.ctypes.data + n * other.strides[0] + o * other.strides[1]
         store_rows(at, 0, at, 0, 1, out.shape[2] * out.shape[3], scale.ctypes.data + 4 * o, shift.ctypes.data + 4 * o,
@@ -362,8 +362,8 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
     tail_tmp = np.empty(out_w, np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
-    # the tail by store_rows on each panel's finished rows, in place (no swish; a residual of unit column step)
-    by_kernel = act != ACT_SWISH and (not has_add or other.strides[3] == 4)
+    # the tail by store_rows on each panel's finished rows, in place (a residual of unit column step)
+    by_kernel = (not has_add or other.strides[3] == 4)
     mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
     y_at, other_at, other_strides = y.ctypes.data, other.ctypes.data, other.strides
     for unit in range(start, stop):
@@ -583,8 +583,8 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
     tail_tmp = np.empty(out_w, np.float32)
     c = scratch.ctypes.data
     offs = offsets.ctypes.data
-    # rows leave the scratch through store_rows, the tail on the way (no swish; a residual of unit column step)
-    by_kernel = act != ACT_SWISH and (not has_add or other.strides[3] == 4)
+    # rows leave the scratch through store_rows, the tail on the way (a residual of unit column step)
+    by_kernel = (not has_add or other.strides[3] == 4)
     mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
     y_at, plane = y.ctypes.data, out_h * out_w
     other_at, other_strides = other.ctypes.data, other.strides
@@ -935,10 +935,10 @@ def channel_affine_blocks(x, scale, shift, out, count, blocks):
 @njit(cache=True, nogil=True, inline="always")
 def store_mode(has_tail, has_affine, has_add, relu, clamp, act):
     """_microkernel.store_rows' mode for a conv tail's flags (clip before relu, as tail_row decides) and
-    its activation (ACT_NONE or ACT_HARD_SWISH; the swish is not in store_rows); 0 (a copy) without a tail."""
+    its activation (ACT_NONE, ACT_HARD_SWISH, ACT_SWISH); 0 (a copy) without a tail."""
     if not has_tail:
         return 0
-    mode = STORE_HARD_SWISH if act == ACT_HARD_SWISH else 0
+    mode = STORE_HARD_SWISH if act == ACT_HARD_SWISH else STORE_SWISH if act == ACT_SWISH else 0
     if has_affine:
         mode += STORE_AFFINE
     if has_add:
@@ -1052,8 +1052,8 @@ def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_
         return
     zero = c.dtype.type(0)
     cols = c.shape[1]
-    if c.itemsize == 4 and act != ACT_SWISH and other.strides[1] == 4 and c.strides[1] == 4 and c.strides[0] == 4 * cols:
-        # float32 without a swish: the block's tail by store_rows in place (tail_row's bits): at two threads, with
+    if c.itemsize == 4 and other.strides[1] == 4 and c.strides[1] == 4 and c.strides[0] == 4 * cols:
+        # float32: the block's tail by store_rows in place (tail_row's bits): at two threads, with
         # bias + clip, 960x160 @ 160x49 75 -> 61 us, 144x24 @ 24x3136 114 -> 84 us (slicing and a call per row saved)
         if by_rows:
             gemm_into(a[start:stop], b, c[start:stop])

@@ -322,15 +322,72 @@ def _depthwise_pad_ir(symbol: str, stride: int) -> str:
     ]
     return "\n".join(lines)
 
-#: store_rows' modes: 12 * hard-swish + 6 * affine + 3 * residual add + (0: nothing more, 1: relu, 2: clip);
-#: _jit.store_mode
-STORE_HARD_SWISH, STORE_AFFINE, STORE_ADD, STORE_RELU, STORE_CLIP = 12, 6, 3, 1, 2
+#: store_rows' modes: 12 * (1: hard-swish, 2: swish) + 6 * affine + 3 * residual add + (0: nothing more,
+#: 1: relu, 2: clip); _jit.store_mode
+STORE_HARD_SWISH, STORE_SWISH, STORE_AFFINE, STORE_ADD, STORE_RELU, STORE_CLIP = 12, 24, 6, 3, 1, 2
+
+
+def _float_constant(value) -> str:
+    """An LLVM float constant holding the float32 ``value`` exactly (the hex of its double)."""
+    import struct
+
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(np.float32(value))))[0]:016X}"
+
+
+def _splat(vec: str, value) -> str:
+    return f"<{', '.join([f'float {_float_constant(value)}'] * LANES)}>"
+
+
+def _swish_ops(tag: str, vec: str, v: str) -> tuple:
+    """IR lines of _exp.swish_f32 on the vector ``v`` (the same float32 operations in the same order:
+    the clamp, exp_neg_f32's steps, the divide, the NaN select, the product), and the result's name."""
+    from . import _exp as e
+
+    ivec = f"<{LANES} x i32>"
+    k = {name: _splat(vec, getattr(e, name)) for name in ("_V_LOW", "_V_HIGH", "_NEG_LOG2E", "_ROUNDER", "_LN2_HI",
+                                                            "_LN2_LO", "_NEG_Q4", "_Q3", "_Q2", "_Q1", "_Q0", "_ONE")}
+    bits = f"<{', '.join([f'i32 {int(e._ROUNDER_BITS) - 126}'] * LANES)}>"
+    shift = f"<{', '.join(['i32 23'] * LANES)}>"
+    lines = [f"  %{tag}_above = fcmp ogt {vec} {v}, {k['_V_LOW']}",
+             f"  %{tag}_w0 = select <{LANES} x i1> %{tag}_above, {vec} {v}, {vec} {k['_V_LOW']}",
+             f"  %{tag}_below = fcmp olt {vec} %{tag}_w0, {k['_V_HIGH']}",
+             f"  %{tag}_w = select <{LANES} x i1> %{tag}_below, {vec} %{tag}_w0, {vec} {k['_V_HIGH']}",
+             f"  %{tag}_t0 = fmul {vec} %{tag}_w, {k['_NEG_LOG2E']}",
+             f"  %{tag}_t = fadd {vec} %{tag}_t0, {k['_ROUNDER']}",
+             f"  %{tag}_n = fsub {vec} %{tag}_t, {k['_ROUNDER']}",
+             f"  %{tag}_u0 = fmul {vec} %{tag}_n, {k['_LN2_HI']}",
+             f"  %{tag}_u1 = fadd {vec} %{tag}_w, %{tag}_u0",
+             f"  %{tag}_u2 = fmul {vec} %{tag}_n, {k['_LN2_LO']}",
+             f"  %{tag}_u = fadd {vec} %{tag}_u1, %{tag}_u2",
+             f"  %{tag}_q0 = fmul {vec} {k['_NEG_Q4']}, %{tag}_u",
+             f"  %{tag}_q1 = fadd {vec} %{tag}_q0, {k['_Q3']}"]
+    q = f"%{tag}_q1"
+    for step, name in enumerate(("_Q2", "_Q1", "_Q0")):
+        lines += [f"  %{tag}_qu{step} = fmul {vec} {q}, %{tag}_u",
+                  f"  %{tag}_qs{step} = fsub {vec} {k[name]}, %{tag}_qu{step}"]
+        q = f"%{tag}_qs{step}"
+    lines += [f"  %{tag}_uu = fmul {vec} %{tag}_u, %{tag}_u",
+              f"  %{tag}_p0 = fmul {vec} {q}, %{tag}_uu",
+              f"  %{tag}_p1 = fsub {vec} %{tag}_p0, %{tag}_u",
+              f"  %{tag}_p = fadd {vec} %{tag}_p1, {k['_ONE']}",
+              f"  %{tag}_tb = bitcast {vec} %{tag}_t to {ivec}",
+              f"  %{tag}_eb = sub {ivec} %{tag}_tb, {bits}",
+              f"  %{tag}_sb = shl {ivec} %{tag}_eb, {shift}",
+              f"  %{tag}_half = bitcast {ivec} %{tag}_sb to {vec}",
+              f"  %{tag}_pp = fadd {vec} %{tag}_p, %{tag}_p",
+              f"  %{tag}_ex = fmul {vec} %{tag}_pp, %{tag}_half",
+              f"  %{tag}_den = fadd {vec} {k['_ONE']}, %{tag}_ex",
+              f"  %{tag}_sig = fdiv {vec} {k['_ONE']}, %{tag}_den",
+              f"  %{tag}_nan = fcmp une {vec} {v}, {v}",
+              f"  %{tag}_sel = select <{LANES} x i1> %{tag}_nan, {vec} {v}, {vec} %{tag}_sig",
+              f"  %{tag}_sw = fmul {vec} {v}, %{tag}_sel"]
+    return lines, f"%{tag}_sw"
 
 
 def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: str) -> tuple:
     """IR lines computing one vector of store_rows' mode ``mode`` from ``src`` (and ``other``), and
     the name of the result; ``load`` formats a load of the vector at a pointer."""
-    hard_swish, rest = divmod(mode, STORE_HARD_SWISH)
+    act, rest = divmod(mode, STORE_HARD_SWISH)
     affine, rest = divmod(rest, STORE_AFFINE)
     add, op = divmod(rest, STORE_ADD)
     lines = [f"  %{tag}_v0 = {load.format(src)}"]
@@ -351,7 +408,10 @@ def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: st
                   f"  %{tag}_above = fcmp ogt {vec} %{tag}_v5, %hi_all",
                   f"  %{tag}_v6 = select <{LANES} x i1> %{tag}_above, {vec} %hi_all, {vec} %{tag}_v5"]
         v = f"%{tag}_v6"
-    if hard_swish:  # v * clip(v * a + b, act_lo, act_hi): _jit.hard_sigmoid_value's steps, then the product
+    if act == STORE_SWISH // STORE_HARD_SWISH:
+        more, v = _swish_ops(f"{tag}_sw", vec, v)
+        lines += more
+    elif act:  # v * clip(v * a + b, act_lo, act_hi): _jit.hard_sigmoid_value's steps, then the product
         lines += [f"  %{tag}_h1 = fmul {vec} {v}, %act_a",
                   f"  %{tag}_h2 = fadd {vec} %{tag}_h1, %act_b",
                   f"  %{tag}_hb = fcmp olt {vec} %{tag}_h2, %act_lo",
@@ -368,7 +428,7 @@ def _store_rows_ir(symbol: str) -> str:
     hi, act)``: for r < rows, i < count, dst[r * dst_step + i] = tail(src[r * src_step + i]) where tail
     is mode's steps in _jit.tail_row's order and roundings: v * scale[r] + shift[r], + other[r *
     other_step + i], then relu or clip to [lo, hi], then hard-swish with the 4 floats at ``act`` (a, b,
-    lo, hi) (_jit.store_mode; mode 0 copies). Vectors of LANES floats, then one masked vector; each
+    lo, hi) or the swish (_exp.swish_f32's operations) (_jit.store_mode; mode 0 copies). Vectors of LANES floats, then one masked vector; each
     mode its own loop."""
     vec = f"<{LANES} x float>"
     lanes = ", ".join(f"i32 {lane}" for lane in range(LANES))
@@ -400,8 +460,10 @@ def _store_rows_ir(symbol: str) -> str:
         "  br i1 %go, label %dispatch, label %done",
         "dispatch:",
         "  %act = inttoptr i64 %act_addr to ptr",
-        f"  %swish = icmp sge i64 %mode, {STORE_HARD_SWISH}",
-        "  br i1 %swish, label %act_consts, label %dispatch_mode",
+        f"  %hard_swish_low = icmp sge i64 %mode, {STORE_HARD_SWISH}",
+        f"  %hard_swish_high = icmp slt i64 %mode, {STORE_SWISH}",
+        "  %hard_swish = and i1 %hard_swish_low, %hard_swish_high",
+        "  br i1 %hard_swish, label %act_consts, label %dispatch_mode",
         "act_consts:",  # read only in the hard-swish modes (the other callers pass no constants)
     ]
     for k, name in enumerate(("a", "b", "lo", "hi")):
@@ -412,7 +474,7 @@ def _store_rows_ir(symbol: str) -> str:
     lines += ["  br label %dispatch_mode", "dispatch_mode:"]
     for name in ("a", "b", "lo", "hi"):
         lines += [f"  %act_{name} = phi {vec} [zeroinitializer, %dispatch], [%act_{name}_v, %act_consts]"]
-    modes = [m for m in range(2 * STORE_HARD_SWISH)]
+    modes = [m for m in range(STORE_SWISH + STORE_HARD_SWISH)]
     lines += [f"  switch i64 %mode, label %done [{' '.join(f'i64 {m}, label %m{m}_row' for m in modes)}]"]
     plain = f"load {vec}, ptr {{}}, align 4"
     masked = f"call {vec} @llvm.masked.load.v{LANES}f32.p0(ptr {{}}, i32 4, <{LANES} x i1> %mask, {vec} zeroinitializer)"

@@ -961,7 +961,7 @@ def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, p
 @pytest.mark.parametrize("count", [1, 15, 16, 17, 56])
 def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
     """_microkernel.store_rows (the convolutions' stores) against _jit.tail_row on copied rows, for
-    each of its 24 modes (with and without hard-swish): the same bits (NaN, infinities and -0
+    each of its 36 modes (no activation, hard-swish, swish): the same bits (NaN, infinities and -0
     included), nothing past ``count``."""
     from numba import njit
 
@@ -987,12 +987,13 @@ def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
     rng = np.random.default_rng(count)
     src = (rng.standard_normal((5, 64)) * 4).astype(np.float32)
     src[0, :3], src[1, :2] = [np.nan, -0.0, 0.0], [np.inf, -np.inf]
+    src[2, :4] = [-88.7, -95.0, 85.0, 1e-3]  # the swish's clamp and exp edges
     other = rng.standard_normal((5, 70)).astype(np.float32)
     scale, shift = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
     lo, hi = np.float32(-1.5), np.float32(2.5)
     hard_swish = np.array([1 / 6, 0.5, 0, 1], np.float32)
     modes = set()
-    for act in (_jit.ACT_NONE, _jit.ACT_HARD_SWISH):
+    for act in (_jit.ACT_NONE, _jit.ACT_HARD_SWISH, _jit.ACT_SWISH):
         for has_affine in (False, True):
             for has_add in (False, True):
                 for relu, clamp in ((False, False), (True, False), (False, True)):
@@ -1003,7 +1004,7 @@ def test_store_rows_gives_the_tail_rows_bits_in_every_mode(count):
                     by_rows(src, want, scale, shift, other, count, has_affine, has_add, relu, clamp, lo, hi, act,
                             hard_swish)
                     assert got.tobytes() == want.tobytes(), (act, has_affine, has_add, relu, clamp)
-    assert modes == set(range(24))
+    assert modes == set(range(36))
 
 @pytest.mark.parametrize("vectors", [1, 2, 3])
 def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch):
