@@ -53,6 +53,14 @@ shapes, one thread), lost in the noise of whole models.
 dst + span (the padded plane's column phases of stride 2). Both move vectors of 8 floats (numba's
 row slice copies cost ~20 ns each, more than the kernel on small rows).
 
+``store_rows(src, src_step, dst, dst_step, rows, count, scale, shift, other, other_step, mode, lo, hi,
+act)`` copies ``rows`` rows of ``count`` floats applying a conv tail on the way (``mode``: _jit.store_mode
+of the tail's flags and activation; _jit.tail_row's operations in its order, so its bits, hard-swish and
+swish included): the direct route's rows leaving its scratch, the stems' rows, depthwise planes and
+1x1 product blocks in place. A numba call of tail_row and two array slices per row cost more than the
+row's tail: a 64-channel 56x56 3x3 convolution with batch norm and relu took 1.78 ms at one thread
+with them, 1.12 ms this way.
+
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
 (Winograd) or the numba loop (depthwise).
 """

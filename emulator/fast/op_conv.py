@@ -12,7 +12,7 @@ time, ResNet-50 0.93-0.97x, the BEVDet image stage 0.95-0.96x, FCN-ResNet-50 unc
 sums its taps in chunks of DIRECT_CHANNEL_CHUNK channels, then adds the chunk sums in order (as the
 Winograd products do), so results do not depend on the thread count or the blocking; a conv tail
 (bias/batch norm, residual, relu/clip) fused after it is applied to each output row as it is stored
-(_prepared._direct_with_tail).
+(_prepared._direct_with_tail, _microkernel.store_rows).
 
 Other dense 3x3 stride-1 convolutions (float64; the direct route off) use Winograd, down to 7x7 in float32
 (_winograd.py: F(2x2, 3x3) in float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated
