@@ -249,28 +249,32 @@ def depthwise_conv_nchw_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, co
             depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def strided_row(dst, src, count, step):
+    """dst[k] = src[k * step] for k < count. Steps 1 and 2 get loops of their own, which LLVM
+    vectorizes (a gather with a run-time stride does not)."""
+    if step == 1:
+        for k in range(count):
+            dst[k] = src[k]
+    elif step == 2:
+        for k in range(count):
+            dst[k] = src[2 * k]
+    else:
+        for k in range(count):
+            dst[k] = src[k * step]
+
+
 @njit(cache=True, nogil=True)
 def im2col_chw(xp, col, sh, sw, dh, dw, start, stop):
     """col[c, i, j, oh, ow] = xp[c, oh*sh + i*dh, ow*sw + j*dw] for the rows (c, i) in [start, stop)
-    (xp: one padded image, C x H x W). Strides 1 and 2 get loops of their own, which LLVM
-    vectorizes (a gather with a run-time stride does not)."""
+    (xp: one padded image, C x H x W; rows by strided_row)."""
     kh, kw, out_h, out_w = col.shape[1], col.shape[2], col.shape[3], col.shape[4]
     for row in range(start, stop):
         c = row // kh
         i = row % kh
         for j in range(kw):
             for oh in range(out_h):
-                src = xp[c, oh * sh + i * dh, j * dw:]
-                dst = col[c, i, j, oh]
-                if sw == 1:
-                    for ow in range(out_w):
-                        dst[ow] = src[ow]
-                elif sw == 2:
-                    for ow in range(out_w):
-                        dst[ow] = src[2 * ow]
-                else:
-                    for ow in range(out_w):
-                        dst[ow] = src[ow * sw]
+                strided_row(col[c, i, j, oh], xp[c, oh * sh + i * dh, j * dw:], out_w, sw)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -467,23 +471,12 @@ def _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w):
 @njit(cache=True, nogil=True)
 def gather_strided(x, out, sh, sw, oh, ow, start, stop):
     """out[c, oy * ow + ox] = x[c, oy * sh, ox * sw] for channels [start, stop) (x: one C x H x W
-    image): a strided 1x1 convolution's product input. Column strides 1 and 2 get loops of their
-    own, which LLVM vectorizes."""
+    image): a strided 1x1 convolution's product input (rows by strided_row)."""
     for c in range(start, stop):
         src_plane = x[c]
         dst_plane = out[c]
         for oy in range(oh):
-            src = src_plane[oy * sh]
-            dst = dst_plane[oy * ow:(oy + 1) * ow]
-            if sw == 1:
-                for ox in range(ow):
-                    dst[ox] = src[ox]
-            elif sw == 2:
-                for ox in range(ow):
-                    dst[ox] = src[2 * ox]
-            else:
-                for ox in range(ow):
-                    dst[ox] = src[ox * sw]
+            strided_row(dst_plane[oy * ow:(oy + 1) * ow], src_plane[oy * sh], ow, sw)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -652,6 +645,21 @@ def _valid_range(out_size, in_size, stride, offset):
     return lo, hi
 
 
+@njit(cache=True, nogil=True, inline="always")
+def window_rows_max(rowmax, src, first, kh, dh, init):
+    """rowmax = the max of ``init`` and src's rows first, first + dh, ... (kh rows; those outside the
+    plane skipped), along the whole width (contiguous: it vectorizes)."""
+    height, width = src.shape
+    rowmax[:] = init
+    for i in range(kh):
+        h = first + i * dh
+        if h < 0 or h >= height:
+            continue
+        taps = src[h]
+        for k in range(width):
+            rowmax[k] = np.maximum(rowmax[k], taps[k])
+
+
 @njit(cache=True, nogil=True)
 def max_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, start, stop):
     """Per output row: the max over its window's input rows along the whole width (contiguous, so it
@@ -670,14 +678,7 @@ def max_pool_nchw(x, out, kh, kw, sh, sw, dh, dw, pt, pl, init, start, stop):
         res = out[n, c]
         src = x[n, c]
         for oh in range(out_h):
-            rowmax[:] = init
-            for i in range(kh):
-                h = oh * sh - pt + i * dh
-                if h < 0 or h >= height:
-                    continue
-                taps = src[h]
-                for k in range(width):
-                    rowmax[k] = np.maximum(rowmax[k], taps[k])
+            window_rows_max(rowmax, src, oh * sh - pt, kh, dh, init)
             dst = res[oh]
             dst[:] = init
             for j in range(kw):
@@ -713,14 +714,7 @@ def max_pool_nchw_s2(x, out, kh, kw, sh, dh, pt, pl, init, start, stop):
         res = out[n, c]
         src = x[n, c]
         for oh in range(out_h):
-            rowmax[:] = init
-            for i in range(kh):
-                h = oh * sh - pt + i * dh
-                if h < 0 or h >= height:
-                    continue
-                taps = src[h]
-                for k in range(width):
-                    rowmax[k] = np.maximum(rowmax[k], taps[k])
+            window_rows_max(rowmax, src, oh * sh - pt, kh, dh, init)
             depthwise_pad_s2(rowpad.ctypes.data, 0, phases.ctypes.data, 0, 1, half, half)
             dst = res[oh]
             dst[:] = init

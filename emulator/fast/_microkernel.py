@@ -431,6 +431,18 @@ def _store_row_ops(tag: str, mode: int, vec: str, src: str, other: str, load: st
     return lines, v
 
 
+def _store_vector_ir(t: str, part: str, mode: int, vec: str, at: str, load: str, store: str) -> list:
+    """store_rows' loop ``t`` (one mode): the vector of the row at float ``at``, computed and stored
+    (``load`` and ``store`` format a plain or a masked access)."""
+    p = f"{t}_{part}"
+    lines = [f"  %{p}_sp = getelementptr float, ptr %{t}_src, i64 {at}",
+             f"  %{p}_op = getelementptr float, ptr %{t}_oth, i64 {at}",
+             f"  %{p}_dp = getelementptr float, ptr %{t}_dst, i64 {at}"]
+    ops, value = _store_row_ops(p, mode, vec, f"%{p}_sp", f"%{p}_op", load)
+    lines += [line.replace("%s_all", f"%{t}_s_all").replace("%t_all", f"%{t}_t_all") for line in ops]
+    return lines + ["  " + store.format(value, f"%{p}_dp")]
+
+
 def _store_rows_ir(symbol: str) -> str:
     """``store_rows(src, src_step, dst, dst_step, rows, count, scale, shift, other, other_step, mode, lo,
     hi, act)``: for r < rows, i < count, dst[r * dst_step + i] = tail(src[r * src_step + i]) where tail
@@ -509,27 +521,19 @@ def _store_rows_ir(symbol: str) -> str:
                 f"  %{t}_t_ins = insertelement {vec} poison, float %{t}_t, i32 0",
                 f"  %{t}_t_all = shufflevector {vec} %{t}_t_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
             ]
+        stored = f"store {vec} {{}}, ptr {{}}, align 4"
+        masked_store = f"call void @llvm.masked.store.v{LANES}f32.p0({vec} {{}}, ptr {{}}, i32 4, <{LANES} x i1> %mask)"
         lines += [f"  br i1 %any_vec, label %{t}_vec, label %{t}_tail_check", f"{t}_vec:",
-                  f"  %{t}_i = phi i64 [0, %{t}_row], [%{t}_i_next, %{t}_vec]",
-                  f"  %{t}_sp = getelementptr float, ptr %{t}_src, i64 %{t}_i",
-                  f"  %{t}_op = getelementptr float, ptr %{t}_oth, i64 %{t}_i",
-                  f"  %{t}_dp = getelementptr float, ptr %{t}_dst, i64 %{t}_i"]
-        ops, value = _store_row_ops(f"{t}_a", m, vec, f"%{t}_sp", f"%{t}_op", plain)
-        lines += [line.replace("%s_all", f"%{t}_s_all").replace("%t_all", f"%{t}_t_all") for line in ops]
-        lines += [f"  store {vec} {value}, ptr %{t}_dp, align 4",
-                  f"  %{t}_i_next = add i64 %{t}_i, {LANES}",
+                  f"  %{t}_i = phi i64 [0, %{t}_row], [%{t}_i_next, %{t}_vec]"]
+        lines += _store_vector_ir(t, "a", m, vec, f"%{t}_i", plain, stored)
+        lines += [f"  %{t}_i_next = add i64 %{t}_i, {LANES}",
                   f"  %{t}_more_i = icmp slt i64 %{t}_i_next, %vec_end",
                   f"  br i1 %{t}_more_i, label %{t}_vec, label %{t}_tail_check",
                   f"{t}_tail_check:",
                   f"  br i1 %any_tail, label %{t}_tail, label %{t}_row_end",
-                  f"{t}_tail:",
-                  f"  %{t}_sq = getelementptr float, ptr %{t}_src, i64 %vec_end",
-                  f"  %{t}_oq = getelementptr float, ptr %{t}_oth, i64 %vec_end",
-                  f"  %{t}_dq = getelementptr float, ptr %{t}_dst, i64 %vec_end"]
-        ops, value = _store_row_ops(f"{t}_b", m, vec, f"%{t}_sq", f"%{t}_oq", masked)
-        lines += [line.replace("%s_all", f"%{t}_s_all").replace("%t_all", f"%{t}_t_all") for line in ops]
-        lines += [f"  call void @llvm.masked.store.v{LANES}f32.p0({vec} {value}, ptr %{t}_dq, i32 4, <{LANES} x i1> %mask)",
-                  f"  br label %{t}_row_end",
+                  f"{t}_tail:"]
+        lines += _store_vector_ir(t, "b", m, vec, "%vec_end", masked, masked_store)
+        lines += [f"  br label %{t}_row_end",
                   f"{t}_row_end:",
                   f"  %{t}_r_next = add i64 %{t}_r, 1",
                   f"  %{t}_more_r = icmp slt i64 %{t}_r_next, %rows",
