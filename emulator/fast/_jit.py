@@ -366,6 +366,8 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
     tail_tmp = np.empty(out_w, np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
+    lanes = 16 if rows == 8 else 8  # the microkernel's vector width goes with its panel height (ROWS)
+    widest = 3 if lanes == 16 else 2  # its DIRECT_VECTORS
     # the tail by store_rows on each panel's finished rows, in place (a residual of unit column step)
     by_kernel = (not has_add or other.strides[3] == 4)
     mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
@@ -380,14 +382,17 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
                 a = wp[q].ctypes.data
                 first = (n * outs + rows * q) * plane + (oy0 + r) * out_w
                 live = min(rows, outs - rows * q)
-                for s in range(segments):
-                    j = s * COLUMNS
-                    if rows * (q + 1) <= outs and j + COLUMNS <= out_w:
-                        panel_taps(a, b + 4 * j, offsets.ctypes.data, y_at + 4 * (first + j), plane, taps)
+                j = 0
+                while j < out_w:
+                    v = min(widest, (out_w - j) // lanes)
+                    if live == rows and v > 0:  # whole vectors of a whole panel: into y, up to 3 vectors a call
+                        _direct_taps(v, False, a, b + 4 * j, offsets.ctypes.data, y_at + 4 * (first + j), plane, taps)
+                        j += v * lanes
                         continue
                     panel_taps(a, b + 4 * j, offsets.ctypes.data, scratch.ctypes.data, COLUMNS, taps)
                     store_rows(scratch.ctypes.data, COLUMNS, y_at + 4 * (first + j), plane, live, min(COLUMNS, out_w - j),
                                0, 0, 0, 0, 0, lo, hi, 0)
+                    j += COLUMNS
                 if has_tail and by_kernel:
                     o0 = rows * q
                     store_rows(y_at + 4 * first, plane, y_at + 4 * first, plane, live, out_w, scale.ctypes.data + 4 * o0,
