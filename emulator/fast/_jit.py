@@ -178,7 +178,6 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
     rows_buffer = np.empty((rows, 8 * vectors), np.float32)
     col0, col1 = max(0, pl), min((out_w - 1) * sw + (kw - 1) * dw + 1, pl + width)
     filled = -1  # the (n, c) plane xp holds
-    tail_tmp = np.empty(out_h * out_w if has_tail else 1, np.float32)
     for plane in range(start, stop):
         n = plane // out_channels
         o = plane % out_channels
@@ -186,8 +185,7 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
         if not _all_finite(w[o, 0]):
             depthwise_conv_nchw(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, plane, plane + 1)
             if has_tail:
-                _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi, act,
-                            act_consts)
+                _plane_tail(out, other, scale, shift, n, o, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
             continue
         if n * channels + c != filled:
             _pad_plane(x[n, c], xp, pt, pl, sw, span, col0, col1)
@@ -202,25 +200,19 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
         if not direct:  # the plane's part of the rows (the vector loop of the padded copy)
             depthwise_pad(rows_buffer.ctypes.data, 8 * vectors, out[n, o].ctypes.data, out_w, out_h, out_w, 0)
         if has_tail:
-            _plane_tail(out, other, scale, shift, n, o, tail_tmp, has_affine, has_add, relu, clamp, lo, hi, act,
-                        act_consts)
+            _plane_tail(out, other, scale, shift, n, o, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
 
 
 @njit(cache=True, nogil=True)
-def _plane_tail(out, other, scale, shift, n, o, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
-    """The tail's operations on output plane (n, o): by store_rows in place where it can (a
-    contiguous residual plane; one thread, bn + residual + clip: 245 -> 145 ns a 7x7 plane's convolution and
-    tail, 330 -> 238 at 14x14), else tail_row; the same bits."""
-    zero = out.dtype.type(0)
-    if not has_add or (other.strides[3] == 4 and other.strides[2] == 4 * out.shape[3]):
-        at = out.ctypes.data + 4 * (n * out.shape[1] + o) * out.shape[2] * out.shape[3]
-        other_at = other.ctypes.data + n * other.strides[0] + o * other.strides[1]
-        store_rows(at, 0, at, 0, 1, out.shape[2] * out.shape[3], scale.ctypes.data + 4 * o, shift.ctypes.data + 4 * o,
-                   other_at, 0, store_mode(True, has_affine, has_add, relu, clamp, act), lo, hi,
-                   act_consts.ctypes.data)
-        return
-    tail_row(out[n, o].reshape(-1), other[n, o].reshape(-1), scale[o] if has_affine else zero,
-             shift[o] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
+def _plane_tail(out, other, scale, shift, n, o, has_affine, has_add, relu, clamp, lo, hi, act, act_consts):
+    """The tail's operations on output plane (n, o), in place by store_rows (tail_row's bits; ``other``
+    C-contiguous, as _prepared._depthwise_with_tail passes it). One thread, bn + residual + clip:
+    245 -> 145 ns a 7x7 plane's convolution and tail against tail_row, 330 -> 238 at 14x14."""
+    plane = out.shape[2] * out.shape[3]
+    at = out.ctypes.data + 4 * (n * out.shape[1] + o) * plane
+    store_rows(at, 0, at, 0, 1, plane, scale.ctypes.data + 4 * o, shift.ctypes.data + 4 * o,
+               other.ctypes.data + 4 * (n * other.shape[1] + o) * plane, 0,
+               store_mode(True, has_affine, has_add, relu, clamp, act), lo, hi, act_consts.ctypes.data)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -354,8 +346,8 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
     row goes by calls of up to 3 vectors (direct_taps: up to 24 accumulators; ResNet-18's 7x7 stem
     0.75-0.86 -> 0.63-0.66 ms at two threads against panel_taps' 16 columns a call), what is left of it
     by panel_taps into the scratch: the same sums, so the same bits. ``has_tail``: each finished output
-    row of channel o then gets the tail's operations (scale[o], shift[o], the residual other[n, o], the
-    activation: store_rows, else tail_row) while it is in cache, the bits of the tail's own pass."""
+    row of channel o then gets the tail's operations (scale[o], shift[o], the C-contiguous residual
+    other[n, o], the activation: store_rows) while it is in cache, the bits of the tail's own pass."""
     channels = x.shape[1]
     outs, out_h, out_w = y.shape[1], y.shape[2], y.shape[3]
     panels, taps, rows = wp.shape[0], wp.shape[1], wp.shape[2]
@@ -366,15 +358,13 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
     row_buffer = np.zeros(sw * span, np.float32)
     offsets = few_channel_offsets(channels, kh, kw, dh, dw, sw, patch_rows, span)
     scratch = np.empty((rows, COLUMNS), np.float32)
-    tail_tmp = np.empty(out_w, np.float32)
     row_blocks = (out_h + block_rows - 1) // block_rows
     plane = out_h * out_w
     lanes = 16 if rows == 8 else 8  # the microkernel's vector width goes with its panel height (ROWS)
     widest = 3 if lanes == 16 else 2  # its DIRECT_VECTORS
-    # the tail by store_rows on each panel's finished rows, in place (a residual of unit column step)
-    by_kernel = (not has_add or other.strides[3] == 4)
+    # the tail by store_rows on each panel's finished rows, in place (``other``: C-contiguous)
     mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
-    y_at, other_at, other_strides = y.ctypes.data, other.ctypes.data, other.strides
+    y_at, other_at = y.ctypes.data, other.ctypes.data
     for unit in range(start, stop):
         n = unit // row_blocks
         oy0 = (unit % row_blocks) * block_rows
@@ -396,16 +386,11 @@ def conv_few_channels(x, wp, y, kh, kw, sh, sw, dh, dw, pt, pl, block_rows, scal
                     store_rows(scratch.ctypes.data, COLUMNS, y_at + 4 * (first + j), plane, live, min(COLUMNS, out_w - j),
                                0, 0, 0, 0, 0, lo, hi, 0)
                     j += COLUMNS
-                if has_tail and by_kernel:
+                if has_tail:
                     o0 = rows * q
                     store_rows(y_at + 4 * first, plane, y_at + 4 * first, plane, live, out_w, scale.ctypes.data + 4 * o0,
-                               shift.ctypes.data + 4 * o0, other_at + n * other_strides[0] + o0 * other_strides[1]
-                               + (oy0 + r) * other_strides[2], other_strides[1] // 4, mode, lo, hi, act_consts.ctypes.data)
-                elif has_tail:
-                    for i in range(min(rows, outs - rows * q)):
-                        o = rows * q + i
-                        tail_row(y[n, o, oy0 + r], other[n, o, oy0 + r], scale[o], shift[o], tail_tmp, has_affine,
-                                 has_add, relu, clamp, lo, hi, act, act_consts)
+                               shift.ctypes.data + 4 * o0, other_at + 4 * first, plane, mode, lo, hi,
+                               act_consts.ctypes.data)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -581,14 +566,11 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
     positions = (out_h - 1) * grid_w + out_w
     chunks = (positions + chunk_positions - 1) // chunk_positions
     scratch = np.empty((rows, width), np.float32)
-    tail_tmp = np.empty(out_w, np.float32)
     c = scratch.ctypes.data
     offs = offsets.ctypes.data
-    # rows leave the scratch through store_rows, the tail on the way (a residual of unit column step)
-    by_kernel = (not has_add or other.strides[3] == 4)
+    # rows leave the scratch through store_rows, the tail on the way (``other``: C-contiguous, as y)
     mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
-    y_at, plane = y.ctypes.data, out_h * out_w
-    other_at, other_strides = other.ctypes.data, other.strides
+    y_at, other_at, plane = y.ctypes.data, other.ctypes.data, out_h * out_w
     for unit in range(start, stop):
         q = unit % panels
         n = unit // panels // chunks
@@ -610,23 +592,10 @@ def conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positio
                 ox = pos - oy * grid_w
                 run = min(s1 - pos, grid_w - ox)
                 keep = min(run, out_w - ox)
-                j = pos - s0
-                if by_kernel and keep > 0:
-                    store_rows(c + 4 * j, width, y_at + 4 * (((n * outs + o0) * out_h + oy) * out_w + ox), plane, live,
-                               keep, scale.ctypes.data + 4 * o0, shift.ctypes.data + 4 * o0,
-                               other_at + n * other_strides[0] + o0 * other_strides[1] + oy * other_strides[2]
-                               + ox * other_strides[3], other_strides[1] // 4, mode, lo, hi, act_consts.ctypes.data)
-                    pos += run
-                    continue
-                for r in range(live):
-                    dst = y[n, o0 + r, oy, ox:ox + keep]
-                    src = scratch[r, j:j + keep]
-                    for m in range(keep):
-                        dst[m] = src[m]
-                    if has_tail and keep > 0:
-                        o = o0 + r
-                        tail_row(dst, other[n, o, oy, ox:ox + keep], scale[o], shift[o], tail_tmp, has_affine, has_add,
-                                 relu, clamp, lo, hi, act, act_consts)
+                if keep > 0:
+                    at = 4 * (((n * outs + o0) * out_h + oy) * out_w + ox)
+                    store_rows(c + 4 * (pos - s0), width, y_at + at, plane, live, keep, scale.ctypes.data + 4 * o0,
+                               shift.ctypes.data + 4 * o0, other_at + at, plane, mode, lo, hi, act_consts.ctypes.data)
                 pos += run
 
 
@@ -1053,24 +1022,6 @@ def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_
     if start >= stop:
         return
     zero = c.dtype.type(0)
-    cols = c.shape[1]
-    if c.itemsize == 4 and other.strides[1] == 4 and c.strides[1] == 4 and c.strides[0] == 4 * cols:
-        # float32: the block's tail by store_rows in place (tail_row's bits): at two threads, with
-        # bias + clip, 960x160 @ 160x49 75 -> 61 us, 144x24 @ 24x3136 114 -> 84 us (slicing and a call per row saved)
-        if by_rows:
-            gemm_into(a[start:stop], b, c[start:stop])
-            first, rows, count = start * cols, stop - start, cols
-            other_at = other.ctypes.data + start * other.strides[0]
-        else:
-            gemm_into(a, b[:, start:stop], c[:, start:stop])
-            first, rows, count = start, c.shape[0], stop - start
-            other_at = other.ctypes.data + start * 4
-        at = c.ctypes.data + 4 * first
-        row0 = start if by_rows else 0
-        store_rows(at, cols, at, cols, rows, count, scale.ctypes.data + 4 * row0, shift.ctypes.data + 4 * row0, other_at,
-                   other.strides[0] // 4, store_mode(True, has_affine, has_add, relu, clamp, act), np.float32(lo),
-                   np.float32(hi), act_consts.ctypes.data)
-        return
     if by_rows:
         gemm_into(a[start:stop], b, c[start:stop])
         tmp = np.empty(c.shape[1], c.dtype)
@@ -1083,6 +1034,40 @@ def _gemm_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_
         for row in range(c.shape[0]):  # a row's part of a C-contiguous array is contiguous: vector loops
             tail_row(c[row][start:stop], other[row][start:stop], scale[row] if has_affine else zero,
                      shift[row] if has_affine else zero, tmp, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
+
+
+@njit(cache=True, nogil=True)
+def _gemm_stored_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp,
+                            lo, hi, act, act_consts):
+    """_gemm_tail_block for float32 with C-contiguous c and other: the block's tail by store_rows in
+    place (tail_row's bits). At two threads, with bias + clip: 960x160 @ 160x49 75 -> 61 us, 144x24 @
+    24x3136 114 -> 84 us (a call and two slices per row saved)."""
+    start = i * step
+    stop = min(total, start + step)
+    if start >= stop:
+        return
+    cols = c.shape[1]
+    if by_rows:
+        gemm_into(a[start:stop], b, c[start:stop])
+        first, rows, count, row0 = start * cols, stop - start, cols, start
+    else:
+        gemm_into(a, b[:, start:stop], c[:, start:stop])
+        first, rows, count, row0 = start, c.shape[0], stop - start, 0
+    at = 4 * first
+    store_rows(c.ctypes.data + at, cols, c.ctypes.data + at, cols, rows, count, scale.ctypes.data + 4 * row0,
+               shift.ctypes.data + 4 * row0, other.ctypes.data + at, cols,
+               store_mode(True, has_affine, has_add, relu, clamp, act), np.float32(lo), np.float32(hi),
+               act_consts.ctypes.data)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gemm_stored_tail_blocks(a, b, c, blocks, by_rows, align, scale, shift, other, has_affine, has_add, relu, clamp, lo,
+                            hi, act, act_consts):
+    """gemm_tail_blocks with _gemm_stored_tail_block's blocks (float32, the microkernel available)."""
+    step, total = _block_step(a, b, blocks, by_rows, align)
+    for i in prange(blocks):
+        _gemm_stored_tail_block(a, b, c, i, step, total, by_rows, scale, shift, other, has_affine, has_add, relu, clamp,
+                                lo, hi, act, act_consts)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -404,7 +404,8 @@ def product_plan(m: int, k: int, n: int, dtype) -> Callable[[np.ndarray, np.ndar
 
 def product_tail_plan(m: int, k: int, n: int, dtype) -> Optional[Callable]:
     """``product_plan``'s blocks for one shape in a numba parallel region, each block followed by its
-    part of a convolution's tail (_jit.tail_row: affine, residual add, relu or clip) while the block
+    part of a convolution's tail (affine, residual add, relu or clip, activation: by _microkernel.store_rows
+    for float32, else _jit.tail_row; the same bits) while the block
     is in its core's cache, instead of a second region over the whole result: two cores streaming
     a 1x1 convolution's output from L3 got ~1.3x one core's speed, the blocks ~1.8x.
     ``fn(a, b, tail)`` returns the finished (m, n) array, or None when this run has no numba
@@ -418,7 +419,9 @@ def product_tail_plan(m: int, k: int, n: int, dtype) -> Optional[Callable]:
     if m * k * n < _MIN_PARALLEL_MACS or dtype.kind != "f":
         return None
     by_rows, blocks, _ = product_blocks(m, n, k, dtype)
-    from . import _blas, _jit
+    from . import _blas, _jit, _microkernel
+
+    stored = dtype == np.float32 and _microkernel.AVAILABLE  # the tail by the store kernel (float32 only)
 
     def product(a, b, tail):
         if not _state["split_products"] or numba_threads() < 2:
@@ -427,8 +430,8 @@ def product_tail_plan(m: int, k: int, n: int, dtype) -> Optional[Callable]:
         if not _blas.usable(a, b, out):
             return None
         scale, shift, other = tail[:3]
-        _jit.gemm_tail_blocks(a, b, out, blocks, by_rows, _BLOCK_ALIGN, scale, shift, out if other is None else other,
-                              *tail[3:])
+        blocks_of = _jit.gemm_stored_tail_blocks if stored else _jit.gemm_tail_blocks
+        blocks_of(a, b, out, blocks, by_rows, _BLOCK_ALIGN, scale, shift, out if other is None else other, *tail[3:])
         return out
     return product
 

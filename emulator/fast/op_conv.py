@@ -199,13 +199,14 @@ def tap_panels(w: np.ndarray) -> np.ndarray:
 def tail_arguments(y: np.ndarray, tail: Optional[tuple]) -> tuple:
     """The numba convolutions' tail arguments (scale, shift, residual, has_tail, has_affine, has_add, relu,
     clamp, lo, hi, act, act_consts) for a conv tail (_prepared._tail_operands' order: scale, shift,
-    residual or None, then the flags) or none: the residual defaults to ``y`` itself, never read."""
+    residual or None, then the flags) or none: the residual defaults to ``y`` itself, never read; the
+    kernels' stores read it as C-contiguous (_microkernel.store_rows), the callers' residuals are."""
     from ._jit import ACT_NONE
 
     if tail is None:
         none = np.zeros(1, np.float32)
         return none, none, y, False, False, False, False, False, np.float32(0), np.float32(0), ACT_NONE, none
-    return (tail[0], tail[1], y if tail[2] is None else tail[2], True) + tuple(tail[3:])
+    return (tail[0], tail[1], y if tail[2] is None else np.ascontiguousarray(tail[2]), True) + tuple(tail[3:])
 
 
 def _conv_few_channels(x, w, strides, dilation, pads, out_hw, packed=None, tail=None):

@@ -256,20 +256,42 @@ def test_pointwise_conv_with_its_tail_per_block_gives_the_generic_bits(shape, st
 
 
 def test_pointwise_tail_blocks_run_in_a_two_thread_run(monkeypatch):
-    """The per-block form is what a run with numba threads takes (spied), and only then."""
-    from tidlx.emulator.fast import _jit, _parallel
+    """The per-block form is what a run with numba threads takes (spied), and only then; float32
+    blocks store their tail through the microkernel (gemm_stored_tail_blocks)."""
+    from tidlx.emulator.fast import _jit, _microkernel, _parallel
 
     if _parallel._numba_parallel_threads(2) < 2:
         pytest.skip("no numba parallel regions on this machine (one CPU or no thread-safe layer)")
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
     calls = []
-    real = _jit.gemm_tail_blocks
-    monkeypatch.setattr(_jit, "gemm_tail_blocks", lambda *args: calls.append(1) or real(*args))
+    for name in ("gemm_tail_blocks", "gemm_stored_tail_blocks"):
+        real = getattr(_jit, name)
+        monkeypatch.setattr(_jit, name, lambda *args, name=name, real=real: calls.append(name) or real(*args))
     mod = _pointwise_chain_module((1, 64, 56, 56), ("bias", "clip"))
     inputs = {"x": np.ones((1, 64, 56, 56), np.float32), "other": np.ones((1, 64, 56, 56), np.float32)}
     run(mod, inputs, config=PREPARED.replace(threads=1))
     assert calls == []
     run(mod, inputs, config=PREPARED.replace(threads=2, adapt=False))
-    assert calls == [1]
+    assert calls == ["gemm_stored_tail_blocks"]
+
+
+@pytest.mark.parametrize("by_rows", [True, False])
+def test_stored_tail_blocks_give_the_tail_row_blocks_bits(by_rows):
+    """The two per-block forms (store_rows for float32, tail_row for other dtypes or without the
+    microkernel) give the same bits, NaN, infinity and -0 included."""
+    from tidlx.emulator.fast import _jit
+
+    rng = np.random.default_rng(21)
+    a = rng.uniform(-1, 1, (48, 40)).astype(np.float32)
+    b = rng.uniform(-1, 1, (40, 70)).astype(np.float32)
+    b[0, :3] = (-0.0, np.nan, np.inf)
+    other = rng.uniform(-1, 1, (48, 70)).astype(np.float32)
+    scale, shift = rng.uniform(-2, 2, 48).astype(np.float32), rng.uniform(-1, 1, 48).astype(np.float32)
+    flags = (True, True, False, True, np.float32(0), np.float32(6), _jit.ACT_NONE, np.zeros(4, np.float32))
+    got, want = np.empty((48, 70), np.float32), np.empty((48, 70), np.float32)
+    _jit.gemm_stored_tail_blocks(a, b, got, 3, by_rows, 16, scale, shift, other, *flags)
+    _jit.gemm_tail_blocks(a, b, want, 3, by_rows, 16, scale, shift, other, *flags)
+    assert got.tobytes() == want.tobytes()
 
 
 def _depthwise_chain_module(shape, stages, k=3, stride=1, multiplier=1, nonfinite=False):
