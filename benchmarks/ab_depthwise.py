@@ -6,8 +6,11 @@ recorded from op_conv._conv_depthwise); each is timed inside one run context at 
 the two alternating call by call; then each model's whole run (``emulator.run``, fast set) with the
 loop and with the kernel (op_conv.DEPTHWISE_VECTOR_KERNEL switched around the runs), alternating run
 by run; medians, ratios (loop / kernel), the load average before and after. One process.
+``--flat``: the vector kernel's row route against its flat route instead (op_conv.DEPTHWISE_FLAT_POSITIONS
+0 against its default: small stride-1 planes on _jit.depthwise_conv_flat).
 
     .venv/bin/python benchmarks/ab_depthwise.py --runs 30
+    .venv/bin/python benchmarks/ab_depthwise.py --runs 30 --flat
 """
 
 from __future__ import annotations
@@ -31,15 +34,20 @@ MODELS = (("mobilenet_v2", "MobileNetV2"), ("mobilenet_v3_small", "MobileNetV3-s
 
 
 @contextmanager
-def vector_kernel(on: bool):
+def vector_kernel(on: bool, flat: bool = False):
+    """The B variant (``on``) or the A one: the vector kernel or the plain loop; with ``flat``, the
+    vector kernel with or without its flat route."""
     from tidlx.emulator.fast import op_conv
 
-    saved = op_conv.DEPTHWISE_VECTOR_KERNEL
-    op_conv.DEPTHWISE_VECTOR_KERNEL = on
+    saved = op_conv.DEPTHWISE_VECTOR_KERNEL, op_conv.DEPTHWISE_FLAT_POSITIONS
+    if flat:
+        op_conv.DEPTHWISE_FLAT_POSITIONS = saved[1] if on else 0
+    else:
+        op_conv.DEPTHWISE_VECTOR_KERNEL = on
     try:
         yield
     finally:
-        op_conv.DEPTHWISE_VECTOR_KERNEL = saved
+        op_conv.DEPTHWISE_VECTOR_KERNEL, op_conv.DEPTHWISE_FLAT_POSITIONS = saved
 
 
 def main() -> None:
@@ -47,6 +55,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--skip-models", action="store_true", help="only the depthwise shapes")
     parser.add_argument("--skip-shapes", action="store_true", help="only the whole models")
+    parser.add_argument("--flat", action="store_true", help="the row route against the flat route")
     parser.add_argument("--models", default=",".join(name for name, _ in MODELS),
                         help="comma-separated model_set names (default: all four)")
     args = parser.parse_args()
@@ -61,6 +70,7 @@ def main() -> None:
     from tidlx.emulator.fast import _parallel, op_conv
 
     print(f"load average {os.getloadavg()[0]:.2f} at start; {args.runs} runs per variant, alternating, medians")
+    a_name, b_name = ("rows", "flat") if args.flat else ("loop", "kernel")
     modules, calls = {}, {}
     conv = op_conv._conv_depthwise
 
@@ -82,7 +92,7 @@ def main() -> None:
                 op_conv._conv_depthwise = conv
 
     if not args.skip_shapes:
-        print(f"{'per call, ms (input, kernel, stride)':<60}{'loop':>10}{'kernel':>10}{'ratio':>9}")
+        print(f"{'per call, ms (input, kernel, stride)':<60}{a_name:>10}{b_name:>10}{'ratio':>9}")
         totals = {}
         for threads in (1, 2):
             config = EmulatorConfig(threads=threads, adapt=False)
@@ -94,13 +104,13 @@ def main() -> None:
 
                 def timed(on, x=x, w=w, strides=strides, dilation=dilation, pads=pads, out_hw=out_hw):
                     def call():
-                        with vector_kernel(on):
+                        with vector_kernel(on, args.flat):
                             conv(x, w, strides, dilation, pads, out_hw, np.float32)
                     return call
 
                 with _parallel.run_context(config):
                     a, b = ab(f"threads={threads} {x_shape} {w_shape[2]}x{w_shape[3]} s{strides[0]} x{calls[key]}",
-                              {"loop": timed(False), "kernel": timed(True)}, args.runs)
+                              {a_name: timed(False), b_name: timed(True)}, args.runs)
                 total = totals.setdefault(threads, [0.0, 0.0])
                 total[0] += a * calls[key]
                 total[1] += b * calls[key]
@@ -108,7 +118,7 @@ def main() -> None:
             print(f"{f'threads={threads}, all calls of the runs':<60}{a:>10.4f}{b:>10.4f}{a / b:>8.2f}x")
     if args.skip_models:
         return
-    print(f"{'whole run, ms':<60}{'loop':>10}{'kernel':>10}{'ratio':>9}")
+    print(f"{'whole run, ms':<60}{a_name:>10}{b_name:>10}{'ratio':>9}")
     for config_label, config in (("threads=1", EmulatorConfig(threads=1)),
                                  ("threads=2", EmulatorConfig(threads=2, adapt=False))):
         for name, label in models:
@@ -116,11 +126,11 @@ def main() -> None:
 
             def whole(on, mod=mod, feed=feed, config=config):
                 def call():
-                    with vector_kernel(on):
+                    with vector_kernel(on, args.flat):
                         run(mod, feed, config=config)
                 return call
 
-            ab(f"{label}, {config_label}", {"loop": whole(False), "kernel": whole(True)}, args.runs)
+            ab(f"{label}, {config_label}", {a_name: whole(False), b_name: whole(True)}, args.runs)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -28,7 +28,8 @@ from ._blas import _block_step, gemm_into
 from ._blocks import block_range
 from ._exp import swish_f32
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, STORE_ADD, STORE_AFFINE, STORE_CLIP,
-                           STORE_HARD_SWISH, STORE_RELU, STORE_SWISH, depthwise_pad, depthwise_pad_s2, store_rows,
+                           STORE_HARD_SWISH, STORE_RELU, STORE_SWISH, depthwise_flat, depthwise_pad, depthwise_pad_s2,
+                           masked_copies, store_rows,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
@@ -137,16 +138,88 @@ def _pad_plane(plane, xp, pt, pl, sw, span, col0, col1):
 
 
 @njit(cache=True, nogil=True)
-def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop):
+def depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, flat_positions, lanes, start, stop):
     """depthwise_conv_planes_tail without a tail."""
     depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, out[0, 0, 0], out[0, 0, 0], out, False,
                                False, False, False, False, out.dtype.type(0), out.dtype.type(0), ACT_NONE,
-                               out[0, 0, 0], start, stop)
+                               out[0, 0, 0], flat_positions, lanes, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def depthwise_flat_usable(in_w, out_h, out_w, sh, sw, flat_positions):
+    """Whether depthwise_conv_flat takes a plane: stride 1, outputs no wider than the input (they are
+    computed on its row pitch), at most ``flat_positions`` outputs a plane."""
+    return sh == 1 and sw == 1 and out_w <= in_w and out_h * out_w <= flat_positions
+
+
+@njit(cache=True, nogil=True)
+def depthwise_conv_flat(x, w, out, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail, has_affine, has_add,
+                        relu, clamp, lo, hi, act, act_consts, lanes, start, stop):
+    """depthwise_conv_planes_tail at stride 1 on whole vectors of the flattened plane: output (r, c) is
+    computed at r * W + c (W the input's width) as the sum over taps t = (i, j) of w[t] * x'_j[r * W + c
+    + (i * dh - pt) * W + j * dw - pl], summed from 0 in order of t (_microkernel.depthwise_flat). x'_j
+    is a copy of the plane between zero margins (rows outside the image read zeros) with the columns
+    zeroed that tap column j reads only when it leaves its row (the last -d of each row for a tap d =
+    j * dw - pl columns left, the first d for d right: a read past the row's end lands on the next
+    row's first columns, one before its start on the previous row's last): such reads then get +0, as
+    a padded plane's would, and no read inside the row is changed. The same products and
+    sums in the same order, so depthwise_conv_nchw's bits, with no per-row work and no lanes past a
+    row's end (a 7x7 plane is 4 vectors of 16, not 7 rows of 8). Where the outputs are narrower than
+    the input, each row's extra columns are computed and dropped."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    taps = kh * kw
+    vectors = (out_h * width + lanes - 1) // lanes  # _microkernel.LANES (an argument: numba caches globals)
+    computed = vectors * lanes
+    plane_in, plane_out = height * width, out_h * out_w
+    margin = pt * width + pl
+    below = max(0, ((kh - 1) * dh - pt) * width + (kw - 1) * dw - pl)
+    copy = margin + max(computed + below, plane_in) + lanes  # floats of one column copy with its margins
+    copies = np.zeros(kw * copy, np.float32)
+    masks = np.full((kw, plane_in), -1, np.int32)  # each copy's columns: kept (all ones) or zeroed
+    for j in range(kw):
+        d = j * dw - pl
+        lo_col, hi_col = (max(0, width + d), width) if d < 0 else (0, min(d, width))
+        for r in range(height):
+            masks[j, r * width + lo_col:r * width + hi_col] = 0
+    offsets = np.empty(taps, np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            offsets[i * kw + j] = j * copy + (i * dh - pt) * width + j * dw - pl
+    sums = np.empty(computed, np.float32)
+    mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
+    at_copies = copies.ctypes.data + 4 * margin
+    filled = -1  # the (n, c) plane the copies hold
+    for plane in range(start, stop):
+        n = plane // out_channels
+        o = plane % out_channels
+        c = o // multiplier
+        if not _all_finite(w[o, 0]):
+            depthwise_conv_nchw(x, w, out, 1, 1, dh, dw, pt, pl, multiplier, plane, plane + 1)
+            if has_tail:
+                _plane_tail(out, other, scale, shift, n, o, has_affine, has_add, relu, clamp, lo, hi, act, act_consts)
+            continue
+        if n * channels + c != filled:
+            masked_copies(x[n, c].ctypes.data, plane_in, masks.ctypes.data, kw, at_copies, copy)
+            filled = n * channels + c
+        depthwise_flat(at_copies, offsets.ctypes.data, w[o, 0].ctypes.data, taps, sums.ctypes.data, vectors)
+        dst = out.ctypes.data + 4 * (n * out_channels + o) * plane_out
+        res = other.ctypes.data + 4 * (n * other.shape[1] + o) * plane_out if has_tail else dst
+        if out_w == width:  # the plane's outputs are consecutive sums
+            store_rows(sums.ctypes.data, 0, dst, 0, 1, plane_out, scale.ctypes.data + 4 * o,
+                       shift.ctypes.data + 4 * o, res, 0, mode, lo, hi, act_consts.ctypes.data)
+        else:  # row by row (store_rows takes one scale per row)
+            for r in range(out_h):
+                store_rows(sums.ctypes.data + 4 * r * width, 0, dst + 4 * r * out_w, 0, 1, out_w,
+                           scale.ctypes.data + 4 * o, shift.ctypes.data + 4 * o, res + 4 * r * out_w, 0, mode,
+                           lo, hi, act_consts.ctypes.data)
 
 
 @njit(cache=True, nogil=True)
 def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                               has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop):
+                               has_affine, has_add, relu, clamp, lo, hi, act, act_consts, flat_positions, lanes,
+                               start, stop):
     """depthwise_conv_nchw for float32 on the microkernel's depthwise_parts: the same sums in the
     same order (the same bits), each output written once. Each input plane is copied once into a
     zero-padded plane whose rows hold the ``sw`` column phases one after the other (padded column
@@ -156,7 +229,12 @@ def depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, sc
     into near-equal parts of at most DEPTHWISE_WIDTH vectors. A plane whose weights are not all
     finite takes the plain loop: it skips the taps outside the image, where 0 * inf would be NaN.
     ``has_tail``: each output plane o then gets tail_row's operations (scale[o], shift[o], the
-    residual other[n, o]) while it is in cache, the bits of conv_tail's pass after the convolution."""
+    residual other[n, o]) while it is in cache, the bits of conv_tail's pass after the convolution.
+    Planes depthwise_flat_usable takes (small, stride 1) go to depthwise_conv_flat: the same bits."""
+    if depthwise_flat_usable(x.shape[3], out.shape[2], out.shape[3], sh, sw, flat_positions):
+        depthwise_conv_flat(x, w, out, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail, has_affine, has_add,
+                            relu, clamp, lo, hi, act, act_consts, lanes, start, stop)
+        return
     channels, width = x.shape[1], x.shape[3]
     out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
     kh, kw = w.shape[2], w.shape[3]
@@ -216,21 +294,23 @@ def _plane_tail(out, other, scale, shift, n, o, has_affine, has_add, relu, clamp
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def depthwise_conv_planes_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, count, blocks):
+def depthwise_conv_planes_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, flat_positions, lanes, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, start, stop)
+            depthwise_conv_planes(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, flat_positions, lanes, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def depthwise_conv_planes_tail_blocks(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                                      has_affine, has_add, relu, clamp, lo, hi, act, act_consts, count, blocks):
+                                      has_affine, has_add, relu, clamp, lo, hi, act, act_consts, flat_positions,
+                                      lanes, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
             depthwise_conv_planes_tail(x, w, out, sh, sw, dh, dw, pt, pl, multiplier, scale, shift, other, has_tail,
-                                       has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop)
+                                       has_affine, has_add, relu, clamp, lo, hi, act, act_consts, flat_positions,
+                                       lanes, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -107,8 +107,10 @@ _DIRECT_WIDTHS = (1, 2, 3)
 _SYMBOLS_DIRECT = tuple(f"tidlx_direct_taps{v}" for v in _DIRECT_WIDTHS)
 _SYMBOLS_DIRECT_ADD = tuple(f"tidlx_direct_taps_add{v}" for v in _DIRECT_WIDTHS)
 _SYMBOL_STORE = "tidlx_store_rows"
+_SYMBOL_DEPTHWISE_FLAT = "tidlx_depthwise_flat"
+_SYMBOL_MASKED_COPIES = "tidlx_masked_copies"
 _SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS) + _SYMBOLS_DIRECT \
-    + _SYMBOLS_DIRECT_ADD + (_SYMBOL_STORE,)
+    + _SYMBOLS_DIRECT_ADD + (_SYMBOL_STORE, _SYMBOL_DEPTHWISE_FLAT, _SYMBOL_MASKED_COPIES)
 
 
 def _kernel_ir() -> str:
@@ -127,7 +129,8 @@ def _kernel_ir() -> str:
                       *(_function_ir(symbol, add=True, taps=True, vectors=v)
                         for symbol, v in zip(_SYMBOLS_DIRECT_ADD, _DIRECT_WIDTHS)),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
-                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2), _store_rows_ir(_SYMBOL_STORE)])
+                      _depthwise_pad_ir(_SYMBOL_PAD_S2, 2), _store_rows_ir(_SYMBOL_STORE),
+                      _depthwise_flat_ir(_SYMBOL_DEPTHWISE_FLAT), _masked_copies_ir(_SYMBOL_MASKED_COPIES)])
 
 
 #: Accumulator vectors (of 8 floats) a step keeps over all taps: a row part of W vectors goes
@@ -243,6 +246,160 @@ def _depthwise_ir(symbol: str) -> str:
         lines += _depthwise_step_ir(f"w{w}m", step, w, "0", f"%w{w}_stepped", f"w{w}s_check")
         lines += _depthwise_step_ir(f"w{w}s", 1, w, f"%w{w}_stepped", "%rows", "done")
     lines += ["done:", "  ret void", "}"]
+    return "\n".join(lines)
+
+
+#: Vectors of LANES outputs the flat depthwise kernel keeps over all taps (8 independent add chains;
+#: AVX2's 16 registers take 4).
+DEPTHWISE_FLAT_GROUP = 8 if LANES == 16 else 4
+
+
+def _depthwise_flat_group_ir(tag: str, group: int, first: str, next_label: str, loop: bool) -> list:
+    """``group`` vectors from vector ``first``: all taps summed into ``group`` accumulators, then stored;
+    ``loop``: again ``group`` further while whole groups remain, then ``next_label``."""
+    vec = f"<{LANES} x float>"
+    lines = [f"{tag}_start:", f"  br label %{tag}_check" if loop else f"  br label %{tag}_tap"]
+    if loop:
+        lines += [f"{tag}_check:",
+                  f"  %{tag}_v = phi i64 [{first}, %{tag}_start], [%{tag}_v_next, %{tag}_store]",
+                  f"  %{tag}_end = add i64 %{tag}_v, {group}",
+                  f"  %{tag}_fits = icmp sle i64 %{tag}_end, %vectors",
+                  f"  br i1 %{tag}_fits, label %{tag}_tap, label %{next_label}"]
+        v, pred = f"%{tag}_v", f"%{tag}_check"
+    else:
+        v, pred = first, f"%{tag}_start"
+    lines += [f"{tag}_tap:", f"  %{tag}_t = phi i64 [0, {pred}], [%{tag}_t_next, %{tag}_tap]"]
+    lines += [f"  %{tag}_acc{k} = phi {vec} [zeroinitializer, {pred}], [%{tag}_sum{k}, %{tag}_tap]"
+              for k in range(group)]
+    lines += [
+        f"  %{tag}_first = mul i64 {v}, {LANES}",
+        f"  %{tag}_off_ptr = getelementptr i64, ptr %offs, i64 %{tag}_t",
+        f"  %{tag}_off = load i64, ptr %{tag}_off_ptr, align 8",
+        f"  %{tag}_at = add i64 %{tag}_first, %{tag}_off",
+        f"  %{tag}_x_ptr = getelementptr float, ptr %src, i64 %{tag}_at",
+        f"  %{tag}_w_ptr = getelementptr float, ptr %wts, i64 %{tag}_t",
+        f"  %{tag}_w = load float, ptr %{tag}_w_ptr, align 4",
+        f"  %{tag}_w_ins = insertelement {vec} poison, float %{tag}_w, i32 0",
+        f"  %{tag}_ws = shufflevector {vec} %{tag}_w_ins, {vec} poison, <{LANES} x i32> zeroinitializer",
+    ]
+    for k in range(group):
+        lines += [
+            f"  %{tag}_xp{k} = getelementptr float, ptr %{tag}_x_ptr, i64 {LANES * k}",
+            f"  %{tag}_x{k} = load {vec}, ptr %{tag}_xp{k}, align 4",
+            f"  %{tag}_p{k} = fmul {vec} %{tag}_x{k}, %{tag}_ws",
+            f"  %{tag}_sum{k} = fadd {vec} %{tag}_acc{k}, %{tag}_p{k}",
+        ]
+    lines += [
+        f"  %{tag}_t_next = add i64 %{tag}_t, 1",
+        f"  %{tag}_more_t = icmp slt i64 %{tag}_t_next, %taps",
+        f"  br i1 %{tag}_more_t, label %{tag}_tap, label %{tag}_store",
+        f"{tag}_store:",
+        f"  %{tag}_dst_first = mul i64 {v}, {LANES}",
+        f"  %{tag}_dst = getelementptr float, ptr %dst, i64 %{tag}_dst_first",
+    ]
+    for k in range(group):
+        lines += [f"  %{tag}_op{k} = getelementptr float, ptr %{tag}_dst, i64 {LANES * k}",
+                  f"  store {vec} %{tag}_sum{k}, ptr %{tag}_op{k}, align 4"]
+    if loop:
+        lines += [f"  %{tag}_v_next = add i64 %{tag}_v, {group}", f"  br label %{tag}_check"]
+    else:
+        lines += [f"  br label %{next_label}"]
+    return lines
+
+
+def _depthwise_flat_ir(symbol: str) -> str:
+    """``depthwise_flat(src, offsets, weights, taps, dst, vectors)``: for v < vectors, dst's vector v =
+    sum over t < taps of src[LANES * v + offsets[t]:][:LANES] * weights[t], summed from 0 in order of t
+    (a product and an addition per term, as depthwise_parts). Whole groups of DEPTHWISE_FLAT_GROUP
+    vectors, then one group of the vectors left (a switch to that size's code)."""
+    group = DEPTHWISE_FLAT_GROUP
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %offs_addr, i64 %wts_addr, i64 %taps, i64 %dst_addr, "
+        "i64 %vectors) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %offs = inttoptr i64 %offs_addr to ptr",
+        "  %wts = inttoptr i64 %wts_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+        "  %some_taps = icmp sgt i64 %taps, 0",
+        "  br i1 %some_taps, label %whole_start, label %done",
+    ]
+    lines += _depthwise_flat_group_ir("whole", group, "0", "rest", loop=True)
+    cases = " ".join(f"i64 {g}, label %g{g}_start" for g in range(1, group))
+    lines += ["rest:",
+              "  %rest_first = phi i64 [%whole_v, %whole_check]",
+              "  %left = sub i64 %vectors, %rest_first",
+              f"  switch i64 %left, label %done [{cases}]"]
+    for g in range(1, group):
+        lines += _depthwise_flat_group_ir(f"g{g}", g, "%rest_first", "done", loop=False)
+    lines += ["done:", "  ret void", "}"]
+    return "\n".join(lines)
+
+
+def _masked_copies_ir(symbol: str) -> str:
+    """``masked_copies(src, count, masks, copies, dst, dst_step)``: for k < copies and i < count,
+    dst[k * dst_step + i] = the bits of src[i] and those of masks[k * count + i] (int32 all ones or
+    0: the float or +0). Vectors of LANES floats, then one masked vector."""
+    vec, ivec = f"<{LANES} x float>", f"<{LANES} x i32>"
+    lanes = ", ".join(f"i32 {lane}" for lane in range(LANES))
+    lines = [
+        f"define void @{symbol}(i64 %src_addr, i64 %count, i64 %masks_addr, i64 %copies, i64 %dst_addr, "
+        "i64 %dst_step) {",
+        "entry:",
+        "  %src = inttoptr i64 %src_addr to ptr",
+        "  %masks = inttoptr i64 %masks_addr to ptr",
+        "  %dst = inttoptr i64 %dst_addr to ptr",
+        f"  %vec_end = and i64 %count, -{LANES}",
+        "  %left = sub i64 %count, %vec_end",
+        "  %any_vec = icmp sgt i64 %vec_end, 0",
+        "  %any_tail = icmp sgt i64 %left, 0",
+        "  %left32 = trunc i64 %left to i32",
+        f"  %left_ins = insertelement {ivec} poison, i32 %left32, i32 0",
+        f"  %left_all = shufflevector {ivec} %left_ins, {ivec} poison, <{LANES} x i32> zeroinitializer",
+        f"  %mask = icmp slt {ivec} <{lanes}>, %left_all",
+        "  %go = icmp sgt i64 %copies, 0",
+        "  br i1 %go, label %copy, label %done",
+        "copy:",
+        "  %k = phi i64 [0, %entry], [%k_next, %copy_end]",
+        "  %m_off = mul i64 %k, %count",
+        "  %m_row = getelementptr i32, ptr %masks, i64 %m_off",
+        "  %d_off = mul i64 %k, %dst_step",
+        "  %d_row = getelementptr float, ptr %dst, i64 %d_off",
+        "  br i1 %any_vec, label %vec, label %tail_check",
+        "vec:",
+        "  %i = phi i64 [0, %copy], [%i_next, %vec]",
+        "  %s_ptr = getelementptr float, ptr %src, i64 %i",
+        "  %m_ptr = getelementptr i32, ptr %m_row, i64 %i",
+        "  %d_ptr = getelementptr float, ptr %d_row, i64 %i",
+        f"  %x = load {ivec}, ptr %s_ptr, align 4",
+        f"  %m = load {ivec}, ptr %m_ptr, align 4",
+        f"  %y = and {ivec} %x, %m",
+        f"  store {ivec} %y, ptr %d_ptr, align 4",
+        f"  %i_next = add i64 %i, {LANES}",
+        "  %more = icmp slt i64 %i_next, %vec_end",
+        "  br i1 %more, label %vec, label %tail_check",
+        "tail_check:",
+        "  br i1 %any_tail, label %tail, label %copy_end",
+        "tail:",
+        "  %s_tail = getelementptr float, ptr %src, i64 %vec_end",
+        "  %m_tail = getelementptr i32, ptr %m_row, i64 %vec_end",
+        "  %d_tail = getelementptr float, ptr %d_row, i64 %vec_end",
+        f"  %xt = call {vec} @llvm.masked.load.v{LANES}f32.p0(ptr %s_tail, i32 4, <{LANES} x i1> %mask, {vec} zeroinitializer)",
+        f"  %mt = call {vec} @llvm.masked.load.v{LANES}f32.p0(ptr %m_tail, i32 4, <{LANES} x i1> %mask, {vec} zeroinitializer)",
+        f"  %xti = bitcast {vec} %xt to {ivec}",
+        f"  %mti = bitcast {vec} %mt to {ivec}",
+        f"  %yti = and {ivec} %xti, %mti",
+        f"  %yt = bitcast {ivec} %yti to {vec}",
+        f"  call void @llvm.masked.store.v{LANES}f32.p0({vec} %yt, ptr %d_tail, i32 4, <{LANES} x i1> %mask)",
+        "  br label %copy_end",
+        "copy_end:",
+        "  %k_next = add i64 %k, 1",
+        "  %more_k = icmp slt i64 %k_next, %copies",
+        "  br i1 %more_k, label %copy, label %done",
+        "done:",
+        "  ret void",
+        "}",
+    ]
     return "\n".join(lines)
 
 
@@ -637,6 +794,8 @@ direct_taps_add1, direct_taps_add2, direct_taps_add3 = (types.ExternalFunction(s
                                                         for symbol in _SYMBOLS_DIRECT_ADD)
 store_rows = types.ExternalFunction(_SYMBOL_STORE, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                                                             _i64, _i64, types.float32, types.float32, _i64))
+depthwise_flat = types.ExternalFunction(_SYMBOL_DEPTHWISE_FLAT, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
+masked_copies = types.ExternalFunction(_SYMBOL_MASKED_COPIES, types.void(_i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad = types.ExternalFunction(_SYMBOL_PAD, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 depthwise_pad_s2 = types.ExternalFunction(_SYMBOL_PAD_S2, types.void(_i64, _i64, _i64, _i64, _i64, _i64, _i64))
 

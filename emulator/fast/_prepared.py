@@ -700,7 +700,7 @@ def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Cal
         out = np.empty(shape, dtype)
         run_blocks(n * o, _jit.depthwise_conv_planes_tail, _jit.depthwise_conv_planes_tail_blocks, x, weights, out,
                    sh, sw, dh, dw, pt, pl, o // c, scale, shift, out if other is None else other, True, *flags,
-                   min_block=min_block)
+                   op_conv.DEPTHWISE_FLAT_POSITIONS, _microkernel.LANES, min_block=min_block)
         return out
     return depthwise_tail
 

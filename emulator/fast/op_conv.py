@@ -135,6 +135,11 @@ def _conv_nhwc(x, w, strides, dilation, pads, out_hw, work):
 DEPTHWISE_VECTOR_KERNEL = True
 #: Multiply-adds per block of the vector route's planes (a block under this runs whole on one thread)
 DEPTHWISE_VECTOR_BLOCK_MACS = 800_000
+#: Stride-1 planes of at most this many outputs take the flat kernel (_jit.depthwise_conv_flat: whole
+#: vectors over the flattened plane), larger ones the row kernel (0: none, for A/B). One thread, ns a
+#: plane (benchmarks/ab_depthwise.py --flat): 3x3 7x7 72 -> 44, 5x5 7x7 105 -> 77, 3x3 14x14 137 -> 111,
+#: 5x5 14x14 231 -> 192; 3x3 28x28 about equal (324 / 333, 341 / 321), 56x56 2x slower (the copies).
+DEPTHWISE_FLAT_POSITIONS = 400
 
 
 def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
@@ -153,8 +158,9 @@ def _conv_depthwise(x, w, strides, dilation, pads, out_hw, work):
     else:
         serial, parallel, per_block = _jit.depthwise_conv_nchw, _jit.depthwise_conv_nchw_blocks, 200_000
     per_plane = out_hw[0] * out_hw[1] * w.shape[2] * w.shape[3]
+    flat = (DEPTHWISE_FLAT_POSITIONS, _microkernel.LANES) if serial is _jit.depthwise_conv_planes else ()
     run_blocks(n * o, serial, parallel, x, w, out, strides[0], strides[1], dilation[0], dilation[1], pads[0],
-               pads[1], o // c, min_block=max(1, per_block // max(per_plane, 1)))
+               pads[1], o // c, *flat, min_block=max(1, per_block // max(per_plane, 1)))
     return out
 
 

@@ -205,16 +205,19 @@ from tidlx.emulator.fast import _jit
 xd = rng.standard_normal((1, 6, 23, 61)).astype(np.float32)  # 61 columns: 8 vectors of 8, two parts
 wd = rng.standard_normal((6, 1, 5, 5)).astype(np.float32)
 yd = np.empty((1, 6, 23, 61), np.float32)
-_jit.depthwise_conv_planes(xd, wd, yd, 1, 1, 1, 1, 2, 2, 1, 0, 6)
-np.save(sys.argv[1], np.concatenate([y.ravel(), yd.ravel()]))
+_jit.depthwise_conv_planes(xd, wd, yd, 1, 1, 1, 1, 2, 2, 1, 0, _microkernel.LANES, 0, 6)  # the row kernel
+xf = rng.standard_normal((1, 6, 11, 13)).astype(np.float32)  # 143 outputs: 8 vectors of 16 + 15, 17 of 8 + 7
+yf = np.empty((1, 6, 11, 13), np.float32)
+_jit.depthwise_conv_planes(xf, wd, yf, 1, 1, 1, 1, 2, 2, 1, 1 << 30, _microkernel.LANES, 0, 6)  # the flat kernel
+np.save(sys.argv[1], np.concatenate([y.ravel(), yd.ravel(), yf.ravel()]))
 print(_microkernel.LANES, _microkernel.ROWS)
 """
 
 
 def test_kernel_width_gives_the_same_bits(tmp_path):
     """The 16-float kernels (AVX-512: products in panels of 8, depthwise rows in vectors of 16) and the
-    8-float ones (panels of 6) sum each output in the same order: a tile-blocks convolution and a
-    depthwise one give the same bits with either (on a CPU without AVX-512 both processes run the
+    8-float ones (panels of 6) sum each output in the same order: a tile-blocks convolution and
+    depthwise ones (row and flat kernels) give the same bits with either (on a CPU without AVX-512 both processes run the
     8-float kernels)."""
     import subprocess
     import sys
@@ -483,7 +486,9 @@ def test_depthwise_vector_rows_give_the_numba_loops_bits(n, c, h, w, mult, k, st
 
 
 def depthwise_loop_and_kernel(x, wt, strides, pads, dilation):
-    """The plain numba loop's and the vector kernel's outputs (both prefilled with NaN) for one geometry."""
+    """The plain numba loop's and the vector kernel's outputs (all prefilled with NaN) for one geometry;
+    the kernel's from each of its routes, the row kernel's and (where it takes the geometry) the flat one's:
+    asserted to be the same bytes as each other first."""
     from tidlx.emulator.fast import _jit, _microkernel
 
     assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
@@ -492,11 +497,17 @@ def depthwise_loop_and_kernel(x, wt, strides, pads, dilation):
     out_h = (h + pads[0] + pads[2] - dilation[0] * (kh - 1) - 1) // strides[0] + 1
     out_w = (w + pads[1] + pads[3] - dilation[1] * (kw - 1) - 1) // strides[1] + 1
     loop = np.full((n, o, out_h, out_w), np.nan, np.float32)
-    kernel = loop.copy()
-    args = (strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], o // c, 0, n * o)
-    _jit.depthwise_conv_nchw(x, wt, loop, *args)
-    _jit.depthwise_conv_planes(x, wt, kernel, *args)
-    return loop, kernel
+    args = (strides[0], strides[1], dilation[0], dilation[1], pads[0], pads[1], o // c)
+    _jit.depthwise_conv_nchw(x, wt, loop, *args, 0, n * o)
+    kernels = {}
+    for route, flat_positions in (("rows", 0), ("flat", 1 << 30)):
+        if route == "flat" and not _jit.depthwise_flat_usable(w, out_h, out_w, strides[0], strides[1], 1 << 30):
+            continue
+        kernels[route] = loop.copy()
+        _jit.depthwise_conv_planes(x, wt, kernels[route], *args, flat_positions, _microkernel.LANES, 0, n * o)
+    if "flat" in kernels:
+        assert_same_bytes(kernels["flat"], loop, "the flat route against the plain loop")
+    return loop, kernels["rows"]
 
 
 def assert_same_bytes(got, want, label=""):
@@ -546,6 +557,10 @@ def test_depthwise_kernel_gives_the_loops_bytes_at_every_height(h):
     (1, 3, 23, 45, 1, 5, (1, 3), (2, 2, 2, 2), (1, 1)),     # column stride 3: three phases
     (1, 2, 7, 7, 1, 7, (1, 2), (4, 4, 4, 4), (1, 1)),       # padding wider than the image
     (1, 2, 9, 12, 1, 3, (2, 2), (0, 5, 0, 6), (1, 1)),      # odd left pad: the copy starts on an odd column
+    (1, 3, 15, 18, 1, 3, (1, 1), (2, 2, 2, 2), (2, 2)),     # flat kernel: dilation 2
+    (1, 3, 12, 16, 2, 5, (1, 1), (1, 0, 3, 2), (1, 1)),     # flat kernel: asymmetric pads, rows narrower than the input
+    (1, 2, 6, 5, 1, 3, (1, 1), (1, 4, 1, 4), (1, 1)),       # rows wider than the input: the row kernel
+    (1, 2, 4, 3, 1, 9, (1, 1), (4, 4, 4, 4), (1, 1)),       # taps reaching past a whole row each side
 ])
 def test_depthwise_kernel_gives_the_loops_bytes_in_any_geometry(n, c, h, w, mult, k, strides, pads, dilation):
     rng = np.random.default_rng(n + c + h + w + k)
