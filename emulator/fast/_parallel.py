@@ -31,8 +31,10 @@ says otherwise (the emulator may run from several threads at once).
 Beside other CPU-bound processes a parallel region waits for a descheduled worker. So by default
 (``EmulatorConfig.adapt``, ``TIDLX_EMULATOR_ADAPT=0`` turns it off; config ``threads=0`` only) a run
 counts at its start the runnable threads of other processes (/proc/loadavg's running count less
-this process's running threads, ~50 us) and uses only the CPUs left (at least 1; on 2 cores beside
-one busy process: the calling thread alone). benchmarks/ab_parallel.py, fresh processes
+this process's running threads, ~23 us) and uses only the CPUs left (at least 1; on 2 cores beside
+one busy process: the calling thread alone). A count stands for ADAPT_RECOUNT_SECONDS: the runs of a
+small model (MobileNetV3-small: ~1.5 ms) would otherwise spend 3-5% of their time counting (69 us a
+count through Python's file objects, 23 us through os.read). benchmarks/ab_parallel.py, fresh processes
 alternating, 3 rounds x 7 runs, medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python
 busy loop (before the depthwise and activation work of issue 14):
 
@@ -60,6 +62,7 @@ import ctypes
 import itertools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -123,22 +126,41 @@ def _thread_count() -> int:
     return max(1, min(cpus, 8))
 
 
+def _read_proc(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
 def _others_running() -> int:
     """Runnable threads of other processes now (/proc/loadavg's running count less this process's)."""
     try:
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0])
+        running = int(_read_proc("/proc/loadavg").split()[3].split(b"/")[0])
         own = 0
         for tid in os.listdir("/proc/self/task"):
             try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "R":
-                        own += 1
-            except OSError:
+                if _read_proc(f"/proc/self/task/{tid}/stat").rsplit(b")", 1)[1].split(None, 1)[0] == b"R":
+                    own += 1
+            except (OSError, IndexError):
                 pass
     except (OSError, ValueError, IndexError):
         return 0
     return max(0, running - own)
+
+
+#: Seconds a count of other processes' runnable threads stands for the runs that start after it.
+ADAPT_RECOUNT_SECONDS = 0.01
+_others_count = [float("-inf"), 0]  # [time.monotonic() of the last count, the count]
+
+
+def _others_running_recently() -> int:
+    """_others_running, counted again once the last count is ADAPT_RECOUNT_SECONDS old."""
+    now = time.monotonic()
+    if now - _others_count[0] >= ADAPT_RECOUNT_SECONDS:
+        _others_count[:] = [now, _others_running()]
+    return _others_count[1]
 
 
 def _run_threads(config) -> int:
@@ -146,7 +168,7 @@ def _run_threads(config) -> int:
     and no cap: the CPUs other processes leave, see the module doc)."""
     most = _thread_count()
     if config.threads == 0 and config.adapt:
-        return max(1, most - _others_running())
+        return max(1, most - _others_running_recently())
     return min(most, config.threads) if config.threads > 0 else most
 
 

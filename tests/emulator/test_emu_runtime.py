@@ -162,6 +162,7 @@ def test_runs_use_numba_parallel_regions_on_several_cpus():
 def test_default_runs_use_the_cpus_other_processes_leave(monkeypatch, others, expected):
     most = min(_cpus(), 8)
     monkeypatch.setattr(_parallel, "_others_running", lambda: others)
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0])  # no count standing from earlier runs
     with _parallel.run_context(EmulatorConfig()):
         assert _parallel.numba_threads() == {None: most, -1: max(1, most - 1)}.get(expected, expected)
     with _parallel.run_context(EmulatorConfig(adapt=False)):
@@ -170,6 +171,31 @@ def test_default_runs_use_the_cpus_other_processes_leave(monkeypatch, others, ex
         assert _parallel.numba_threads() == 2
     assert EmulatorConfig.from_env({"TIDLX_EMULATOR_ADAPT": "0"}).adapt is False
     assert EmulatorConfig.from_env({}).adapt is True
+
+
+@pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
+def test_a_count_of_other_processes_stands_for_a_short_while(monkeypatch):
+    """Runs starting within ADAPT_RECOUNT_SECONDS of a count reuse it; a later run counts again."""
+    counts = []
+
+    def counting():
+        counts.append(1)
+        return 99 if len(counts) > 1 else 0
+
+    monkeypatch.setattr(_parallel, "_others_running", counting)
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0])
+    monkeypatch.setattr(_parallel, "ADAPT_RECOUNT_SECONDS", 3600.0)
+    for _ in range(3):
+        with _parallel.run_context(EmulatorConfig()):
+            assert _parallel.numba_threads() == min(_cpus(), 8)
+    assert len(counts) == 1
+    _parallel._others_count[0] -= 3600.0  # the count is now old: the next run counts again (99 others)
+    with _parallel.run_context(EmulatorConfig()):
+        assert _parallel.numba_threads() == 1
+    assert len(counts) == 2
+    assert _parallel._others_running.__name__ == "counting"
+    monkeypatch.undo()
+    assert _parallel._others_running() >= 0  # the real count reads /proc (0 where it cannot)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
