@@ -163,6 +163,28 @@ def test_a_lone_convolution_step_is_prepared():
     assert run(mod, inputs, config=PREPARED)[0].tobytes() == run(mod, inputs, config=GENERIC)[0].tobytes()
 
 
+@pytest.mark.parametrize("sections,axis", [(2, 1), ((1, 3), 1), (3, -1), ((1,), 0)])
+def test_a_split_is_prepared_and_gives_the_generic_views(sections, axis):
+    """ShuffleNet's channel split (and others): its slices decided once, the reference's views."""
+    shape = (2, 6, 3, 6)
+    x = Var("x", TensorType(shape, "float32"))
+    parts = call("split", x, indices_or_sections=sections, axis=axis)
+    count = sections if isinstance(sections, int) else len(sections) + 1
+    items = [TupleGetItem(parts, i) for i in range(count)]
+    mod = _module(Function([x], Tuple([call("negative", item) for item in items])))
+    steps = plan_of(mod, config=PREPARED).steps
+    assert [s[3][0].__qualname__ for s in steps if s[0] == OP and s[6].op.name == "split"] == \
+        ["_prepared_kernel.<locals>.<lambda>"]
+    inputs = {"x": np.random.default_rng(3).uniform(-1, 1, shape).astype(np.float32)}
+    prepared, generic = run(mod, inputs, config=PREPARED), run(mod, inputs, config=GENERIC)
+    assert len(prepared) == len(generic) == count
+    for a, b in zip(prepared, generic):
+        assert a.shape == b.shape and a.tobytes() == b.tobytes()
+    want = np.split(inputs["x"], sections if isinstance(sections, int) else list(sections), axis=axis)
+    for a, b in zip(prepared, want):
+        np.testing.assert_array_equal(a, -b)
+
+
 def test_a_failing_prepared_stage_names_its_op(monkeypatch):
     mod = _module(mobile_block((1, 4, 5, 5)))
     plan = plan_of(mod, config=PREPARED)
