@@ -240,7 +240,8 @@ def main(argv=None) -> int:
                         help=f"{', '.join(QUICK_MODELS)} only, 1 round of 3 runs")
     parser.add_argument("--models", default="", help="comma-separated names from model_set.MODELS")
     parser.add_argument("--rounds", type=int, default=3, help="processes per engine and model (alternating)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs per process")
+    parser.add_argument("--repeat", type=int, default=10,
+                        help="timed runs per process (10: on a noisy VM a median of 5 moved with one slow run)")
     parser.add_argument("--skip-float64", action="store_true", help="skip the float64 reference (errors)")
     parser.add_argument("--skip-contention", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
