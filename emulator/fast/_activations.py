@@ -35,16 +35,16 @@ at 2 threads: EfficientNet-B0 0.97-0.99x the time, MobileNetV3-small 0.91-0.96x)
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from ..interpreter import CUSTOM, OP, EmulatorError, check_result, expected_of, kernel_failure
+from ..interpreter import CUSTOM, OP
 from ...ir.expr import Call, Constant
 from ...ir.types import TensorType
 from ..registry import PlanTransform
 from ._parallel import MIN_ELEMENTWISE_BLOCK, run_blocks
+from ._patterns import readers_of, run_replacing
 from .op_elemwise import MIN_EXP_BLOCK
 
 
@@ -60,18 +60,7 @@ class Activation(NamedTuple):
         return f"{self.kind}({'+'.join(self.ops)})"
 
     def run(self, plan, values: list, stats):
-        x = values[0]
-        try:
-            res = _apply(self, x)
-        except Exception as exc:
-            if isinstance(exc, EmulatorError):
-                raise
-            raise kernel_failure(plan, self.node, exc) from exc
-        if stats is not None:
-            for name in self.ops:
-                stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
-            stats.steps += len(self.ops) - 1  # the replaced steps
-        return check_result(plan, self.node, res, expected_of(self.node.checked_type))
+        return run_replacing(plan, self.node, self.ops, stats, lambda: _apply(self, values[0]))
 
 
 def _apply(act: Activation, x: np.ndarray) -> np.ndarray:
@@ -129,21 +118,8 @@ def _other(node: Call, value_node) -> Optional[object]:
 
 def find_activations(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
     """The schedule with each qualifying chain replaced by one CUSTOM step at its last op."""
-    readers = Counter(s for step in raw_steps for s in step[2])
-    readers[result_slot] += 1
-    reader_of = {}
-    for i, step in enumerate(raw_steps):
-        for s in step[2]:
-            reader_of.setdefault(s, []).append(i)
-
-    def single_reader(slot) -> Optional[int]:
-        found = reader_of.get(slot, [])
-        return found[0] if readers[slot] == 1 and len(found) == 1 else None
-
-    def op_step(i, name) -> bool:
-        kind, _, _, _, node = raw_steps[i]
-        return kind == OP and isinstance(node, Call) and node.op.name == name
-
+    lookups = readers_of(raw_steps, result_slot)
+    readers, reader_of, single_reader, op_step = lookups.count, lookups.of, lookups.single_reader, lookups.op_step
     replaced = {}   # index of a chain's last step -> the new step
     absorbed = set()
     for i, (kind, out, ins, payload, node) in enumerate(raw_steps):

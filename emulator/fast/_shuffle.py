@@ -15,15 +15,15 @@ observers do not use the transform (``hides_values``).
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from ..interpreter import CUSTOM, OP, EmulatorError, check_result, expected_of, kernel_failure
+from ..interpreter import CUSTOM
 from ...ir.expr import Call, Tuple
 from ...ir.types import TensorType
 from ..registry import PlanTransform
+from ._patterns import readers_of, run_replacing
 
 _OPS = ("concatenate", "reshape", "transpose", "reshape")
 
@@ -39,17 +39,8 @@ class ChannelShuffle(NamedTuple):
         return f"channel_shuffle({'+'.join(self.ops)}, groups={self.groups})"
 
     def run(self, plan, values: list, stats):
-        try:
-            res = _shuffle(values[0], self.groups, tuple(int(d) for d in self.node.checked_type.shape))
-        except Exception as exc:
-            if isinstance(exc, EmulatorError):
-                raise
-            raise kernel_failure(plan, self.node, exc) from exc
-        if stats is not None:
-            for name in self.ops:
-                stats.kernel_calls[name] = stats.kernel_calls.get(name, 0) + 1
-            stats.steps += len(self.ops) - 1  # the replaced steps
-        return check_result(plan, self.node, res, expected_of(self.node.checked_type))
+        shape = tuple(int(d) for d in self.node.checked_type.shape)
+        return run_replacing(plan, self.node, self.ops, stats, lambda: _shuffle(values[0], self.groups, shape))
 
 
 def _shuffle(parts: tuple, groups: int, shape: tuple) -> np.ndarray:
@@ -104,21 +95,8 @@ def _shuffle_of(raw_steps, i, single_reader, op_step) -> Optional[tuple]:
 
 def find_channel_shuffles(raw_steps: List[tuple], result_slot: int) -> List[tuple]:
     """The schedule with each qualifying chain replaced by one CUSTOM step at its last op."""
-    readers = Counter(s for step in raw_steps for s in step[2])
-    readers[result_slot] += 1
-    reader_of = {}
-    for i, step in enumerate(raw_steps):
-        for s in step[2]:
-            reader_of.setdefault(s, []).append(i)
-
-    def single_reader(slot) -> Optional[int]:
-        found = reader_of.get(slot, [])
-        return found[0] if readers[slot] == 1 and len(found) == 1 else None
-
-    def op_step(i, name) -> bool:
-        kind, _, _, _, node = raw_steps[i]
-        return kind == OP and isinstance(node, Call) and node.op.name == name
-
+    lookups = readers_of(raw_steps, result_slot)
+    single_reader, op_step = lookups.single_reader, lookups.op_step
     replaced, absorbed = {}, set()
     for i, (kind, _, ins, _, node) in enumerate(raw_steps):
         if i in absorbed or not op_step(i, "concatenate") or len(ins) != 1:
