@@ -504,18 +504,19 @@ def padded_row(dst, src, first, last, step, offset):
 
 
 @njit(cache=True, nogil=True)
-def _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w):
-    """fill_phase_planes for column stride 2, one channel: its sh x 2 phase planes zeroed, then per row
-    phase one depthwise_pad_s2 call splitting each image row's column pairs into the two column
-    phases (input column x goes to phase (x + pl) % 2, column (x + pl) // 2). One thread, 128 x 56 x 56
-    input: 0.53 ms by the per-row loop, 0.23 ms this way."""
+def _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w, r_lo, r_hi):
+    """fill_phase_planes for column stride 2, one channel, plane rows [r_lo, r_hi): those rows of its
+    sh x 2 phase planes zeroed, then per row phase one depthwise_pad_s2 call splitting each image row's
+    column pairs into the two column phases (input column x goes to phase (x + pl) % 2, column
+    (x + pl) // 2). One thread, 128 x 56 x 56 input: 0.53 ms by the per-row loop, 0.23 ms this way."""
     height, width = x.shape[2], x.shape[3]
     plane = rows * grid_w
     first = c * sh * 2 * plane
     dst = dst_image[first:first + sh * 2 * plane]
     zero = np.float32(0)
-    for k in range(dst.shape[0]):
-        dst[k] = zero
+    for p in range(sh * 2):
+        for k in range(p * plane + r_lo * grid_w, p * plane + r_hi * grid_w):
+            dst[k] = zero
     x_end = min(width, 2 * grid_w - pl)  # input columns that land inside the planes
     if x_end <= 0:
         return
@@ -524,8 +525,9 @@ def _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w):
     odd_phase, odd_col = (pl + 1) % 2, (pl + 1) // 2
     src_image = x[n, c]
     for a in range(sh):
-        r0 = max(0, (pt - a + sh - 1) // sh)  # plane rows r whose image row r * sh + a - pt is in the image
-        r1 = min(rows, (height - 1 + pt - a) // sh + 1)
+        # plane rows r whose image row r * sh + a - pt is in the image
+        r0 = max(r_lo, (pt - a + sh - 1) // sh)
+        r1 = min(r_hi, (height - 1 + pt - a) // sh + 1)
         if r0 >= r1:
             continue
         even_at = (a * 2 + even_phase) * plane + r0 * grid_w + even_col
@@ -561,31 +563,38 @@ def gather_strided_blocks(x, out, sh, sw, oh, ow, count, blocks):
 
 
 @njit(cache=True, nogil=True)
-def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
+def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, bands, start, stop):
     """xp[n, ((c * sh + a) * sw + b) * rows * grid_w + r * grid_w + k] = x[n, c, r * sh + a - pt,
-    k * sw + b - pl] (zero outside the image) for the planes of (image, channel) units [start, stop).
-    Stride 1: the plane zeroed, then the image rows copied in by _microkernel.depthwise_pad (numba's
-    row slices cost ~20 ns each, as long as copying a 56-float row); column stride 2 by
+    k * sw + b - pl] (zero outside the image) for units [start, stop): unit = (band * images + image)
+    * channels + channel, a band being the plane rows [band * rows // bands, (band + 1) * rows //
+    bands), so that threads taking contiguous blocks of units fill horizontal bands of every channel:
+    the rows the direct route's position chunks read (and the previous layer's threads wrote) on the
+    same core. Stride 1: the band zeroed, then the image rows copied in by _microkernel.depthwise_pad
+    (numba's row slices cost ~20 ns each, as long as copying a 56-float row); column stride 2 by
     _microkernel.depthwise_pad_s2 (_fill_column_pairs); other strides row by row."""
-    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    images, channels, height, width = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     plane = rows * grid_w
     zero = np.float32(0)
     for unit in range(start, stop):
-        n = unit // channels
+        band = unit // (images * channels)
+        n = unit // channels % images
         c = unit % channels
+        r_lo, r_hi = band * rows // bands, (band + 1) * rows // bands
+        if r_lo >= r_hi:
+            continue
         dst_image = xp[n]
         if sh == 1 and sw == 1:
             dst = dst_image[c * plane:(c + 1) * plane]
-            for k in range(plane):
+            for k in range(r_lo * grid_w, r_hi * grid_w):
                 dst[k] = zero
-            r0, r1 = max(0, pt), min(rows, height + pt)    # plane rows holding image rows
-            k0, k1 = max(0, pl), min(grid_w, width + pl)   # plane columns holding image columns
+            r0, r1 = max(r_lo, pt), min(r_hi, height + pt)   # band rows holding image rows
+            k0, k1 = max(0, pl), min(grid_w, width + pl)     # plane columns holding image columns
             if r0 < r1 and k0 < k1:
                 depthwise_pad(x[n, c, r0 - pt].ctypes.data + 4 * (k0 - pl), width, dst.ctypes.data + 4 * (r0 * grid_w + k0),
                               grid_w, r1 - r0, k1 - k0, 0)
             continue
         if sw == 2:
-            _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w)
+            _fill_column_pairs(x, dst_image, n, c, sh, pt, pl, rows, grid_w, r_lo, r_hi)
             continue
         for a in range(sh):
             for b in range(sw):
@@ -593,7 +602,7 @@ def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
                 # phase columns k whose input column k * sw + b - pl lies in the image: [k0, k1)
                 k0 = min(grid_w, max(0, (pl - b + sw - 1) // sw))
                 k1 = max(k0, min(grid_w, (width - 1 + pl - b) // sw + 1))
-                for r in range(rows):
+                for r in range(r_lo, r_hi):
                     dst = dst_image[first + r * grid_w:first + (r + 1) * grid_w]
                     row = r * sh + a - pt
                     if row < 0 or row >= height:
@@ -603,11 +612,11 @@ def fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def fill_phase_planes_blocks(x, xp, sh, sw, pt, pl, rows, grid_w, count, blocks):
+def fill_phase_planes_blocks(x, xp, sh, sw, pt, pl, rows, grid_w, bands, count, blocks):
     for i in prange(blocks):
         start, stop = block_range(count, blocks, i)
         if start < stop:
-            fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, start, stop)
+            fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, bands, start, stop)
 
 
 @njit(cache=True, nogil=True, inline="always")

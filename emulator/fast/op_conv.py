@@ -252,6 +252,16 @@ DIRECT_CHUNK_FLOATS = 1 << 18
 DIRECT_WASTE = 1.05
 #: Kernel calls per strip of positions (_jit.conv_direct): each chunk of taps runs over the strip's calls
 DIRECT_STRIP_CALLS = 4
+#: Split the work of a convolution whose padded input holds at least DIRECT_SPATIAL_INPUT_SHARE times
+#: its weights' floats between threads by position chunks (bands of output rows) rather than by panels
+#: of output channels, its phase planes filled by bands too (_jit.fill_phase_planes): on the 2-vCPU
+#: Xeon VM of session 14 (private 2 MB L2s on a mesh), a core reading the half of an input that the
+#: other core wrote lost ~0.17 ms of each of ResNet-18's 0.8 ms 64-channel 56x56 layers; 128 channels
+#: at 28x28 (input 0.8x the weights) gained a little, 256 at 14x14 (0.1x) lost. Whole models, in-process
+#: A/B (benchmarks/ab_conv_routes.py --routes spatial): ResNet-18 1.03-1.05x, ResNet-50 1.02-1.03x, FCN
+#: 1.02x, BEVDet 1.01x. Any split gives the same bits.
+DIRECT_SPATIAL = True
+DIRECT_SPATIAL_INPUT_SHARE = 0.5
 
 
 def direct_static(x_shape, w4, groups, work) -> bool:
@@ -335,13 +345,31 @@ class DirectConv:
         self.slack = columns + self.grid_w  # read by positions past the last output row's end, never stored
         self.fill_block = max(1, MIN_ELEMENTWISE_BLOCK // (8 * sh * sw * plane))
         self.packed = tap_panels(w)
-        # near-equal chunks of whole calls (threads take equal numbers of units: a short last chunk idled one)
-        chunks = -(-positions // max(columns, DIRECT_CHUNK_FLOATS // (c * sh * sw)))
-        self.per_chunk = -(-positions // (chunks * columns)) * columns
-        self.units = n * chunks * self.packed.shape[0]
+        # both splits planned (the A/B switch DIRECT_SPATIAL is read at call time)
+        self.splits = {spatial: self._split(spatial, n, c * sh * sw, positions, columns) for spatial in (False, True)}
         self.chunk_taps = DIRECT_CHANNEL_CHUNK * kh * kw
-        per_unit = min(self.per_chunk, positions) * self.packed.shape[1] * self.packed.shape[2]
+        per_unit = min(self.splits[False][1], positions) * self.packed.shape[1] * self.packed.shape[2]
         self.min_block = max(1, 400_000 // per_unit)
+
+    def _split(self, spatial: bool, n: int, phase_channels: int, positions: int, columns: int) -> tuple:
+        """(bands, positions per chunk, units) of the work: near-equal chunks of whole kernel calls, at
+        most DIRECT_CHUNK_FLOATS of input each; ``spatial`` (where the input outweighs the weights): a
+        multiple of the threads' count of chunks, and the phase planes filled in as many bands, so that
+        each thread takes whole chunks (horizontal bands of all output channels) rather than panels of
+        output channels over the whole input: it then reads the rows that it filled, and that the
+        previous layer's thread on its core wrote, from its own cache (DIRECT_SPATIAL)."""
+        chunks = -(-positions // max(columns, DIRECT_CHUNK_FLOATS // phase_channels))
+        bands = 1
+        if spatial and self.planes >= DIRECT_SPATIAL_INPUT_SHARE * self.packed.size:
+            from ._parallel import _thread_count
+
+            parts = min(_thread_count(), positions // columns)
+            if parts > 1:
+                chunks, bands = -(-chunks // parts) * parts, parts
+        # near-equal chunks (threads take equal numbers of units: a short last chunk idled one)
+        per_chunk = -(-positions // (chunks * columns)) * columns
+        chunks = -(-positions // per_chunk)  # whole calls per chunk may leave fewer chunks than asked
+        return bands, per_chunk, n * chunks * self.packed.shape[0]
 
     def __call__(self, x: np.ndarray, tail: Optional[tuple] = None) -> np.ndarray:
         from . import _jit
@@ -351,11 +379,12 @@ class DirectConv:
         xp = np.empty((n, self.planes + self.slack), np.float32)
         xp[:, self.planes:] = 0
         x = np.ascontiguousarray(x, np.float32)
-        run_blocks(n * x.shape[1], _jit.fill_phase_planes, _jit.fill_phase_planes_blocks, x, xp, sh, sw, self.pads[0],
-                   self.pads[1], self.rows, self.grid_w, min_block=self.fill_block)
+        bands, per_chunk, units = self.splits[DIRECT_SPATIAL]
+        run_blocks(bands * n * x.shape[1], _jit.fill_phase_planes, _jit.fill_phase_planes_blocks, x, xp, sh, sw,
+                   self.pads[0], self.pads[1], self.rows, self.grid_w, bands, min_block=self.fill_block)
         y = np.empty(self.out_shape, np.float32)
-        run_blocks(self.units, _jit.conv_direct, _jit.conv_direct_blocks, xp, self.packed, self.offsets, y,
-                   self.grid_w, self.lanes, self.vectors, DIRECT_STRIP_CALLS, self.per_chunk, self.chunk_taps,
+        run_blocks(units, _jit.conv_direct, _jit.conv_direct_blocks, xp, self.packed, self.offsets, y,
+                   self.grid_w, self.lanes, self.vectors, DIRECT_STRIP_CALLS, per_chunk, self.chunk_taps,
                    *tail_arguments(y, tail), min_block=self.min_block)
         return y
 

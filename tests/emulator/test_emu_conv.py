@@ -950,10 +950,11 @@ def test_direct_route_matches_naive_loops_with_the_same_bits_at_any_thread_count
 @pytest.mark.parametrize("sh, sw, pt, pl, height, width", [
     (2, 2, 1, 1, 11, 10), (2, 2, 1, 1, 12, 13), (1, 2, 0, 0, 7, 9), (3, 2, 2, 3, 10, 11), (2, 2, 0, 2, 9, 8),
     (2, 3, 1, 1, 9, 10), (1, 1, 2, 1, 6, 7)])
-def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, pl, height, width):
+@pytest.mark.parametrize("bands", [1, 2, 5])
+def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, pl, height, width, bands):
     """_jit.fill_phase_planes against its definition: plane (c, a, b) row r column k holds input row
     r * sh + a - pt, column k * sw + b - pl, zero outside the image (stride-2 columns take a vector
-    path of their own)."""
+    path of their own), whether each unit fills a channel's whole planes or a band of their rows."""
     from tidlx.emulator.fast import _jit
 
     rng = np.random.default_rng(height * width + pl)
@@ -961,7 +962,7 @@ def test_phase_planes_hold_each_input_float_at_its_phase_and_place(sh, sw, pt, p
     rows, grid_w = -(-(height + pt + 1) // sh), -(-(width + pl + 1) // sw)  # past the image's last float
     plane = rows * grid_w
     xp = np.full((2, 3 * sh * sw * plane), np.nan, np.float32)
-    _jit.fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, 0, 6)
+    _jit.fill_phase_planes(x, xp, sh, sw, pt, pl, rows, grid_w, bands, 0, 6 * bands)
     want = np.zeros((2, 3, sh, sw, rows, grid_w), np.float32)
     for a in range(sh):
         for b in range(sw):
@@ -1035,8 +1036,53 @@ def test_direct_kernel_widths_and_chunks_give_the_same_bits(vectors, monkeypatch
     monkeypatch.setattr(op_conv, "DIRECT_CHUNK_FLOATS", 40 * 100)  # chunks of ~100 positions
     monkeypatch.setattr(op_conv, "DIRECT_STRIP_CALLS", 1)
     got = op_conv.DirectConv(x.shape, wt, (1, 1), (1, 1), (1, 1, 1, 1), (23, 21))
-    assert got.vectors == vectors and got.units > 3 * 2
+    assert got.vectors == vectors and got.splits[False][2] > 3 * 2
     assert got(x).tobytes() == want.tobytes()
+
+
+def test_direct_route_counts_the_chunks_it_cuts(monkeypatch):
+    """Positions per chunk are rounded up to whole kernel calls, which can leave fewer chunks than the
+    chunk size asked for (811 positions, 7 chunks of at most 128 asked: 6 chunks of 144 cut): the plan's
+    units count the chunks cut. Counting the asked ones sent the last units past the image's input,
+    into memory out of bounds (a double free in a ResNet-18 run)."""
+    from tidlx.emulator.fast import op_conv
+
+    rng = np.random.default_rng(8)
+    x = rand(rng, (1, 64, 56, 56))
+    wt = rand(rng, (32, 64, 3, 3))
+    want = op_conv.DirectConv(x.shape, wt, (2, 2), (1, 1), (1, 1, 1, 1), (28, 28))(x)
+    monkeypatch.setattr(op_conv, "DIRECT_CHUNK_FLOATS", 1 << 15)
+    conv = op_conv.DirectConv(x.shape, wt, (2, 2), (1, 1), (1, 1, 1, 1), (28, 28))
+    positions, columns = 27 * conv.grid_w + 28, conv.vectors * conv.lanes
+    asked = -(-positions // max(columns, (1 << 15) // (64 * 4)))
+    for spatial in (False, True):
+        bands, per_chunk, units = conv.splits[spatial]
+        assert units == -(-positions // per_chunk) * conv.packed.shape[0]
+    assert -(-positions // conv.splits[False][1]) < asked  # the case this test is for
+    assert conv(x).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_direct_route_by_bands_gives_the_same_bits(threads, monkeypatch):
+    """Where the input outweighs the weights the threads take bands of positions (and fill the phase
+    planes by bands): the same sums, the same bits as panels of output channels, at any thread count."""
+    from tidlx.emulator import EmulatorConfig
+    from tidlx.emulator.fast import _parallel, op_conv
+
+    rng = np.random.default_rng(9)
+    x = rand(rng, (2, 16, 30, 29))
+    wt = rand(rng, (24, 16, 3, 3))
+    monkeypatch.setattr(_parallel, "_thread_count", lambda: 3)
+    conv = op_conv.DirectConv(x.shape, wt, (1, 1), (1, 1), (1, 1, 1, 1), (30, 29))
+    assert conv.splits[True][0] == 3 and conv.splits[False][0] == 1
+    results = {}
+    with _parallel.run_context(EmulatorConfig(threads=threads, adapt=False)):
+        for spatial in (True, False):  # the bands first: no earlier call's planes in the reused memory
+            monkeypatch.setattr(op_conv, "DIRECT_SPATIAL", spatial)
+            results[spatial] = conv(x)
+    assert results[True].tobytes() == results[False].tobytes()
+    exact = naive_conv_nchw(x.astype(np.float64), wt.astype(np.float64), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    assert np.abs(results[True] - exact).max() <= 1e-5 * np.abs(exact).max()
 
 
 def test_direct_route_sums_long_channel_runs_in_chunks():
