@@ -32,7 +32,8 @@ Beside other CPU-bound processes a parallel region waits for a descheduled worke
 (``EmulatorConfig.adapt``, ``TIDLX_EMULATOR_ADAPT=0`` turns it off; config ``threads=0`` only) a run
 counts at its start the runnable threads of other processes (/proc/loadavg's running count less
 this process's running threads, ~23 us) and uses only the CPUs left (at least 1; on 2 cores beside
-one busy process: the calling thread alone). A count stands for ADAPT_RECOUNT_SECONDS: the runs of a
+one busy process: the calling thread alone). A count stands for ADAPT_RECOUNT_SECONDS, the least of it and the count before it (a process busy for a
+moment is no competitor; _others_running_recently): the runs of a
 small model (MobileNetV3-small: ~1.5 ms) would otherwise spend 3-5% of their time counting (69 us a
 count through Python's file objects, 23 us through os.read). benchmarks/ab_parallel.py, fresh processes
 alternating, 3 rounds x 7 runs, medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python
@@ -152,14 +153,32 @@ def _others_running() -> int:
 
 #: Seconds a count of other processes' runnable threads stands for the runs that start after it.
 ADAPT_RECOUNT_SECONDS = 0.01
-_others_count = [float("-inf"), 0]  # [time.monotonic() of the last count, the count]
+#: Counts a process's first positive count is checked by (the least stands): a CPU-bound process is
+#: runnable at each, a kernel worker waking for microseconds rarely at two in a row.
+ADAPT_CONFIRMING_COUNTS = 2
+_others_count = [float("-inf"), 0, None]  # [time.monotonic() of the last count, what stands, the count seen]
 
 
 def _others_running_recently() -> int:
-    """_others_running, counted again once the last count is ADAPT_RECOUNT_SECONDS old."""
+    """_others_running, counted again once the last count is ADAPT_RECOUNT_SECONDS old. What stands is
+    the least of the count and the one before it (the first count of a process: of it and
+    ADAPT_CONFIRMING_COUNTS counts right after it): a CPU-bound process is seen at successive counts,
+    a daemon busy for a moment at one. On the idle 2-vCPU Xeon VM of session 14, one count in ~14
+    saw such a passer-by (at three counts ~25 us apart too), and its run took one thread: 44-49 ms for
+    a ResNet-18 of 13-15 (a process's first one-thread run also loads the serial kernels)."""
     now = time.monotonic()
     if now - _others_count[0] >= ADAPT_RECOUNT_SECONDS:
-        _others_count[:] = [now, _others_running()]
+        seen = _others_running()
+        previous = _others_count[2]
+        if previous is None:
+            standing = seen
+            for _ in range(ADAPT_CONFIRMING_COUNTS):
+                if standing == 0:
+                    break
+                standing = min(standing, _others_running())
+        else:
+            standing = min(seen, previous)
+        _others_count[:] = [now, standing, seen]
     return _others_count[1]
 
 

@@ -162,7 +162,7 @@ def test_runs_use_numba_parallel_regions_on_several_cpus():
 def test_default_runs_use_the_cpus_other_processes_leave(monkeypatch, others, expected):
     most = min(_cpus(), 8)
     monkeypatch.setattr(_parallel, "_others_running", lambda: others)
-    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0])  # no count standing from earlier runs
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0, None])  # no count standing from earlier runs
     with _parallel.run_context(EmulatorConfig()):
         assert _parallel.numba_threads() == {None: most, -1: max(1, most - 1)}.get(expected, expected)
     with _parallel.run_context(EmulatorConfig(adapt=False)):
@@ -183,20 +183,57 @@ def test_a_count_of_other_processes_stands_for_a_short_while(monkeypatch):
         return 99 if len(counts) > 1 else 0
 
     monkeypatch.setattr(_parallel, "_others_running", counting)
-    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0])
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0, None])
     monkeypatch.setattr(_parallel, "ADAPT_RECOUNT_SECONDS", 3600.0)
+    monkeypatch.setattr(_parallel, "ADAPT_CONFIRMING_COUNTS", 0)  # one count a recount here
     for _ in range(3):
         with _parallel.run_context(EmulatorConfig()):
             assert _parallel.numba_threads() == min(_cpus(), 8)
     assert len(counts) == 1
     _parallel._others_count[0] -= 3600.0  # the count is now old: the next run counts again (99 others)
+    with _parallel.run_context(EmulatorConfig()):  # ... which stands once the count before agrees
+        assert _parallel.numba_threads() == min(_cpus(), 8)
+    _parallel._others_count[0] -= 3600.0
     with _parallel.run_context(EmulatorConfig()):
         assert _parallel.numba_threads() == 1
-    assert len(counts) == 2
+    assert len(counts) == 3
     assert _parallel._others_running.__name__ == "counting"
     monkeypatch.undo()
     assert _parallel._others_running() >= 0  # the real count reads /proc (0 where it cannot)
 
+
+@pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
+@pytest.mark.parametrize("counts,threads", [((1, 0), "all"), ((1, 1, 0), "all"), ((1, 1, 1), "less one"),
+                                            ((2, 1, 3), "less one"), ((0,), "all")])
+def test_a_first_count_stands_when_the_counts_right_after_it_agree(monkeypatch, counts, threads):
+    """A process's first positive count is checked by ADAPT_CONFIRMING_COUNTS more, the least standing:
+    a thread runnable at one count only (a kernel worker passing by) leaves the run all of the CPUs."""
+    seen = list(counts)
+    monkeypatch.setattr(_parallel, "_others_running", lambda: seen.pop(0))
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0, None])
+    monkeypatch.setattr(_parallel, "ADAPT_CONFIRMING_COUNTS", 2)
+    most = min(_cpus(), 8)
+    with _parallel.run_context(EmulatorConfig()):
+        assert _parallel.numba_threads() == (most if threads == "all" else max(1, most - 1))
+    assert not seen  # no count more than needed
+
+
+@pytest.mark.skipif(_cpus() < 2, reason="one CPU: runs are serial by design")
+def test_later_counts_stand_when_the_count_before_agrees(monkeypatch):
+    """After a process's first count, what stands is the least of a count and the one before it: a
+    burst seen at one count leaves all CPUs, a process seen at two in a row takes one of them."""
+    seen = [0, 1, 0, 1, 1, 1, 0]
+    monkeypatch.setattr(_parallel, "_others_running", lambda: seen.pop(0))
+    monkeypatch.setattr(_parallel, "_others_count", [float("-inf"), 0, None])
+    most = min(_cpus(), 8)
+    got = []
+    for _ in range(7):
+        _parallel._others_count[0] = float("-inf")  # each run counts anew
+        with _parallel.run_context(EmulatorConfig()):
+            got.append(_parallel.numba_threads())
+    less = max(1, most - 1)
+    assert got == [most, most, most, most, less, less, most]
+    assert not seen
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m,k,n", [(512, 300, 49), (64, 147, 1000), (33, 70, 77)])
