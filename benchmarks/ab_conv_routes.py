@@ -1,11 +1,12 @@
 """In-process A/B of the fast convolution routes: dilated 3x3 by Winograd on phase sub-grids, and the
 direct route for convolutions with few input channels (the stems), each against the route they
 replace (im2col + sgemm), Winograd's BLAS products for large weights against its tile blocks, and the
-direct route's split between threads by bands of positions against panels of output channels.
+direct route's split between threads by bands of positions against panels of output channels, and
+1x1 convolutions of small maps on the pointwise tile kernel against OpenBLAS's sgemm.
 
 Not part of ``make bench`` (its name does not match bench_*.py). The routes are switched by module
 flags (``_winograd.DILATED``, ``op_conv.DIRECT_FEW_CHANNELS``, ``_winograd.BLAS_MIN_CHANNEL_PAIRS``,
-``op_conv.DIRECT_SPATIAL``; ``--routes`` picks which), the two variants alternating run
+``op_conv.DIRECT_SPATIAL``, ``op_conv.POINTWISE_LANES``; ``--routes`` picks which), the two variants alternating run
 by run in one process (the machine is shared: quote the ratio of medians). ``--shapes`` times the
 nn.conv2d kernel alone inside a fast run context (2 threads unless ``--threads``); ``--models``
 times whole models of benchmarks/model_set.py (``tidlx.emulator.run``, ``--threads`` threads, the
@@ -64,7 +65,7 @@ def _flags():
     return _winograd, op_conv
 
 
-ROUTES = ("dilated", "few", "blas", "spatial")
+ROUTES = ("dilated", "few", "blas", "spatial", "pointwise")
 _chosen = list(ROUTES)
 _defaults: dict = {}
 
@@ -78,6 +79,8 @@ def _set_route(new: bool) -> None:
         op_conv.DIRECT_FEW_CHANNELS = new
     if "spatial" in _chosen:
         op_conv.DIRECT_SPATIAL = new
+    if "pointwise" in _chosen:
+        op_conv.POINTWISE_LANES = new
     if "blas" in _chosen:
         _defaults.setdefault("pairs", winograd.BLAS_MIN_CHANNEL_PAIRS)
         winograd.BLAS_MIN_CHANNEL_PAIRS = _defaults["pairs"] if new else 1 << 62
@@ -212,7 +215,8 @@ def main() -> None:
     parser.add_argument("--routes", default=",".join(ROUTES),
                         help="the routes switched between old and new: dilated (Winograd on phases), few "
                              "(direct few-channel convolutions), blas (Winograd products by BLAS for large weights), "
-                             "spatial (the direct route split by bands of positions)")
+                             "spatial (the direct route split by bands of positions), pointwise (1x1 convolutions "
+                             "of small maps on the pointwise tile kernel)")
     args = parser.parse_args()
     _chosen[:] = args.routes.split(",")
     print(f"load average {os.getloadavg()[0]:.2f} at start")

@@ -29,7 +29,7 @@ from ._blocks import block_range
 from ._exp import swish_f32
 from ._microkernel import (COLUMNS, DEPTHWISE_CHAINS, DEPTHWISE_WIDTH, STORE_ADD, STORE_AFFINE, STORE_CLIP,
                            STORE_HARD_SWISH, STORE_RELU, STORE_SWISH, depthwise_flat, depthwise_pad, depthwise_pad_s2,
-                           masked_copies, store_rows,
+                           masked_copies, pointwise_tile, store_rows,
                            depthwise_parts, direct_taps1, direct_taps2, direct_taps3, direct_taps_add1,
                            direct_taps_add2, direct_taps_add3, panel_product, panel_product_add, panel_taps)
 
@@ -696,6 +696,57 @@ def conv_direct_blocks(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_
         if start < stop:
             conv_direct(xp, wp, offsets, y, grid_w, lanes, vectors, strip, chunk_positions, chunk_taps, scale, shift,
                         other, has_tail, has_affine, has_add, relu, clamp, lo, hi, act, act_consts, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def pointwise_lanes(x, wp, firsts, widths, y, lanes, chunk, scale, shift, other, has_tail, has_affine, has_add, relu,
+                    clamp, lo, hi, act, act_consts, start, stop):
+    """y[o, p] = sum over channels q of W[o, q] * x[q, p] for the units [start, stop) of output channels:
+    unit u is the ``widths[u]`` vectors of ``lanes`` channels from vector ``firsts[u]``, whose weights
+    are wp's (C, widths[u] * lanes) block at firsts[u] * lanes * C floats (op_conv.PointwiseConv packs
+    them; channels past y's are zeros there, never stored). Each chunk of ``chunk`` channels is one
+    ordered FMA chain per output (_microkernel.pointwise_tile, tiles of up to 8 positions), the chunk
+    sums added in order in a scratch of positions x channels; the last chunk's tiles are transposed
+    in registers and stored as the channels' rows. With a tail, the unit's rows then get tail_row's
+    operations in place (_microkernel.store_rows), as in conv_direct."""
+    channels, positions = x.shape
+    outs = y.shape[0]
+    most = 0
+    for u in range(start, stop):
+        most = max(most, widths[u])
+    lds = most * lanes
+    scratch = np.empty(positions * lds + 1, np.float32)
+    x_at, s_at, y_at, other_at = x.ctypes.data, scratch.ctypes.data, y.ctypes.data, other.ctypes.data
+    mode = store_mode(has_tail, has_affine, has_add, relu, clamp, act)
+    for u in range(start, stop):
+        width = widths[u] * lanes
+        w_at = wp.ctypes.data + 4 * firsts[u] * lanes * channels
+        o0 = firsts[u] * lanes
+        live = min(outs - o0, width)
+        for c0 in range(0, channels, chunk):
+            k = min(chunk, channels - c0)
+            shape = (128 if c0 + chunk >= channels else 0) + (64 if c0 > 0 else 0) + widths[u] * 8
+            p0 = 0
+            while p0 < positions:
+                left = positions - p0
+                r = 8 if left >= 8 else 4 if left >= 4 else 2 if left >= 2 else 1
+                pointwise_tile(x_at + 4 * (c0 * positions + p0), positions, w_at + 4 * c0 * width, s_at + 4 * p0 * lds,
+                               lds, k, shape + r, y_at + 4 * (o0 * positions + p0), positions, live)
+                p0 += r
+        if mode:
+            at = 4 * o0 * positions
+            store_rows(y_at + at, positions, y_at + at, positions, live, positions, scale.ctypes.data + 4 * o0,
+                       shift.ctypes.data + 4 * o0, other_at + at, positions, mode, lo, hi, act_consts.ctypes.data)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def pointwise_lanes_blocks(x, wp, firsts, widths, y, lanes, chunk, scale, shift, other, has_tail, has_affine, has_add,
+                           relu, clamp, lo, hi, act, act_consts, count, blocks):
+    for i in prange(blocks):
+        start, stop = block_range(count, blocks, i)
+        if start < stop:
+            pointwise_lanes(x, wp, firsts, widths, y, lanes, chunk, scale, shift, other, has_tail, has_affine, has_add,
+                            relu, clamp, lo, hi, act, act_consts, start, stop)
 
 
 # --- pooling -----------------------------------------------------------------------------------

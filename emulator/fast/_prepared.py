@@ -325,8 +325,11 @@ def _prepare_conv2d(node: Call, constants) -> Optional[Callable]:
     matrix = w.reshape(o, c)
     cols, columns = _pointwise_input(x_t, geo)
     product = product_plan(o, c, cols, dtype)
+    lanes = op_conv.pointwise_conv(w) if op_conv.pointwise_usable(o, c, cols, dtype) else None
 
     def pointwise(args):
+        if lanes is not None and op_conv.POINTWISE_LANES:  # the A/B switch, read at call time as the generic kernel reads it
+            return lanes(columns(args[0])).reshape(out_shape)
         return product(matrix, columns(args[0])).reshape(out_shape)
     return pointwise
 
@@ -655,7 +658,9 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     (_chain_tail): one callable that runs the product's blocks each followed by its part of the
     tail (_parallel.product_tail_plan), or None. Where the run has no numba threads to split over,
     or the residual is not contiguous, it runs the product, then the tail's pass: the same bits
-    either way, and those of the chain's stages one by one."""
+    either way, and those of the chain's stages one by one. A convolution PointwiseConv takes
+    (op_conv.pointwise_usable) stores its rows with the tail at any thread count (the same bits)."""
+    from . import op_conv
     from ._tail import run_pass
 
     w = _constants(fused.head_node)[1]
@@ -668,7 +673,8 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     shape = out_t[0]
     cols, columns = _pointwise_input(x_t, geo)
     blocked = product_tail_plan(o, c, cols, dtype)
-    if blocked is None:
+    lanes = op_conv.pointwise_conv(w) if op_conv.pointwise_usable(o, c, cols, dtype) else None
+    if blocked is None and lanes is None:
         return None
     tail, add_at = planned
     product = product_plan(o, c, cols, dtype)
@@ -678,6 +684,10 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     def pointwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
         b = columns(values[0])
+        if lanes is not None and op_conv.POINTWISE_LANES:  # the tail stored with the rows, at any thread count
+            return lanes(b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags).reshape(shape)
+        if blocked is None:
+            return _then(act, run_pass(product(matrix, b).reshape(shape), tail, other))
         if in_place:
             res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
             if res is not None:

@@ -99,7 +99,10 @@ def _conv_nchw(x, w, groups, strides, dilation, pads, out_hw, work):
         xp = _pad_nchw(x, pt, pl, pb, pr, work)
         col = _im2col(xp, kh, kw, strides, dilation, out_hw).reshape(n, groups, i_per_group * kh * kw, oh * ow)
         wm = w.reshape(groups, o // groups, i_per_group * kh * kw)
-    if n == 1 and groups == 1:
+    if n == 1 and groups == 1 and kh == 1 and kw == 1 and POINTWISE_LANES and pointwise_usable(o, i_per_group, oh * ow,
+                                                                                              work):
+        res = pointwise_conv(w)(col[0, 0])
+    elif n == 1 and groups == 1:
         res = gemm(wm[0], col[0, 0])
     elif wm[0].size * col.shape[-1] >= 2_000_000:  # big per-group products: one pooled GEMM each
         res = np.empty((n, groups, o // groups, oh * ow), np.result_type(wm, col))
@@ -398,6 +401,102 @@ def _conv_direct(x, w, strides, dilation, pads, out_hw):
     return plan(x)
 
 
+#: Whether float32 1x1 convolutions of small maps may run on the pointwise tile kernel (PointwiseConv;
+#: benchmarks/ab_conv_routes.py --routes pointwise turns it off for A/B against OpenBLAS's sgemm).
+POINTWISE_LANES = True
+#: ... those of at most this many positions (28x28), this many input and output channels or more and
+#: multiply-adds, and at most this share of padded output channels (lanes computed for nothing):
+#: the shapes where PointwiseConv measured faster than the sgemm (see its doc).
+POINTWISE_MAX_POSITIONS = 784
+POINTWISE_MIN_CHANNELS = 96
+POINTWISE_MIN_OUTPUTS = 64
+POINTWISE_MIN_MACS = 3_000_000
+POINTWISE_MAX_LANE_WASTE = 1.15
+#: Input channels per ordered FMA chain of the pointwise kernel; the chain sums are added in order.
+#: Against float64, 1x1 layers of 7x7 and 14x14 maps: chunks of 64 1.2-2.6x closer than OpenBLAS's
+#: sgemm, of 256 about as close, at the same speed.
+POINTWISE_CHUNK = 64
+
+
+def pointwise_usable(o: int, c: int, positions: int, dtype) -> bool:
+    """Whether a 1x1 convolution of one image (o x c weights, ``positions`` output positions) runs on
+    PointwiseConv (with POINTWISE_LANES, read at call time): float32 on AVX-512 (16-float vectors of
+    output channels), a small map, enough input channels, and few padded output channels."""
+    if np.dtype(dtype) != np.float32 or positions > POINTWISE_MAX_POSITIONS or c < POINTWISE_MIN_CHANNELS \
+            or o < POINTWISE_MIN_OUTPUTS or o * c * positions < POINTWISE_MIN_MACS:
+        return False
+    from . import _microkernel
+
+    lanes = _microkernel.LANES
+    return _microkernel.AVAILABLE and lanes == 16 and -(-o // lanes) * lanes <= POINTWISE_MAX_LANE_WASTE * o
+
+
+class PointwiseConv:
+    """A float32 1x1 convolution of one image planned once for its (constant) weights: ``conv(x)`` for
+    the (C, positions) input matrix -> the (O, positions) result; ``conv(x, tail)`` also applies a conv
+    tail to each output row as it is stored (DirectConv's tail tuple, the residual as (O, positions)).
+
+    The output channels are the vector lanes (_jit.pointwise_lanes on _microkernel.pointwise_tile):
+    each input float is broadcast and multiplied by a vector of 16 output channels' weights, so a map
+    of 7x7 or 14x14 positions wastes no lanes (vectors of positions compute 64 for 49, 208 for 196),
+    and the weights are packed once, where OpenBLAS packs both operands at every call. Each output
+    sums POINTWISE_CHUNK channels per ordered FMA chain, the chain sums added in order: the same bits
+    for any thread count. Threads take blocks of up to 3 vectors of channels, the channels first cut
+    in one near-equal share per CPU. The 2-vCPU Xeon VM of session 14 (AVX-512), against OpenBLAS's
+    sgemm on the same products (in-process, alternating; 1 thread / 2 threads): 960->160 at 7x7
+    1.47x / 1.44x, 2048->512 at 7x7 1.42x / 1.30x, 576->96 at 14x14 1.30x / 1.23x, 96->576 at 14x14
+    1.22x / 1.12x, 1024->256 at 14x14 1.21x / 1.18x, 512->128 at 28x28 1.10x / 1.11x; 64->384 at 14x14
+    1.01x / 0.97x, 144->48 at 14x14 0.89x / 0.67x, 192->32 at 28x28 1.15x / 0.91x, 64->256 at 56x56
+    0.93x / 0.88x (hence pointwise_usable's limits). In whole runs the layers' inputs arrive cold
+    (written by the layer before, partly on the other core) and the gain shrinks: MobileNetV2,
+    MobileNetV3-small, EfficientNet-B0 and ResNet-50 1.02-1.03x, ShuffleNetV2 1.00x. Holds no
+    reference to the weights array itself.
+    """
+
+    def __init__(self, w: np.ndarray):
+        from . import _microkernel
+        from ._parallel import _thread_count
+
+        o, c = w.shape
+        self.lanes = lanes = _microkernel.LANES
+        vectors = -(-o // lanes)
+        parts = max(1, min(_thread_count(), vectors))
+        firsts, widths = [], []
+        first = 0
+        for part in range(parts):
+            share = vectors // parts + (part < vectors % parts)
+            while share > 0:
+                width = min(_microkernel.POINTWISE_VECTORS, share)
+                firsts.append(first)
+                widths.append(width)
+                first, share = first + width, share - width
+        self.firsts, self.widths = np.array(firsts, np.int64), np.array(widths, np.int64)
+        padded = np.zeros((vectors * lanes, c), np.float32)
+        padded[:o] = w
+        # each unit's block of channels as its (C, width * lanes) rows, the blocks one after the other
+        self.packed = np.concatenate([padded[f * lanes:(f + n) * lanes].T.ravel() for f, n in zip(firsts, widths)])
+        self.shape = (o, c)
+        self.unit_macs = min(widths) * lanes * c  # a unit's multiply-adds per position
+
+    def __call__(self, x: np.ndarray, tail: Optional[tuple] = None) -> np.ndarray:
+        from . import _jit
+
+        x = np.ascontiguousarray(x, np.float32)
+        y = np.empty((self.shape[0], x.shape[1]), np.float32)
+        run_blocks(len(self.firsts), _jit.pointwise_lanes, _jit.pointwise_lanes_blocks, x, self.packed, self.firsts,
+                   self.widths, y, self.lanes, POINTWISE_CHUNK, *tail_arguments(y, tail),
+                   min_block=max(1, 400_000 // (self.unit_macs * x.shape[1])))
+        return y
+
+
+def pointwise_conv(w: np.ndarray) -> PointwiseConv:
+    """PointwiseConv of the (O, C, 1, 1) weights, planned once per weights array."""
+    from ._weights import derived
+
+    return derived(w, ("pointwise",), lambda: PointwiseConv(w.reshape(w.shape[0], w.shape[1])))
+
+
+_geometry_cache: dict = {}
 _geometry_cache: dict = {}
 
 

@@ -1133,3 +1133,102 @@ def test_direct_plans_are_cached_per_weights_and_die_with_them():
     assert run_kernel("nn.conv2d", [x, wt], padding=(1, 1, 1, 1)).tobytes() == first.tobytes()
     del wt
     assert key not in _weights._cache
+
+
+# --- 1x1 convolutions on the pointwise tile kernel (op_conv.PointwiseConv) -------------------------
+
+def _pointwise_or_skip():
+    from tidlx.emulator.fast import _microkernel
+
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    if _microkernel.LANES != 16:
+        pytest.skip("the pointwise kernel runs on AVX-512 hosts only (16-float vectors of output channels)")
+
+
+@pytest.mark.parametrize("o, c, positions", [(16, 96, 1), (64, 96, 3), (100, 130, 7), (160, 960, 49), (96, 576, 196),
+                                             (48, 200, 13), (128, 64, 15), (64, 65, 22)])
+def test_pointwise_kernel_gives_the_same_bits_however_the_channels_are_cut(o, c, positions, monkeypatch):
+    """PointwiseConv against float64 (every tile shape: 8, 4, 2 and 1 positions, 1..3 vectors of
+    channels, a last vector of channels partly padding, channels not a multiple of the chunk), NaN and
+    infinities reaching the outputs they reach in the product, and the same bits whatever the count
+    of CPUs the channels are first cut by and the threads of the run."""
+    from tidlx.emulator.fast import _parallel, op_conv
+
+    _pointwise_or_skip()
+    rng = np.random.default_rng(o + c + positions)
+    w = rand(rng, (o, c))
+    x = rand(rng, (c, positions))
+    if positions > 1:  # (one position: every output would be NaN)
+        x[3, 0], x[5, -1] = np.nan, np.inf
+    want = w.astype(np.float64) @ x.astype(np.float64)
+    results = []
+    for cpus in (1, 2, 3):
+        monkeypatch.setattr(_parallel, "_thread_count", lambda cpus=cpus: cpus)
+        conv = op_conv.PointwiseConv(w)
+        assert conv.widths.sum() == -(-o // 16) and conv.widths.max() <= 3
+        for threads in (1, 2):
+            with _parallel.run_context(EmulatorConfig(threads=threads, adapt=False)):
+                results.append(conv(x))
+    got = results[0]
+    assert got.shape == (o, positions) and all(r.tobytes() == got.tobytes() for r in results[1:])
+    assert (np.isnan(got) == np.isnan(want)).all() and (np.isinf(got) == np.isinf(want)).all()
+    finite = np.isfinite(want)
+    assert np.abs(got[finite] - want[finite]).max() <= 2e-6 * np.abs(want[finite]).max()
+
+
+def test_pointwise_kernel_sums_long_channel_runs_in_chunks():
+    """960 channels: ordered FMA chains of op_conv.POINTWISE_CHUNK channels, the chain sums added in
+    order, not one chain of 960 terms: against float64, clearly closer than one float32 chain."""
+    from tidlx.emulator.fast import op_conv
+
+    _pointwise_or_skip()
+    rng = np.random.default_rng(14)
+    w = rng.uniform(0, 1, (64, 960)).astype(np.float32)  # all-positive terms: a chain's error adds up
+    x = rng.uniform(0, 1, (960, 49)).astype(np.float32)
+    got = op_conv.PointwiseConv(w)(x)
+    exact = w.astype(np.float64) @ x.astype(np.float64)
+    chain = np.zeros(exact.shape, np.float32)
+    for q in range(960):
+        chain += w[:, q:q + 1] * x[q]
+    assert np.abs(got - exact).max() < 0.5 * np.abs(chain - exact).max()
+
+
+def test_pointwise_kernel_takes_the_small_maps_it_is_faster_on(monkeypatch):
+    """pointwise_usable: float32 1x1 products of at most 28x28 positions with enough channels both
+    ways and few padded lanes; a run of such a convolution calls the kernel, prepared or not, and
+    gives the bits of the generic kernel; POINTWISE_LANES off leaves it to the sgemm."""
+    from tidlx.emulator.fast import _jit, op_conv
+
+    _pointwise_or_skip()
+    usable = op_conv.pointwise_usable
+    assert usable(160, 960, 49, np.float32) and usable(96, 576, 196, np.float32) and usable(128, 512, 784, np.float32)
+    assert not usable(384, 64, 196, np.float32)      # few input channels
+    assert not usable(32, 192, 784, np.float32)      # few output channels
+    assert not usable(256, 64, 3136, np.float32)     # a large map
+    assert not usable(88, 960, 49, np.float64)       # float64
+    assert usable(72, 960, 49, np.float32)           # 80 lanes for 72: 1.11x
+    assert not usable(68, 960, 49, np.float32)       # 80 lanes for 68: 1.18x
+    from tidlx.emulator import run
+    from tidlx.ir import Function, IRModule, TensorType, Var, call, const
+
+    calls = []
+    for name in ("pointwise_lanes", "pointwise_lanes_blocks"):
+        real = getattr(_jit, name)
+        monkeypatch.setattr(_jit, name, lambda *a, real=real: calls.append(1) or real(*a))
+    rng = np.random.default_rng(15)
+    x = rand(rng, (1, 192, 14, 14))
+    w = rand(rng, (96, 192, 1, 1))
+    var = Var("x", TensorType(x.shape, "float32"))
+    mod = IRModule({"main": Function([var], call("nn.relu", call("nn.conv2d", var, const(w), channels=96,
+                                                                   kernel_size=(1, 1))))})
+    results = {}
+    for lanes in (True, False):
+        monkeypatch.setattr(op_conv, "POINTWISE_LANES", lanes)
+        for prepare in (True, False):
+            calls.clear()
+            results[lanes, prepare] = run(mod, {"x": x}, config=EmulatorConfig(prepare=prepare))[0]
+            assert bool(calls) == lanes, (lanes, prepare)
+    assert results[True, True].tobytes() == results[True, False].tobytes()
+    assert results[False, True].tobytes() == results[False, False].tobytes()
+    a, b = results[True, True].astype(np.float64), results[False, True]
+    assert np.abs(a - b).max() <= 3e-6 * np.abs(b).max()  # another summation order than the sgemm's
