@@ -38,7 +38,7 @@ from ...ir.types import TensorType
 from ..reference.op_nn import _along
 from ..registry import PlanTransform
 from ._fusion import Fused, stage_inputs
-from ._parallel import matvec, numba_threads, product_plan, product_tail_plan, run_blocks
+from ._parallel import matvec, product_plan, product_tail_plan, run_blocks
 
 PREPARE = declare_facet("emulator.prepare", "fast set: call-site specialized forms of a kernel and of its epilogue "
                         "(fast/_prepared.py)", "tidlx.emulator")
@@ -700,8 +700,12 @@ def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Cal
     """A float32 depthwise convolution on the vector kernel (op_conv._conv_depthwise's route) whose
     chain is a conv tail (_chain_tail): one callable that, in a run with numba threads, applies the
     tail to each output plane right after the plane is computed (_jit.depthwise_conv_planes_tail),
-    in the convolution's parallel region; or None. At one thread, or with a residual that is not
-    contiguous, it runs the convolution (``head``), then the tail's pass: the same bits."""
+    in the convolution's parallel region (at one thread in turn); or None. With a residual that is not
+    contiguous it runs the convolution (``head``), then the tail's pass: the same bits. At one thread
+    the planes' tails measured 1.02-1.04x slower than the pass on Zen 5 (session 10); on session 14's
+    Xeon VM 1.1-2.1x faster than the pass of then (bias + clip, 960 planes of 7x7 158 -> 75 us, 576
+    of 14x14 135 -> 95, 32 of 112x112 307 -> 257), and about as fast as the pass through the store
+    kernel (_jit.conv_tail_stored: 84, 99, 284 us)."""
     from . import _jit, _microkernel, op_conv
     from ._tail import run_pass
 
@@ -725,7 +729,7 @@ def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Cal
 
     def depthwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
-        if not in_place or numba_threads() < 2:  # one thread: per plane measured 1.02-1.04x slower
+        if not in_place:
             return _then(act, run_pass(head(values), tail, other))
         x = np.ascontiguousarray(values[0], dtype)
         out = np.empty(shape, dtype)

@@ -88,14 +88,19 @@ def tail_pass(stages, others: Sequence[list], dtype: np.dtype, shape: tuple) -> 
 
 def run_pass(x: np.ndarray, plan: TailPass, other: Optional[np.ndarray]) -> np.ndarray:
     """The pass ``plan`` on ``x`` in place (a fresh contiguous array), ``other`` the residual."""
-    from ._jit import conv_tail, conv_tail_blocks
+    from . import _jit, _microkernel
 
     inner = math.prod(x.shape[2:])
     rows = x.reshape(-1, inner)
     dummy = np.empty(1, x.dtype)
-    run_blocks(rows.shape[0], conv_tail, conv_tail_blocks, rows, x.shape[1],
+    other_rows = rows if other is None else other.reshape(rows.shape)
+    serial, parallel = _jit.conv_tail, _jit.conv_tail_blocks
+    if x.dtype == np.float32 and _microkernel.AVAILABLE and inner > 0 and other_rows.strides[1] == 4 \
+            and other_rows.strides[0] % 4 == 0 and other_rows.dtype == np.float32:
+        serial, parallel = _jit.conv_tail_stored, _jit.conv_tail_stored_blocks  # rows through the store kernel
+    run_blocks(rows.shape[0], serial, parallel, rows, x.shape[1],
                dummy if plan.scale is None else plan.scale, dummy if plan.shift is None else plan.shift,
-               rows if other is None else other.reshape(rows.shape), plan.scale is not None, other is not None,
+               other_rows, plan.scale is not None, other is not None,
                plan.relu, plan.clamp, plan.lo, plan.hi, min_block=max(1, MIN_ELEMENTWISE_BLOCK // inner))
     return x
 

@@ -218,3 +218,28 @@ def test_tail_clamp_is_np_clip_on_special_values(has_affine, has_add):
     expected = np.clip(expected, np.float32(0), np.float32(6))
     conv_tail(x, 2, scale, shift, other, has_affine, has_add, False, True, np.float32(0), np.float32(6), 0, 2)
     assert x.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("has_affine,has_add,relu,clamp", [(a, b, r, c) for a in (False, True) for b in (False, True)
+                                                           for r, c in ((False, False), (True, False), (False, True))
+                                                           if a or b or r or c])
+def test_stored_tail_pass_gives_the_row_loop_bits(has_affine, has_add, relu, clamp):
+    """The float32 tail pass through the store kernel (_jit.conv_tail_stored: the rows of one image at
+    a time) against conv_tail's row loop: the same bits in every mode (NaN, infinities, -0), over rows
+    of two images started and stopped mid-image, with a residual whose rows are spaced wider than x's."""
+    from tidlx.emulator.fast import _microkernel
+    from tidlx.emulator.fast._jit import conv_tail, conv_tail_stored
+
+    assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
+    rng = np.random.default_rng(16)
+    channels, width = 5, 37
+    x = rng.uniform(-8, 8, (2 * channels, width)).astype(np.float32)
+    x[1, :6] = [-0.0, 0.0, np.nan, np.inf, -np.inf, 6.0]
+    scale, shift = rng.uniform(-2, 2, channels).astype(np.float32), rng.uniform(-2, 2, channels).astype(np.float32)
+    other = rng.uniform(-3, 3, (2 * channels, width + 11)).astype(np.float32)[:, :width]  # rows 48 floats apart
+    lo, hi = np.float32(-1.5), np.float32(6.0)
+    want, got = x.copy(), x.copy()
+    conv_tail(want, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, 2, 9)
+    conv_tail_stored(got, channels, scale, shift, other, has_affine, has_add, relu, clamp, lo, hi, 2, 9)
+    assert got.tobytes() == want.tobytes()
+    assert got[:2].tobytes() == x[:2].tobytes() and got[9:].tobytes() == x[9:].tobytes()  # rows outside untouched
