@@ -18,7 +18,9 @@ Other dense 3x3 stride-1 convolutions (float64; the direct route off) use Winogr
 (_winograd.py: F(2x2, 3x3) in float32 unless TIDLX_EMULATOR_WINOGRAD=4 asks for F(4x4, 3x3)); dilated
 ones too, as the Winograd convolution of their phase sub-grids. Other dense and grouped convolutions
 are one BLAS matmul per group over an im2col matrix (gathered by a numba loop for one image); 1x1
-stride-1 convolutions multiply the input directly. Depthwise convolutions (one input channel per
+stride-1 convolutions multiply the input directly, those of small maps (at most 28x28) with enough
+channels on the pointwise tile kernel (``PointwiseConv``: output channels as the vector lanes,
+weights packed once), the others by BLAS. Depthwise convolutions (one input channel per
 group) run on the microkernel's depthwise vector kernel (float32, any stride) or in a numba loop. The
 definition is reference/op_conv.py; products are summed in another order than the reference's
 single sgemm (and Winograd transforms round differently), hence the stated tolerance.
