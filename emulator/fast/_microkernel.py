@@ -68,7 +68,8 @@ j < vectors * LANES, ``t[i, j] = sum over q < k of x[q * ldx + i] * w[q * vector
 FMA chain from 0 in order of q, plus s[i * lds + j] when ``add``; stored to s, or, ``final``,
 transposed in registers (a butterfly of shuffles, _transpose_plan) and stored as y[j * ldy + i] for
 the channels j < live. The input is read in place, row q of a tile being ``rows`` floats of input
-channel q; the weights are packed once (op_conv.PointwiseConv).
+channel q; the weights are packed once (op_conv.PointwiseConv). It is compiled at its first use
+(``pointwise_available``), on AVX-512 hosts only.
 
 ``AVAILABLE`` is False when llvmlite cannot compile for this CPU; callers then use OpenBLAS
 (Winograd) or the numba loop (depthwise).
@@ -77,6 +78,7 @@ channel q; the weights are packed once (op_conv.PointwiseConv).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -119,11 +121,10 @@ _SYMBOL_STORE = "tidlx_store_rows"
 _SYMBOL_DEPTHWISE_FLAT = "tidlx_depthwise_flat"
 _SYMBOL_MASKED_COPIES = "tidlx_masked_copies"
 _SYMBOL_POINTWISE = "tidlx_pointwise_tile"
-#: The pointwise tile kernel's shapes: up to POINTWISE_VECTORS vectors of output channels by up to
-#: POINTWISE_POSITIONS positions (3 x 8 = 24 accumulators on AVX-512), and the narrower tiles the
-#: ends of a block of channels or a row of positions take (positions 8, 4, 2, 1)
-POINTWISE_VECTORS = 3 if LANES == 16 else 1
-POINTWISE_POSITIONS = 8
+#: The pointwise tile kernel's shapes (AVX-512 only): up to POINTWISE_VECTORS vectors of output channels
+#: by up to 8 positions (3 x 8 = 24 accumulators), and the narrower tiles the ends of a block of
+#: channels or a row of positions take (positions 8, 4, 2, 1: _jit.pointwise_lanes picks them)
+POINTWISE_VECTORS = 3
 _POINTWISE_ROWS = (8, 4, 2, 1)
 #: The pointwise tile prefetches each input row this many floats ahead (8 tiles): a 1x1 layer's input,
 #: just written by the layer before, partly by the other core, arrives cold, and a tile reads 64 rows
@@ -131,7 +132,7 @@ _POINTWISE_ROWS = (8, 4, 2, 1)
 #: 14x14 maps, in a run: 1.97 -> 1.70 ms (0: 1.97, 32: 1.84, 128: 1.86), noisy.
 POINTWISE_PREFETCH = 64
 _SYMBOLS = (_SYMBOL, _SYMBOL_ADD, _SYMBOL_DEPTHWISE, _SYMBOL_PAD, _SYMBOL_PAD_S2, _SYMBOL_TAPS) + _SYMBOLS_DIRECT \
-    + _SYMBOLS_DIRECT_ADD + (_SYMBOL_STORE, _SYMBOL_DEPTHWISE_FLAT, _SYMBOL_MASKED_COPIES, _SYMBOL_POINTWISE)
+    + _SYMBOLS_DIRECT_ADD + (_SYMBOL_STORE, _SYMBOL_DEPTHWISE_FLAT, _SYMBOL_MASKED_COPIES)
 
 
 def _kernel_ir() -> str:
@@ -151,8 +152,7 @@ def _kernel_ir() -> str:
                         for symbol, v in zip(_SYMBOLS_DIRECT_ADD, _DIRECT_WIDTHS)),
                       _depthwise_ir(_SYMBOL_DEPTHWISE), _depthwise_pad_ir(_SYMBOL_PAD, 1),
                       _depthwise_pad_ir(_SYMBOL_PAD_S2, 2), _store_rows_ir(_SYMBOL_STORE),
-                      _depthwise_flat_ir(_SYMBOL_DEPTHWISE_FLAT), _masked_copies_ir(_SYMBOL_MASKED_COPIES),
-                      _pointwise_ir(_SYMBOL_POINTWISE)])
+                      _depthwise_flat_ir(_SYMBOL_DEPTHWISE_FLAT), _masked_copies_ir(_SYMBOL_MASKED_COPIES)])
 
 
 #: Accumulator vectors (of 8 floats) a step keeps over all taps: a row part of W vectors goes
@@ -922,6 +922,22 @@ def _pointwise_ir(symbol: str) -> str:
 
 #: False when llvmlite cannot compile the kernels for this CPU (the callers then use OpenBLAS or numba loops)
 AVAILABLE = compile_and_bind(_kernel_ir(), _SYMBOLS)
+
+_pointwise_state = {"ready": None}
+_pointwise_lock = threading.Lock()
+
+
+def pointwise_available() -> bool:
+    """Whether pointwise_tile can run: compiled and bound at the first call, on AVX-512 hosts only
+    (its 48 tile shapes take ~0.2 s of LLVM, two thirds of all the kernels' compile: not a cost for
+    every process that imports the emulator, only for one that plans such a convolution)."""
+    with _pointwise_lock:
+        if _pointwise_state["ready"] is None:
+            ir = "\n".join(["declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
+                            f"declare <{LANES} x float> @llvm.fma.v{LANES}f32(<{LANES} x float>, <{LANES} x float>, "
+                            f"<{LANES} x float>)", _pointwise_ir(_SYMBOL_POINTWISE)])
+            _pointwise_state["ready"] = AVAILABLE and LANES == 16 and compile_and_bind(ir, (_SYMBOL_POINTWISE,))
+        return _pointwise_state["ready"]
 
 from numba import types  # noqa: E402  (after the symbol exists for cached code)
 

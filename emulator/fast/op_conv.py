@@ -430,7 +430,7 @@ def pointwise_usable(o: int, c: int, positions: int, dtype) -> bool:
     from . import _microkernel
 
     lanes = _microkernel.LANES
-    return _microkernel.AVAILABLE and lanes == 16 and -(-o // lanes) * lanes <= POINTWISE_MAX_LANE_WASTE * o
+    return lanes == 16 and -(-o // lanes) * lanes <= POINTWISE_MAX_LANE_WASTE * o and _microkernel.pointwise_available()
 
 
 class PointwiseConv:
@@ -459,6 +459,8 @@ class PointwiseConv:
         from . import _microkernel
         from ._parallel import _thread_count
 
+        if not _microkernel.pointwise_available():
+            raise RuntimeError("PointwiseConv needs the pointwise tile kernel (AVX-512, llvmlite): check pointwise_usable")
         o, c = w.shape
         self.lanes = lanes = _microkernel.LANES
         vectors = -(-o // lanes)

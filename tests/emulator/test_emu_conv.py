@@ -1143,6 +1143,29 @@ def _pointwise_or_skip():
     assert _microkernel.AVAILABLE, "the microkernel did not compile for this CPU"
     if _microkernel.LANES != 16:
         pytest.skip("the pointwise kernel runs on AVX-512 hosts only (16-float vectors of output channels)")
+    assert _microkernel.pointwise_available(), "the pointwise kernel did not compile on this AVX-512 host"
+
+
+def test_the_pointwise_kernel_compiles_only_when_a_convolution_needs_it():
+    """Importing the emulator and running a model without such a 1x1 convolution leaves the pointwise
+    kernel uncompiled (~0.2 s of LLVM); planning one compiles it."""
+    import subprocess
+    import sys
+
+    _pointwise_or_skip()
+    code = (
+        "import numpy as np\n"
+        "from tidlx.emulator import run\n"
+        "from tidlx.emulator.fast import _microkernel, op_conv\n"
+        "from tidlx.ir import Function, IRModule, TensorType, Var, call, const\n"
+        "x = Var('x', TensorType((1, 8, 6, 6), 'float32'))\n"
+        "w = const(np.ones((8, 8, 3, 3), np.float32))\n"
+        "run(IRModule({'main': Function([x], call('nn.conv2d', x, w, padding=(1, 1, 1, 1)))}),"
+        " {'x': np.ones((1, 8, 6, 6), np.float32)})\n"
+        "print(_microkernel._pointwise_state['ready'])\n"
+        "print(op_conv.pointwise_usable(160, 960, 49, np.float32), _microkernel._pointwise_state['ready'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["None", "True", "True"]
 
 
 @pytest.mark.parametrize("o, c, positions", [(16, 96, 1), (64, 96, 3), (100, 130, 7), (160, 960, 49), (96, 576, 196),
