@@ -878,11 +878,13 @@ def _pointwise_tile_ir(symbol: str, rows: int, vectors: int, add: bool, final: b
     steps, lanes_of = _transpose_plan(rows)
     chunk = f"<{rows} x float>"
     for v in range(vectors):
-        rename = {f"%t{i}": totals[i, v] for i in range(rows)}
+        rows_of_v = {f"%t{i}": totals[i, v] for i in range(rows)}
+
+        def value(name):  # a plan name's value for vector v: a row's total, or a shuffle made for v
+            return rows_of_v.get(name, f"{name}_{v}")
         for name, first, second, mask in steps:
-            lines += [f"  {name}_{v} = shufflevector {vec} {rename.get(first, first + '_' + str(v))}, {vec} "
-                      f"{rename.get(second, second + '_' + str(v))}, <{LANES} x i32> <{', '.join(f'i32 {m}' for m in mask)}>"]
-        finals = {name: (rename[name] if name in rename else f"{name}_{v}") for name in lanes_of}
+            lines += [f"  {name}_{v} = shufflevector {vec} {value(first)}, {vec} {value(second)}, "
+                      f"<{LANES} x i32> <{', '.join(f'i32 {m}' for m in mask)}>"]
         for name, lanes in lanes_of.items():
             for c, lane in enumerate(lanes):
                 channel, tag = v * LANES + lane, f"{v}_{lane}"
@@ -890,11 +892,11 @@ def _pointwise_tile_ir(symbol: str, rows: int, vectors: int, add: bool, final: b
                           f"st{tag}:", f"  %y_off{tag} = mul i64 %ldy, {channel}",
                           f"  %y_ptr{tag} = getelementptr float, ptr %y, i64 %y_off{tag}"]
                 if rows == 1:
-                    lines += [f"  %row{tag} = extractelement {vec} {finals[name]}, i32 {c}",
+                    lines += [f"  %row{tag} = extractelement {vec} {value(name)}, i32 {c}",
                               f"  store float %row{tag}, ptr %y_ptr{tag}, align 4"]
                 else:
                     picks = ", ".join(f"i32 {c * rows + r}" for r in range(rows))
-                    lines += [f"  %row{tag} = shufflevector {vec} {finals[name]}, {vec} poison, <{rows} x i32> <{picks}>",
+                    lines += [f"  %row{tag} = shufflevector {vec} {value(name)}, {vec} poison, <{rows} x i32> <{picks}>",
                               f"  store {chunk} %row{tag}, ptr %y_ptr{tag}, align 4"]
                 lines += [f"  br label %nx{tag}", f"nx{tag}:"]
     return "\n".join(lines + ["  ret void", "}"])

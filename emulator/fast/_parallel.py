@@ -32,9 +32,9 @@ Beside other CPU-bound processes a parallel region waits for a descheduled worke
 (``EmulatorConfig.adapt``, ``TIDLX_EMULATOR_ADAPT=0`` turns it off; config ``threads=0`` only) a run
 counts at its start the runnable threads of other processes (/proc/loadavg's running count less
 this process's running threads, ~23 us) and uses only the CPUs left (at least 1; on 2 cores beside
-one busy process: the calling thread alone). A count stands for ADAPT_RECOUNT_SECONDS, the least of it and the count before it (a process busy for a
-moment is no competitor; _others_running_recently): the runs of a
-small model (MobileNetV3-small: ~1.5 ms) would otherwise spend 3-5% of their time counting (69 us a
+one busy process: the calling thread alone). A count stands for ADAPT_RECOUNT_SECONDS, the least of
+it and the count before it (a process busy for a moment is no competitor; _others_running_recently):
+the runs of a small model (MobileNetV3-small: ~1.5 ms) would otherwise spend 3-5% of their time counting (69 us a
 count through Python's file objects, 23 us through os.read). benchmarks/ab_parallel.py, fresh processes
 alternating, 3 rounds x 7 runs, medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python
 busy loop (before the depthwise and activation work of issue 14):

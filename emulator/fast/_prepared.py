@@ -684,12 +684,11 @@ def _pointwise_with_tail(fused: Fused, act=None) -> Optional[Callable]:
     def pointwise_tail(values):
         other, in_place = _contiguous_residual(values, add_at)
         b = columns(values[0])
+        operands = (scale, shift, None if other is None else other.reshape(o, cols)) + flags
         if lanes is not None and op_conv.POINTWISE_LANES:  # the tail stored with the rows, at any thread count
-            return lanes(b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags).reshape(shape)
-        if blocked is None:
-            return _then(act, run_pass(product(matrix, b).reshape(shape), tail, other))
-        if in_place:
-            res = blocked(matrix, b, (scale, shift, None if other is None else other.reshape(o, cols)) + flags)
+            return lanes(b, operands).reshape(shape)
+        if in_place and blocked is not None:
+            res = blocked(matrix, b, operands)
             if res is not None:
                 return res.reshape(shape)
         return _then(act, run_pass(product(matrix, b).reshape(shape), tail, other))
