@@ -28,7 +28,7 @@ from tidlx.ir.expr import Function
 from tidlx.ir.module import IRModule
 
 GOAL_MS = 50.0
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "relay-samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data" / "relay-samples"
 
 
 def resnet50_module() -> IRModule:

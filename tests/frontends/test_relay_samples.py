@@ -1,4 +1,4 @@
-"""The Relay parser and printer on real text printed by TVM (../shared/relay-samples)."""
+"""The Relay parser and printer on real text printed by TVM (tests/data/relay-samples)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ constants are computed here with numpy from the same arrays."""
 
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,14 +227,13 @@ def test_disabling_with_a_typo_names_the_pass():
         PassContext(disabled_passes=["FoldBatchnormIntoDense"])
 
 
-# -- real printed models (/work/shared/relay-samples) ----------------------------------------
+# -- real printed models (tests/data/relay-samples) ------------------------------------------
 
-SAMPLES = "/work/shared/relay-samples/"
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "relay-samples"
 
 
 def _read_sample(name):
-    with open(SAMPLES + name, encoding="utf-8") as f:
-        return f.read()
+    return (SAMPLES / name).read_text(encoding="utf-8")
 
 
 def _parse_quietly(text, params=None):

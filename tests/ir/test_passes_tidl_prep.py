@@ -3,6 +3,8 @@ SplitAsymmetricStrideConv and MergePadIntoConv. Before/after pairs are Relay tex
 structural_equal (layer names included, written as ``span=NAME:0:0``); every rewrite is also run
 through the emulator on random inputs, before and after."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,8 @@ from tidlx.ir.transform import PassContext, Sequential
 RNG = np.random.default_rng(7)
 HEADER = '#[version = "0.0.5"]\n'
 F32_MAX = float(np.finfo(np.float32).max)
-SAMPLE_06 = "/work/shared/relay-samples/06_tidl_fork_docstring_fragments.txt"
+SAMPLE_06 = (Path(__file__).resolve().parents[1] / "data" / "relay-samples"
+             / "06_tidl_fork_docstring_fragments.txt")
 PREP_PASSES = (RemoveIdentityOps, ConvertMaxMinToClip, SplitAsymmetricStrideConv, MergePadIntoConv)
 
 
