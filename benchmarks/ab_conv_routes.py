@@ -142,7 +142,7 @@ def time_shapes(names, runs: int, threads: int) -> None:
 
 def model_errors(names, seeds) -> None:
     """Each route's error against a float64 evaluation (bench_models' measure: max abs error / max
-    abs float64 output), and onnxruntime's (2 threads) for the ratio that issue 14 bounds at 1.5x."""
+    abs float64 output), and onnxruntime's (2 threads) for the error ratio (goal: at most 1.5x)."""
     import onnxruntime as ort
 
     import tidlx

@@ -1,4 +1,4 @@
-"""The float emulator's parallel modes, idle and beside one CPU-bound process (issue 14).
+"""The float emulator's parallel modes, idle and beside one CPU-bound process.
 
 Modes: ``regions`` (default: numba parallel regions), ``pool`` (``TIDLX_EMULATOR_PARALLEL=pool``),
 ``threads1`` (``TIDLX_EMULATOR_THREADS=1``), and onnxruntime (2 intra-op threads) for the ratio.

@@ -1,5 +1,5 @@
 """The compile flow stage by stage on the built-in resnet50 model, and the TVM-built x86 latency next to
-onnxruntime's (``make bench``; issue 12).
+onnxruntime's (``make bench``).
 
 The model is the repo's main built-in one, BEVDet's image stage with the ResNet-50 backbone
 (``tidlx.models.bevdet_img_stage(backbone="resnet50", batch=1)``: batch 1 at its default 256 x 704
@@ -52,7 +52,7 @@ rules, ``--dlight``, cover only GEMV and reductions, not convolutions: measured 
 the untuned TVM model is far slower than onnxruntime's hand-written kernels. That is the figure,
 reported as it is.
 
-No goals are set by the issue; the script prints the figures and exits 0 whenever it ran. The
+No goals are set; the script prints the figures and exits 0 whenever it ran. The
 machine may be shared: the load average is printed before and after.
 
 Run: ``.venv/bin/python benchmarks/bench_compile.py [--quick] [--rounds N] [--dlight]``.

@@ -1,4 +1,4 @@
-"""The float emulator against onnxruntime on the benchmark model set (``make bench``; issue 14).
+"""The float emulator against onnxruntime on the benchmark model set (``make bench``).
 
 For each model of ``model_set.MODELS`` (built in-repo with onnx.helper, seeded weights):
 
@@ -12,7 +12,7 @@ For each model of ``model_set.MODELS`` (built in-repo with onnx.helper, seeded w
 Then the median and max ratio over the set, the contention row (ResNet-18 timed alone and
 beside one CPU-bound Python busy loop, alternating; an engine's slowdown = with / without) and
 the overhead row (a chain of 1,000 small ops, Add and Relu alternating on a 1x8 tensor: time
-per op). Goals (issue 14) are printed met or not met; the script exits 0 whenever it ran.
+per op). Goals are printed met or not met; the script exits 0 whenever it ran.
 
 The machine may be shared: the load average is printed before and after, and absolute figures
 move with it (the ratios less so).

@@ -7,7 +7,7 @@ support rules, partitioning, report), on ResNet-50 and on BEVDet-R50's image sta
 the bare partitioning step. Run: ``.venv/bin/python benchmarks/bench_partition.py [--quick]``.
 
 Then the whole flow stage by stage (``--stages`` runs only that part) on three graphs of
-25k/50k/100k/200k calls: a relu chain (issue 13's), ``residual_stack`` (conv/bias/relu/add
+25k/50k/100k/200k calls: a relu chain, ``residual_stack`` (conv/bias/relu/add
 blocks) and ``resnet_bn_stack`` (conv/batch_norm/relu/add blocks, as imported from ONNX before
 TI's preparation): each stage's seconds (the flow's own timings, wall) and the exponent k of
 t ~ n^k per stage; goal: the whole flow at 100k calls in at most 4 s.
@@ -272,7 +272,7 @@ def _flow_table(repeat: int) -> None:
 
 
 def relu_chain(n: int) -> IRModule:
-    """A chain of ``n`` relu bindings on a 1x8x4x4 tensor (issue 13's 200,000-binding chain)."""
+    """A chain of ``n`` relu bindings on a 1x8x4x4 tensor (up to 200,000 bindings)."""
     x = Var("x", TensorType((1, 8, 4, 4)))
     y = x
     for i in range(n):
@@ -308,7 +308,7 @@ STAGE_GRAPHS = {"relu chain": relu_chain, "residual stack": residual_stack, "res
 STAGE_KEYS = ("options", "prepare.FoldConstant", "prepare.RemoveIdentityOps", "prepare.ConvertMaxMinToClip",
               "prepare.SplitAsymmetricStrideConv", "prepare.MergePadIntoConv", "prepare.FoldBatchNormIntoDense",
               "prepare", "composites", "rules", "explain", "partition", "layers", "report", "whole")
-STAGE_GOAL_SECONDS = 4.0  # issue 13: "a 100k-call model should partition in a few seconds"
+STAGE_GOAL_SECONDS = 4.0  # the goal: a 100k-call model partitions in a few seconds
 
 
 def flow_stages(graph: str, n: int) -> dict:

@@ -1,4 +1,4 @@
-"""Where the float emulator's time goes, per kind of step, at 1 and at 2 threads (issue 14).
+"""Where the float emulator's time goes, per kind of step, at 1 and at 2 threads.
 
 Not part of ``make bench`` (its name does not match bench_*.py). For each model of
 ``model_set`` (default MobileNetV2 and MobileNetV3-small) it times every step of the compiled

@@ -1,4 +1,4 @@
-"""Issue 12's acceptance model: the built-in BEVDet image stage at full size (resnet18, 6 cameras of
+"""Acceptance at full size: the built-in BEVDet image stage (resnet18, 6 cameras of
 256 x 704, TIDL_RELAY_MAX_BATCH_SIZE=6) plus bev_pool into BEVDet's 128 x 128 grid, deployed for x86,
 arm (run under qemu) and c7x (its C source compiled with -Werror and built for x86): each matches the
 float emulator within 1e-5 relative; two deploys give byte-identical C source (and aarch64 library), params, graph JSON and driver.

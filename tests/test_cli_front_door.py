@@ -1,4 +1,4 @@
-"""Issue 13, the CLI and API half: names shown as they are (never rich markup, control
+"""The CLI and the Python API: names shown as they are (never rich markup, control
 characters escaped, valid SVG), ``tidlx run``'s files, the Python API's argument errors, the
 loading options on every command (``--params`` with TVM's params files, ``--batch``,
 ``--shapes``, ``--opset``), ``--version``, ``python -m tidlx``, help with examples, the verdict

@@ -9,7 +9,7 @@ AVX-512, with panels of ROWS = 8 output channels; else 8, with panels of 6) and 
 llvmlite for the host CPU on first import; its address is bound to a symbol name that numba code
 calls by name, as _blas.py does for OpenBLAS, so numba's on-disk cache stays valid. The numba
 callers read the panel height from the packed weights' last axis, so no compiled code holds ROWS.
-On a Zen 5 VM (session 10) the 16-float kernel took whole models to 0.78x (ResNet-18), 0.78-0.85x
+On a 2-vCPU AMD EPYC Zen 5 VM the 16-float kernel took whole models to 0.78x (ResNet-18), 0.78-0.85x
 (BEVDet image stage, ResNet-50) of their time with the 8-float one (benchmarks/ab_emulator_checkouts.py).
 
 ``panel_product(a, b, ldb, c, ldc, k)`` (all int64; a, b, c are addresses):

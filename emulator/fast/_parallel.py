@@ -37,7 +37,7 @@ it and the count before it (a process busy for a moment is no competitor; _other
 the runs of a small model (MobileNetV3-small: ~1.5 ms) would otherwise spend 3-5% of their time counting (69 us a
 count through Python's file objects, 23 us through os.read). benchmarks/ab_parallel.py, fresh processes
 alternating, 3 rounds x 7 runs, medians, 2-core VM at load 1.4-1.6, ms idle / beside one Python
-busy loop (before the depthwise and activation work of issue 14):
+busy loop (measured with older depthwise and activation kernels than today's):
 
     ============================  ============  ============  ============  ============  ===========
     model                         regions       pool          threads=1     adapt         onnxruntime
@@ -163,7 +163,7 @@ def _others_running_recently() -> int:
     """_others_running, counted again once the last count is ADAPT_RECOUNT_SECONDS old. What stands is
     the least of the count and the one before it (the first count of a process: of it and
     ADAPT_CONFIRMING_COUNTS counts right after it): a CPU-bound process is seen at successive counts,
-    a daemon busy for a moment at one. On the idle 2-vCPU Xeon VM of session 14, one count in ~14
+    a daemon busy for a moment at one. On an idle 2-vCPU Intel Xeon VM (AVX-512), one count in ~14
     saw such a passer-by (at three counts ~25 us apart too), and its run took one thread: 44-49 ms for
     a ResNet-18 of 13-15 (a process's first one-thread run also loads the serial kernels)."""
     now = time.monotonic()

@@ -701,10 +701,10 @@ def _depthwise_with_tail(fused: Fused, head: Callable, act=None) -> Optional[Cal
     tail to each output plane right after the plane is computed (_jit.depthwise_conv_planes_tail),
     in the convolution's parallel region (at one thread in turn); or None. With a residual that is not
     contiguous it runs the convolution (``head``), then the tail's pass: the same bits. At one thread
-    the planes' tails measured 1.02-1.04x slower than the pass on Zen 5 (session 10); on session 14's
-    Xeon VM 1.1-2.1x faster than the pass of then (bias + clip, 960 planes of 7x7 158 -> 75 us, 576
-    of 14x14 135 -> 95, 32 of 112x112 307 -> 257), and about as fast as the pass through the store
-    kernel (_jit.conv_tail_stored: 84, 99, 284 us)."""
+    the planes' tails measured 1.02-1.04x slower than the pass on a 2-vCPU AMD EPYC Zen 5 VM; on a
+    2-vCPU Intel Xeon VM (AVX-512) 1.1-2.1x faster than a pass without the store kernel (bias + clip,
+    960 planes of 7x7 158 -> 75 us, 576 of 14x14 135 -> 95, 32 of 112x112 307 -> 257), and about as
+    fast as the pass through the store kernel (_jit.conv_tail_stored: 84, 99, 284 us)."""
     from . import _jit, _microkernel, op_conv
     from ._tail import run_pass
 

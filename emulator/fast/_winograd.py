@@ -16,7 +16,7 @@ of the direct sum. F(4x4, 3x3) uses the points 0, +-1, +-2 and infinity (Lavin &
 transforms scale by up to 8 and 1/24, so its float32 error is ~15x F(2,3)'s: 4e-6..9e-6 of
 the output's largest value per ResNet-18 layer against 3e-7..6e-7 (float64 reference).
 
-Accuracy decides the default (issue 14: the fast set's error against a float64 evaluation no
+Accuracy decides the default (the goal: the fast set's error against a float64 evaluation no
 more than 1.5x onnxruntime's on every model of benchmarks/model_set.py). Measured (error /
 onnxruntime's error, both against onnx.reference on a float64 copy, chunked sums as below):
 F(2x2, 3x3) everywhere 1.16x on FCN-ResNet-50 256x256 and 1.28x on the BEVDet image stage;

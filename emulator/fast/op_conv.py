@@ -4,7 +4,7 @@ Dense float32 convolutions with a kernel larger than 1x1 sum each output's taps 
 input's padded phase planes (``DirectConv``: the microkernel's direct_taps kernels, no im2col matrix,
 weights packed once per model), except the few-channel stems (``_conv_few_channels``) and the 3x3
 layers where Winograd runs on BLAS products (large weights and many tiles: FCN's 512- and
-2048-channel layers, ``winograd_preferred``). On the Zen 5 VM (2 threads, in-process A/B, session 11)
+2048-channel layers, ``winograd_preferred``). On a 2-vCPU AMD EPYC Zen 5 VM (2 threads, in-process A/B)
 the direct route beat F(2x2, 3x3) Winograd by tile blocks 1.2-1.45x at 64 channels 56x56 and 64x64,
 1.2x at 512 channels 7x7, 1.05-1.15x on the stride-2 3x3 layers (im2col + sgemm before), 1.4-1.6x on
 5x5, and was within the noise at 128-256 channels 14x14-32x32; whole models: ResNet-18 0.83-0.94x the
@@ -259,8 +259,8 @@ DIRECT_WASTE = 1.05
 DIRECT_STRIP_CALLS = 4
 #: Split the work of a convolution whose padded input holds at least DIRECT_SPATIAL_INPUT_SHARE times
 #: its weights' floats between threads by position chunks (bands of output rows) rather than by panels
-#: of output channels, its phase planes filled by bands too (_jit.fill_phase_planes): on the 2-vCPU
-#: Xeon VM of session 14 (private 2 MB L2s on a mesh), a core reading the half of an input that the
+#: of output channels, its phase planes filled by bands too (_jit.fill_phase_planes): on a 2-vCPU
+#: Intel Xeon VM (AVX-512; private 2 MB L2s on a mesh), a core reading the half of an input that the
 #: other core wrote lost ~0.17 ms of each of ResNet-18's 0.8 ms 64-channel 56x56 layers; 128 channels
 #: at 28x28 (input 0.8x the weights) gained a little, 256 at 14x14 (0.1x) lost. Whole models, in-process
 #: A/B (benchmarks/ab_conv_routes.py --routes spatial): ResNet-18 1.03-1.05x, ResNet-50 1.02-1.03x, FCN
@@ -444,7 +444,7 @@ class PointwiseConv:
     and the weights are packed once, where OpenBLAS packs both operands at every call. Each output
     sums POINTWISE_CHUNK channels per ordered FMA chain, the chain sums added in order: the same bits
     for any thread count. Threads take blocks of up to 3 vectors of channels, the channels first cut
-    in one near-equal share per CPU. The 2-vCPU Xeon VM of session 14 (AVX-512), against OpenBLAS's
+    in one near-equal share per CPU. On a 2-vCPU Intel Xeon VM (AVX-512), against OpenBLAS's
     sgemm on the same products (in-process, alternating; 1 thread / 2 threads): 960->160 at 7x7
     1.47x / 1.44x, 2048->512 at 7x7 1.42x / 1.30x, 576->96 at 14x14 1.30x / 1.23x, 96->576 at 14x14
     1.22x / 1.12x, 1024->256 at 14x14 1.21x / 1.18x, 512->128 at 28x28 1.10x / 1.11x; 64->384 at 14x14

@@ -1,4 +1,4 @@
-"""The batch reason on a batch-1 transformer (issue 13): torchvision's ViT/Swin attention moves the
+"""The batch reason on a batch-1 transformer: torchvision's ViT/Swin attention moves the
 token axis to dimension 0 (nn.MultiheadAttention is sequence-first), and TIDL reads dimension 0 as
 the batch. The reason says so and what helps; it suggests TIDL_RELAY_MAX_BATCH_SIZE only when the
 model's own batch is above the limit."""

@@ -1,4 +1,4 @@
-"""Issue 4's acceptance on the built-in BEVDet image stage.
+"""Acceptance checks on the built-in BEVDet image stage.
 
 What the partition of BEVDet-R50 (batch 1, 256x704) is, as measured:
 

@@ -1,4 +1,4 @@
-"""Acceptance of the fixed point on the built-in BEVDet image stage (issue 10): resnet18 with the default
+"""Acceptance of the fixed point on the built-in BEVDet image stage: resnet18 with the default
 camera-aware depth net and with LSS, at 8 and 16 bit, TI's default calibration (accuracy_level 1).
 
 * SQNR of every output (depth, volume) against the float model, printed; 16 bit must be >= 8 bit + 30 dB.

@@ -318,7 +318,7 @@ def test_winograd_from_7x7_only_with_tile_blocks():
 
 
 def test_conv2d_uses_f23_in_float32_unless_f43_is_asked_for(monkeypatch, winograd_path):
-    """The float32 default is F(2x2, 3x3) at every size (F(4x4, 3x3) misses issue 14's accuracy goal);
+    """The float32 default is F(2x2, 3x3) at every size (F(4x4, 3x3) misses the fast set's accuracy goal);
     TIDLX_EMULATOR_WINOGRAD=4 still gives F(4x4, 3x3), within the fast set's stated tolerance."""
     from tidlx.emulator.fast import _winograd
 

@@ -1,4 +1,4 @@
-"""Old opsets are converted on import (issue 13): 112 of the 117 pytorch-converted/-operator models
+"""Old opsets are converted on import: 112 of the 117 pytorch-converted/-operator models
 of ONNX's own test data are opset 6 and were refused ("opset 6 is too old")."""
 
 from __future__ import annotations

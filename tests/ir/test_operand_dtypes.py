@@ -1,4 +1,4 @@
-"""Operand dtypes of convolutions and matrix products are checked as TVM's relations do (issue 13):
+"""Operand dtypes of convolutions and matrix products are checked as TVM's relations do:
 a float32 input with an int8 weight used to type-check and emulate to zeros."""
 
 import numpy as np

@@ -207,7 +207,7 @@ cost_choices = st.builds(
 )
 
 
-# The issue asks for >= 2000 random DAGs with random support masks: this test alone draws 2000.
+# The goal is >= 2000 random DAGs with random support masks: this test alone draws 2000.
 @settings(max_examples=2000, **SETTINGS)
 @given(case=random_dags(), strategy=st.sampled_from(["greedy", "max-offload", "min-transfer"]),
        limits=limit_choices, cost=cost_choices)

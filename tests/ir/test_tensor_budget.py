@@ -1,4 +1,4 @@
-"""Sizes are checked from types before anything is allocated (issue 13): a 149 GiB broadcast_to
+"""Sizes are checked from types before anything is allocated: a 149 GiB broadcast_to
 failed with a raw MemoryError, a 10 GB ConstantOfShape folded at import took 44 s and 20 GB,
 dimensions beyond int64 and negative dimensions were accepted."""
 
