@@ -31,6 +31,11 @@ class UnsupportedAttributeError(OnnxImportError):
     """A node uses an attribute value (or input form) tidlx cannot import."""
 
 
+class ControlFlowError(OnnxImportError):
+    """A control-flow node (an If) whose branch cannot be chosen at import time: the IR has no
+    control flow."""
+
+
 class OnnxRegistrationError(TidlxError):
     """A custom-node registration that cannot hold (default domain, unknown IR op, twice)."""
 

@@ -359,9 +359,48 @@ def _is_dim(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
+def subgraphs(node: onnx.NodeProto) -> List[Tuple[str, onnx.GraphProto]]:
+    """``(attribute name, graph)`` of each subgraph of a node (an If's branches, a Loop's body)."""
+    out = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append((a.name, a.g))
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend((a.name, g) for g in a.graphs)
+    return out
+
+
+def outer_scope_inputs(node: onnx.NodeProto) -> List[str]:
+    """The tensors a node's subgraphs read from the scopes around the node (ONNX's implicit
+    inputs), nested subgraphs included, in the order first read."""
+    out: List[str] = []
+    for _, graph in subgraphs(node):
+        for name in graph_outer_reads(graph):
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def graph_outer_reads(graph: onnx.GraphProto) -> List[str]:
+    """The tensor names a (sub)graph reads but does not define: neither its inputs, its
+    initializers nor the output of one of its nodes."""
+    defined = {vi.name for vi in graph.input} | {i.name for i in graph.initializer} | \
+        {s.values.name for s in graph.sparse_initializer} | {o for n in graph.node for o in n.output if o}
+    out: List[str] = []
+    for node in graph.node:
+        for name in list(node.input) + outer_scope_inputs(node):
+            if name and name not in defined and name not in out:
+                out.append(name)
+    for vi in graph.output:
+        if vi.name not in defined and vi.name not in out:
+            out.append(vi.name)
+    return out
+
+
 def topological_order(graph: onnx.GraphProto, available: Sequence[str], names: Sequence[str],
                       source: str) -> List[int]:
-    """Node indices so each node comes after the producers of its inputs (Kahn's algorithm).
+    """Node indices so each node comes after the producers of its inputs (Kahn's algorithm); the
+    tensors a node's subgraphs read from the outer scope count as its inputs.
 
     Raises for an input nobody produces (naming node and input), for a tensor produced twice,
     and for a cycle (naming the nodes on it).
@@ -383,11 +422,13 @@ def topological_order(graph: onnx.GraphProto, available: Sequence[str], names: S
     preds: List[set] = []
     for i, node in enumerate(nodes):
         deps = set()
-        for inp in node.input:
+        implicit = outer_scope_inputs(node) if node.attribute else []
+        for inp in list(node.input) + implicit:
             if not inp or inp in available:
                 continue
             if inp not in producer:
-                raise OnnxGraphError(f"{source}: node '{names[i]}' ({node.op_type}) reads '{inp}', which is "
+                how = "reads" if inp in node.input else "reads in a subgraph"
+                raise OnnxGraphError(f"{source}: node '{names[i]}' ({node.op_type}) {how} '{inp}', which is "
                                      f"not a graph input, an initializer or the output of any node "
                                      f"(missing initializer?)")
             deps.add(producer[inp])

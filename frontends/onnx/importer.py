@@ -6,10 +6,17 @@ from shapes, which are static here) is evaluated at import time with ONNX's refe
 implementation and becomes a Constant: so ``Shape -> Gather -> Concat -> Reshape`` chains fold
 away and the module is static, following any ``batch=``/``shapes=`` override. Quantize and
 dequantize nodes are never folded, so QDQ weights keep their quantized form.
+
+The IR has no control flow. An ``If`` whose condition is a constant at that point of the walk
+(an initializer, a Constant node, or folded to one) is replaced by its taken branch: the
+branch's nodes are converted in place, reading the outer scope's tensors and the branch's own
+initializers, and the branch's outputs become the If's outputs. An ``If`` whose condition is
+only known at run time is refused (``ControlFlowError``, naming the node).
 """
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
@@ -20,9 +27,10 @@ from ...ir.errors import TensorTooLargeError, TidlxError
 from ...ir.types import TensorType, check_tensor_bytes, max_tensor_bytes
 from .context import NodeContext, constant
 from .converters import CONST_OUTPUT_OPS, STATIC_OPERANDS, converter_for
-from .errors import OnnxImportError, OnnxTensorTooLargeError, UnsupportedOpsError
+from .errors import ControlFlowError, OnnxGraphError, OnnxImportError, OnnxTensorTooLargeError, UnsupportedOpsError
 from .graph import (DEFAULT_DOMAINS, default_opset, graph_inputs, initializers, ir_dtype, load_model,
-                    node_names, qualified_op_type, rebatch_of, topological_order, upgrade_opset)
+                    node_names, outer_scope_inputs, qualified_op_type, rebatch_of, subgraphs, topological_order,
+                    upgrade_opset)
 from .graph import _ONNX_TO_IR_DTYPE as _ONNX_TO_IR
 
 #: Ops never evaluated at import time even when all their inputs are constant: quantization
@@ -97,14 +105,19 @@ class _Importer:
             values[name] = constant(array)
         for p in params:
             values[p.name_hint] = p  # an input overridden by shapes= wins over its initializer
-        self._check_supported(set(n for n, v in values.items() if isinstance(v, Constant)))
-        for index in self.order:
-            self._convert(index, values)
+        nodes = [self.graph.node[i] for i in self.order]
+        names = [self.names[i] for i in self.order]
+        self._check_supported(nodes, names, set(n for n, v in values.items() if isinstance(v, Constant)))
+        # Layer name -> ONNX op type of every converted node (those of inlined If branches too),
+        # for deny_list:layer_type and reports.
+        self.layer_types: Dict[str, str] = {}
+        self.used_names = set(self.names)
+        for node, name in zip(nodes, names):
+            self._convert(node, name, values)
         outputs = [values[o.name] for o in self.graph.output]
         body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
         mod = IRModule({"main": Function(params, body)})
-        # Layer name -> ONNX op type, for deny_list:layer_type and reports.
-        mod.layer_types = {self.names[i]: _qualified_op(self.graph.node[i]) for i in self.order}
+        mod.layer_types = self.layer_types
         # The graph's output names, in @main's output order (tidlx run saves the outputs under them).
         mod.attrs["output_names"] = [o.name for o in self.graph.output]
         mod.infer_types()
@@ -112,38 +125,47 @@ class _Importer:
 
     # --- the up-front op check ------------------------------------------------------------
 
-    def _check_supported(self, const_names: Set[str]) -> None:
-        """Lists every unsupported op type with its nodes, before converting anything."""
+    def _check_supported(self, nodes: Sequence[onnx.NodeProto], names: Sequence[str], const_names: Set[str]) -> None:
+        """Lists every unsupported op type with its nodes (in topological order), before converting
+        anything. The nodes of an If's branch are checked when the If is replaced by its branch."""
         unsupported: Dict[str, List[str]] = {}
         known = set(const_names)
-        for index in self.order:
-            node = self.graph.node[index]
+        for node, name in zip(nodes, names):
             op = _qualified_op(node)
-            present = [x for x in node.input if x]
-            foldable = (node.domain in DEFAULT_DOMAINS and node.op_type not in NEVER_FOLD
-                        and all(x in known for x in present))
-            if foldable or (node.domain in DEFAULT_DOMAINS and node.op_type in CONST_OUTPUT_OPS):
+            present = [x for x in node.input if x] + outer_scope_inputs(node)
+            all_known = all(x in known for x in present)
+            if node.domain in DEFAULT_DOMAINS and node.op_type == "If":
+                if all_known:
+                    known.update(x for x in node.output if x)
+            elif (node.domain in DEFAULT_DOMAINS and node.op_type not in NEVER_FOLD and all_known) or \
+                    (node.domain in DEFAULT_DOMAINS and node.op_type in CONST_OUTPUT_OPS):
                 known.update(x for x in node.output if x)
             elif converter_for(node.domain, node.op_type, DEFAULT_DOMAINS) is None:
-                unsupported.setdefault(op, []).append(self.names[index])
+                unsupported.setdefault(op, []).append(name)
         if unsupported:
             raise UnsupportedOpsError(unsupported)
 
     # --- one node -------------------------------------------------------------------------
 
-    def _convert(self, index: int, values: Dict[str, Expr]) -> None:
-        node = self.graph.node[index]
-        name = self.names[index]
+    def _convert(self, node: onnx.NodeProto, name: str, values: Dict[str, Expr]) -> None:
+        if node.domain in DEFAULT_DOMAINS and node.op_type == "If":
+            self._inline_if(node, name, values)
+            return
+        self.layer_types[name] = _qualified_op(node)
         inputs = [values[x] if x else None for x in node.input]
         present = [x for x in inputs if x is not None]
+        implicit = [values[x] for x in outer_scope_inputs(node)] if node.attribute else []
         # ONNX's reference implementation knows the default domain only; a custom node stays a call.
         if (node.domain in DEFAULT_DOMAINS and node.op_type not in NEVER_FOLD
-                and all(isinstance(x, Constant) for x in present)):
-            results = self._fold(node, name, inputs)
+                and all(isinstance(x, Constant) for x in present + implicit)):
+            results = self._fold(node, name, inputs, values)
         else:
+            convert = converter_for(node.domain, node.op_type, DEFAULT_DOMAINS)
+            if convert is None:
+                raise UnsupportedOpsError({_qualified_op(node): [name]})
             ctx = NodeContext(node, name, self.opset, inputs, self.rebatch)
             try:
-                result = converter_for(node.domain, node.op_type, DEFAULT_DOMAINS)(ctx)
+                result = convert(ctx)
             except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError) as exc:
                 # A malformed node the converter did not anticipate (wrong attribute kind, ...).
                 raise OnnxImportError(f"{ctx.where}: malformed node ({type(exc).__name__}: {exc})") from None
@@ -157,15 +179,69 @@ class _Importer:
                                       f"output(s) can be imported")
             values[out_name] = results[k]
 
-    def _fold(self, node: onnx.NodeProto, name: str, inputs: List[Optional[Expr]]) -> List[Optional[Expr]]:
+    # --- If: the taken branch in place of the node ------------------------------------------
+
+    def _inline_if(self, node: onnx.NodeProto, name: str, values: Dict[str, Expr]) -> None:
+        """Converts the branch an If takes in place of the If (its condition must be a constant)."""
+        where = f"node '{name}' (If)"
+        cond_name = node.input[0] if node.input else ""
+        cond = values.get(cond_name) if cond_name else None
+        if not isinstance(cond, Constant):
+            what = f"'{cond_name}'" if cond_name else "(missing)"
+            raise ControlFlowError(
+                f"{where}: its condition {what} is only known at run time; tidlx's IR has no control flow, so "
+                f"an If imports only when its condition is a constant at import time (an initializer, a Constant "
+                f"node, or computed from shapes and constants): bind the inputs the condition depends on as "
+                f"initializers, or export the model for one case")
+        if cond.data.size != 1:
+            raise OnnxImportError(f"{where}: the condition '{cond_name}' has shape {tuple(cond.data.shape)}; an If "
+                                  f"takes a single boolean")
+        taken = "then_branch" if bool(np.asarray(cond.data).reshape(-1)[0]) else "else_branch"
+        branch = dict(subgraphs(node)).get(taken)
+        if branch is None:
+            raise OnnxImportError(f"{where}: attribute '{taken}' (a graph) is required but missing")
+        where = f"{where}, {taken.replace('_', ' ')}"
+        if branch.input:
+            raise OnnxGraphError(f"{where}: an If branch takes no inputs, this one declares "
+                                 f"{', '.join(repr(i.name) for i in branch.input)}")
+        if len(branch.output) != len(node.output):
+            raise OnnxGraphError(f"{where}: the branch has {len(branch.output)} output(s), the If "
+                                 f"{len(node.output)}")
+        # The branch's own tensors shadow nothing outside it: they live in a scope of their own.
+        scope: Dict[str, Expr] = ChainMap({}, values)
+        for init_name, array in initializers(branch, where).items():
+            scope[init_name] = constant(array)
+        node_names_ = node_names(branch)
+        order = topological_order(branch, set(scope), node_names_, where)
+        tag = taken.split("_")[0]  # then / else
+        names = []
+        for i in order:
+            own = node_names_[i]
+            layer = own if branch.node[i].name and own not in self.used_names else f"{name}/{tag}/{own}"
+            self.used_names.add(layer)
+            names.append(layer)
+        nodes = [branch.node[i] for i in order]
+        self._check_supported(nodes, names, set(n for n, v in scope.items() if isinstance(v, Constant)))
+        for branch_node, layer in zip(nodes, names):
+            self._convert(branch_node, layer, scope)
+        for out_name, vi in zip(node.output, branch.output):
+            if out_name:
+                values[out_name] = scope[vi.name]
+
+    def _fold(self, node: onnx.NodeProto, name: str, inputs: List[Optional[Expr]],
+              values: Mapping[str, Expr]) -> List[Optional[Expr]]:
         from onnx.reference import ReferenceEvaluator
 
         feeds = {x: v.data for x, v in zip(node.input, inputs) if x}
         outputs = [o for o in node.output if o]
         self._check_fold_sizes(node, name, feeds, outputs)
+        # The tensors the node's subgraphs (a Loop's body) read from the outer scope are inputs of
+        # the one-node graph too, or the reference would not find them.
+        implicit = {x: values[x].data for x in outer_scope_inputs(node) if x not in feeds} if node.attribute else {}
         # A one-node graph, so the reference picks the op version of the model's opset.
-        graph = onnx.helper.make_graph([node], "fold", [onnx.ValueInfoProto(name=x) for x in feeds],
+        graph = onnx.helper.make_graph([node], "fold", [onnx.ValueInfoProto(name=x) for x in {**feeds, **implicit}],
                                        [onnx.ValueInfoProto(name=o) for o in outputs])
+        feeds = {**feeds, **implicit}
         try:
             evaluator = ReferenceEvaluator(graph, opsets={node.domain: self.opset})
             values = dict(zip(outputs, evaluator.run(None, feeds)))
@@ -185,7 +261,6 @@ class _Importer:
             ir_dtype(_np_to_onnx_type(arr.dtype, name), f"node '{name}' ({node.op_type}) output {k}")
             results.append(constant(arr))
         return results
-
 
     def _check_fold_sizes(self, node: onnx.NodeProto, name: str, feeds, outputs) -> None:
         """Refuses a fold whose result would exceed the tensor budget before evaluating it (a
