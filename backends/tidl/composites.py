@@ -19,11 +19,16 @@ values are used only inside the group (and whose nodes are not in another group 
 | batch_norm          | BatchNorm    | batch_norm + its .0 projection                                |
 | hard_sigmoid        | BatchNorm    | clip(x * alpha + beta, 0, 1)                                  |
 | gelu                | BatchNorm    | x * 0.5 * (1 + erf(x / sqrt 2)), both operand orders          |
-| channelwise         | BatchNorm    | multiply and/or add by per-channel constants [+ BN activation] |
+| elu                 | BatchNorm    | -alpha * relu(1 - exp(x)) + relu(x), any operand order         |
+| channelwise         | BatchNorm    | multiply/divide and/or add/subtract by per-channel constants   |
+|                     |              | (one op alone too) [+ BN activation]                          |
 
 "BN activation" is what TIDL's BatchNorm absorbs: relu, clip, leaky_relu, prelu, sigmoid, tanh,
-hard sigmoid and GELU (erf form). A bias is ``nn.bias_add`` or ``add`` of a constant that
-varies only along the channel axis.
+hard sigmoid, GELU (erf form) and ELU. A bias is ``nn.bias_add`` or ``add`` of a constant that
+varies only along the channel axis. As TI's ONNX import does (``TIDL_onnxMapAddBaseParams`` and its
+Sub/Mul/Div siblings), an add, subtract, multiply or divide of a variable by a scalar or per-channel
+constant is a BatchNorm layer even alone (``c - x`` has the weight -1, ``x / c`` the weight 1/c); only
+a constant of more than one varying axis stays an EltWise layer with a constant input.
 
 Fusions, each a named step that can be switched off (tidlx's option ``disabled_fusions``, as
 ``disabled_passes`` switches off a preparation pass; ``tidlx check-fusion`` uses it to build the
@@ -137,8 +142,10 @@ def _any_scalar() -> Pattern:
 
 
 def _channel_op(op: str, x: Pattern, name: str) -> Pattern:
-    """``op(x, c)`` or ``op(c, x)`` with a per-channel constant ``c``."""
-    return is_op(op)(x, is_constant()).where(_per_channel_operand).named(name).commutative()
+    """``op(x, c)`` or ``op(c, x)`` with a per-channel constant ``c``; ``divide`` only as ``x / c``
+    (``c / x`` is not affine)."""
+    pattern = is_op(op)(x, is_constant()).where(_per_channel_operand).named(name)
+    return pattern if op == "divide" else pattern.commutative()
 
 
 def bias(x: Pattern) -> Pattern:
@@ -174,6 +181,15 @@ def gelu(x: Pattern) -> Pattern:
     return form_a | form_b
 
 
+def elu(x: Pattern) -> Pattern:
+    """ELU as imported (TVM's form): ``-alpha * relu(1 - exp(x)) + relu(x)``, in any operand order."""
+    one_minus = is_op("subtract")(_scalar(1.0), is_op("exp")(x).named(MEMBER + "elu_exp")).named(MEMBER + "elu_sub")
+    negative = is_op("nn.relu")(one_minus).named(MEMBER + "elu_neg")
+    scaled = is_op("multiply")(negative, _any_scalar()).named(MEMBER + "elu_scale").commutative()
+    positive = is_op("nn.relu")(x).named(MEMBER + "elu_pos")
+    return is_op("add")(scaled, positive).named(MEMBER + "act").commutative()
+
+
 #: Activations a convolution (or inner product) takes directly.
 CONV_ACTIVATIONS = ("nn.relu", "clip", "nn.leaky_relu")
 #: Unary activations TIDL's BatchNorm absorbs (plus prelu, hard sigmoid and GELU).
@@ -187,7 +203,7 @@ def conv_activation(x: Pattern) -> Pattern:
 def bn_activation(x: Pattern) -> Pattern:
     return (is_op(*BN_ACTIVATIONS)(x).named(MEMBER + "act")
             | is_op("nn.prelu")(x, is_constant()).named(MEMBER + "act")
-            | hard_sigmoid(x) | gelu(x))
+            | hard_sigmoid(x) | gelu(x) | elu(x))
 
 
 def _specs() -> List[CompositeSpec]:
@@ -218,13 +234,18 @@ def _specs() -> List[CompositeSpec]:
         CompositeSpec("batch_norm", "BatchNorm", batch_norm_out(any_input), (MEMBER + "bn",)),
         CompositeSpec("hard_sigmoid", "BatchNorm", hard_sigmoid(wildcard()), (MEMBER + "hs_scale",)),
         CompositeSpec("gelu", "BatchNorm", gelu(wildcard()), (MEMBER + "gelu_erf",)),
+        CompositeSpec("elu", "BatchNorm", elu(wildcard()), (MEMBER + "elu_exp",)),
     ]
-    scale = _channel_op("multiply", wildcard(), MEMBER + "scale")
-    scale_shift = _channel_op("add", scale, MEMBER + "shift") | scale | _channel_op("add", wildcard(),
-                                                                                      MEMBER + "shift")
+    def scale(x: Pattern) -> Pattern:
+        return _channel_op("multiply", x, MEMBER + "scale") | _channel_op("divide", x, MEMBER + "scale")
+
+    def shift(x: Pattern) -> Pattern:
+        return _channel_op("add", x, MEMBER + "shift") | _channel_op("subtract", x, MEMBER + "shift")
+
+    scale_shift = shift(scale(wildcard())) | scale(wildcard()) | shift(wildcard())
     specs += [
         CompositeSpec("channelwise", "BatchNorm", bn_activation(scale_shift) | scale_shift,
-                      (MEMBER + "scale", MEMBER + "shift")),
+                      (MEMBER + "scale", MEMBER + "shift"), min_members=1),
     ]
     return specs
 
@@ -415,5 +436,5 @@ def parse_disabled_fusions(entries: Iterable[str]) -> Dict[str, Optional[frozens
 
 
 __all__ = ["Composite", "CompositeSpec", "find_composites", "composite_specs", "bias", "batch_norm_out",
-           "hard_sigmoid", "gelu", "conv_activation", "bn_activation", "CONV_ACTIVATIONS", "BN_ACTIVATIONS",
+           "hard_sigmoid", "gelu", "elu", "conv_activation", "bn_activation", "CONV_ACTIVATIONS", "BN_ACTIVATIONS",
            "FUSIONS", "FUSED_MEMBER", "FUSED_ACTIVATIONS", "group_fusions", "parse_disabled_fusions", "FusionNameError"]

@@ -279,8 +279,10 @@ class _Parts:
             if build is None:
                 raise LayerModelError(f"{where}: no TIDL parameters for {anchor.op_name}")
             return build(anchor)
-        # A BatchNorm layer made of other ops (per-channel scale/shift, hard sigmoid, GELU).
-        shape = anchor.args[0].checked_type.shape
+        # A BatchNorm layer made of other ops (per-channel scale/shift, hard sigmoid, GELU): its channels
+        # are the variable operand's (a scale may come first: ``multiply(c, x)``).
+        data = next((a for a in anchor.args if not isinstance(a, Constant)), anchor.args[0])
+        shape = data.checked_type.shape
         return BatchNormParams(int(shape[1]) if len(shape) >= 2 else int(shape[0]), 1 if len(shape) >= 2 else 0,
                                0.0, self.spec_name)
 
@@ -288,6 +290,8 @@ class _Parts:
         m = self.members
         if "gelu_erf" in m:
             return Activation.of("GELU")
+        if "elu_exp" in m:   # the scale of relu(1 - exp(x)) is -alpha
+            return Activation.of("ELU", alpha=-_scalar(m["elu_scale"]))
         if "hs_scale" in m:
             return Activation.of("HardSigmoid", alpha=_scalar(m["hs_scale"]), beta=_scalar(m["hs_shift"]))
         act = m.get("act") if self.spec_name is not None else self.anchor

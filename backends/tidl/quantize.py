@@ -33,7 +33,9 @@ naming the layer: fixed point never falls back to float inside a TIDL subgraph.
 * Per-channel depthwise weights with calibration bit 8 (§4.5), bias calibration with bit 4 over
   ``calibration_iterations`` (§9.3, ``calibrate_biases``), mixed precision by the 16-bit name lists (§3).
 
-Left for later: the asymmetric styles, the histogram weight-range method, GELU/ELU, ArgMax/Reduce.
+GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their composite makes.
+
+Left for later: the asymmetric styles, the histogram weight-range method, ArgMax/Reduce.
 """
 
 from __future__ import annotations
@@ -50,13 +52,15 @@ from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bou
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
-from ...ir.expr import Call, Constant
+from ...ir.expr import Call, Constant, Tuple as TupleExpr
+from ...ir.pattern import wildcard
 from ...ir.module import IRModule
 from ...ir.ops.transform import slice_ranges
 from ...ir.traversal import post_order
 from ...ir.types import TupleType
 from . import numerics as nx
 from .calibration import CalibrationResult, TensorRange
+from .composites import MEMBER, elu, gelu
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
@@ -162,10 +166,37 @@ class _Affine:
         return self.weights * self.scale.reshape(shape)
 
 
+#: The composite patterns of the activations whose calls are all the activation's (none of them is
+#: part of the layer's affine part), by TIDL activation name.
+_PATTERN_ACTIVATIONS = {"GELU": gelu, "ELU": elu}
+
+
+def _activation_calls(layer: TidlLayer) -> set:
+    """The ids of the calls that make up a GELU or ELU activation at the end of the layer's function."""
+    pattern = _PATTERN_ACTIVATIONS.get(layer.activation.type)
+    if pattern is None:
+        return set()
+    body = layer.function.body
+    root = body.fields[0] if isinstance(body, TupleExpr) and len(body.fields) == 1 else body
+    match = pattern(wildcard()).match(root)
+    if match is None:
+        raise QuantizationError(f"{layer.name}: the {layer.activation.type} activation is not in the form "
+                                f"its composite pattern matched")
+    return {id(node) for key, node in match.names.items() if key.startswith(MEMBER) and isinstance(node, Call)}
+
+
 def _fold(layer: TidlLayer, where: str) -> _Affine:
     """The composite's calls as one weight tensor and one bias: batch norms, biases and per-channel
-    scale/shift after the anchor are folded per output channel (float64)."""
-    calls = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)]
+    scale/shift after the anchor are folded per output channel (float64); the calls of a GELU or ELU
+    activation are left to its table."""
+    activation_calls = _activation_calls(layer)
+    calls = [n for n in post_order(layer.function.body, enter_functions=False)
+             if isinstance(n, Call) and id(n) not in activation_calls]
+    if not calls and activation_calls:   # the activation alone: a BatchNorm of weight 1, bias 0
+        shape = tuple(int(d) for d in layer.function.params[0].checked_type.shape)
+        if len(shape) < 2:
+            raise QuantizationError(f"{where}: a {layer.activation.type} of a tensor without a channel axis")
+        return _Affine(None, np.ones(shape[1]), np.zeros(shape[1]), False)
     weights = None
     affine: Optional[_Affine] = None
     for call in calls:
@@ -206,8 +237,17 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
             affine.bias = affine.bias + (const.astype(np.float64).reshape(channels) if name == "nn.bias_add"
                                          else _channel_vector(const, out_shape, channels))
             affine.has_bias = True
-        elif name == "multiply":
+        elif name == "subtract":   # x - c: a bias of -c; c - x: the weight -1 and the bias c (TI's Sub map)
+            c = _channel_vector(_constant_arg(call), out_shape, channels)
+            if isinstance(call.args[0], Constant):
+                affine.scale, affine.bias = -affine.scale, c - affine.bias
+            else:
+                affine.bias = affine.bias - c
+            affine.has_bias = True
+        elif name in ("multiply", "divide"):   # x / c: the weight 1/c (TI's Div map)
             k = _channel_vector(_constant_arg(call), out_shape, channels)
+            if name == "divide":
+                k = (np.float32(1.0) / k.astype(np.float32)).astype(np.float64)   # float32, as TI inverts it
             affine.scale, affine.bias = affine.scale * k, affine.bias * k
         elif name == "nn.batch_norm":
             a = call.attrs
@@ -256,8 +296,9 @@ class _Quantizer:
             for t in layer.inputs:
                 self.consumers.setdefault(t, []).append(layer)
         self.plans: Dict[int, _WeightedPlan] = {}
-        #: layer name -> the float bias (folded, float64) of every layer whose bias is quantized
-        self.float_biases: Dict[str, np.ndarray] = {}
+        #: layer index -> the float bias (folded, float64) of every layer whose bias is quantized (by index:
+        #: names repeat, e.g. the convolution and the pool that SplitAsymmetricStrideConv makes of one node)
+        self.float_biases: Dict[int, np.ndarray] = {}
 
     # -- helpers
     def where(self, layer: TidlLayer) -> str:
@@ -404,11 +445,15 @@ class _Quantizer:
                      "prelu_shift": PRELU_SLOPE_SHIFT}
             return rb, True, nx.tensor_scale(acc_scale, rb), extra, notes
         if kind in nx.TABLE_ACTIVATIONS:
-            lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits)
+            alpha = float(dict(layer.activation.params).get("alpha", 1.0))
+            lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, alpha)
             rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)
             pre_scale = nx.tensor_scale(acc_scale, rb)
-            out_scale, signed = nx.table_output_scale(kind, out_bits)
-            table = nx.activation_table(kind, pre_scale, out_bits, out_scale, out_bits, signed)
+            if kind in nx.FIXED_RANGE_TABLES:
+                out_scale, signed = nx.table_output_scale(kind, out_bits)
+            else:
+                out_scale, signed = nx.table_output_scale_of_range(pre_scale, rng.min, rng.max, out_bits)
+            table = nx.activation_table(kind, pre_scale, out_bits, out_scale, out_bits, signed, alpha)
             return rb, signed, out_scale, {"activation_table": table, "pre_scale": pre_scale}, []
         rb, signed, notes = self.requantized(layer, acc_scale, out_bits)
         return rb, signed, nx.tensor_scale(acc_scale, rb), {}, notes
@@ -484,7 +529,7 @@ class _Quantizer:
         # the input's real signedness (a max pool passes its input's type on, whatever its range says)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
-            self.float_biases[layer.name] = aff.bias
+            self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             isf = nx.in_scale_factor(ws, in_scale, bias_scale)
             bias_a, bias_b = nx.split_bias(bq, isf, p.weight_bits, x.bits, x.signed)
@@ -530,7 +575,7 @@ class _Quantizer:
         wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
-            self.float_biases[layer.name] = aff.bias
+            self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             bias_a, bias_b = nx.split_bias(bq, nx.in_scale_factor(ws, x.scale, bias_scale), p.weight_bits, x.bits,
                                            x.signed)
@@ -728,7 +773,7 @@ class _Quantizer:
 
 
 def _quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
-                       returns_tuple: bool) -> Tuple[QuantizedSubgraph, Dict[str, np.ndarray]]:
+                       returns_tuple: bool) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
     if calibration.network.name != net.name:
         raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
     quantizer = _Quantizer(net, calibration, options)
@@ -782,14 +827,14 @@ def quantize_model(partitioned: IRModule, options: TidlOptions,
     then, when the calibration options have BiasCalib (accuracy_level 1, or 9 with bias_calibration),
     calibrates the biases over ``calibration_iterations`` (``calibrate_biases``)."""
     subgraphs: Dict[str, QuantizedSubgraph] = {}
-    biases: Dict[Tuple[str, str], np.ndarray] = {}
+    biases: Dict[Tuple[str, int], np.ndarray] = {}
     for net in build_networks(partitioned):
         result = calibration.get(net.name)
         if result is None:
             raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
         returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
         subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
-        biases.update({(net.name, name): b for name, b in found.items()})
+        biases.update({(net.name, index): b for index, b in found.items()})
     model = QuantizedModel(partitioned, subgraphs, options, dict(calibration))
     if calibration_option_bits(options) & BIAS_CALIB_BIT and biases and options.calibration_iterations > 0:
         model = calibrate_biases(model, biases, options.calibration_iterations)
@@ -808,7 +853,7 @@ def bias_calibration_factor(iteration: int, iterations: int) -> float:
     return BIAS_CALIBRATION_FACTOR * (0.1 if iteration < edge or iteration >= iterations - edge else 1.0)
 
 
-def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, str], np.ndarray],
+def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, int], np.ndarray],
                      iterations: int) -> QuantizedModel:
     """Bias calibration (docs/numerics.md §9.3, after TIDL-NUMERICS.md "Calibration"): each iteration
     runs the calibration frames in fixed point, takes each biased layer's per-channel output mean
@@ -819,21 +864,21 @@ def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, str
         data = result.data if result.data is not None else data
     if data is None:
         raise QuantizationError("bias calibration needs the calibration frames (calibrate() keeps them)")
-    targets: Dict[Tuple[str, str], Tuple[np.ndarray, float]] = {}
-    for (sg, name), bias in float_biases.items():
-        layer = model.subgraphs[sg].layer(name)
+    targets: Dict[Tuple[str, int], Tuple[np.ndarray, float]] = {}
+    for (sg, index), bias in float_biases.items():
+        layer = model.subgraphs[sg].layers[index]
         rng = model.calibration[sg].tensors.get(layer.outputs[0])
         if rng is None or rng.channel_mean is None or len(rng.channel_mean) != len(bias):
             continue
-        targets[(sg, name)] = (np.array(rng.channel_mean, np.float64), model.subgraphs[sg].tensors[layer.outputs[0]].scale)
+        targets[(sg, index)] = (np.array(rng.channel_mean, np.float64), model.subgraphs[sg].tensors[layer.outputs[0]].scale)
     biases = {key: np.array(b, np.float64) for key, b in float_biases.items() if key in targets}
     errors: List[float] = []
     for iteration in range(iterations):
-        sums: Dict[Tuple[str, str], np.ndarray] = {}
-        counts: Dict[Tuple[str, str], int] = {}
+        sums: Dict[Tuple[str, int], np.ndarray] = {}
+        counts: Dict[Tuple[str, int], int] = {}
 
         def observe(o) -> None:
-            key = (o.subgraph, o.layer.name)
+            key = (o.subgraph, o.layer.index)
             if key in targets:
                 out = np.asarray(o.outputs[0])[:1].astype(np.float64)
                 per = np.moveaxis(out, 1, 0).reshape(out.shape[1], -1)
@@ -853,14 +898,14 @@ def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, str
     return model
 
 
-def _with_biases(model: QuantizedModel, biases: Mapping[Tuple[str, str], np.ndarray],
+def _with_biases(model: QuantizedModel, biases: Mapping[Tuple[str, int], np.ndarray],
                  errors: Sequence[float]) -> QuantizedModel:
     """The model with each listed layer's bias quantized again from its float bias (§5.2-§5.4)."""
     subgraphs = dict(model.subgraphs)
     for sg, sub in model.subgraphs.items():
         layers = list(sub.layers)
         for i, layer in enumerate(layers):
-            bias = biases.get((sg, layer.name))
+            bias = biases.get((sg, layer.index))
             if bias is None:
                 continue
             x = sub.tensors[layer.inputs[0]]

@@ -1,0 +1,144 @@
+"""Layer forms of trained models in fixed point.
+
+Element-wise ops with a constant operand, as trained models write them, become the TIDL layers TI's
+ONNX import makes of them (``TIDL_onnxMapAddBaseParams`` and its Sub/Mul/Div siblings): a scalar or
+per-channel constant makes a BatchNorm layer (``c - x`` the weight -1, ``x / c`` the weight 1/c), in
+either operand order, and the layer quantizes at 8 and 16 bit with an error a fixed-point layer
+should have. Also two layers that share one node's name (the convolution and pool that
+SplitAsymmetricStrideConv makes, the parts of a HardSwish) calibrate their own biases. GELU (erf form)
+and ELU are BatchNorm layers with a table activation (docs/numerics.md §8.10.2)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tidlx
+from tidlx.backends.tidl.layers import build_networks
+
+RNG = np.random.default_rng(0)
+W = (RNG.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)
+
+
+def _model(nodes, inits, opset=17, shape=(1, 8, 6, 6)):
+    path = _model.folder / f"m{_model.count}.onnx"
+    _model.count += 1
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in {"W": W, **inits}.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return tidlx.load(path)
+
+
+_model.count = 0
+
+
+@pytest.fixture(autouse=True)
+def _model_folder(tmp_path):
+    _model.folder = tmp_path
+
+
+def _conv(out="c", **attrs):
+    return helper.make_node("Conv", ["x", "W"], [out], pads=[1, 1, 1, 1], name="conv", **attrs)
+
+
+CHANNEL_BIAS = (np.arange(8, dtype=np.float32).reshape(1, 8, 1, 1) - 3.5) * 0.2
+CASES = {
+    # PP-LCNetV3's learnable affine block writes the scale first
+    "mul_constant_first": ([_conv(), helper.make_node("Mul", ["k", "c"], ["y"], name="op")], {"k": [1.5]}),
+    # hard-swish written out, divided by 6
+    "divide_by_six": ([_conv(), helper.make_node("Relu", ["c"], ["r"]),
+                       helper.make_node("Div", ["r", "six"], ["y"], name="op")], {"six": 6.0}),
+    # YOLOv8's anchors minus a tensor
+    "constant_minus_x": ([_conv(), helper.make_node("Sub", ["k", "c"], ["y"], name="op")], {"k": 2.0}),
+    "x_minus_constant": ([_conv(), helper.make_node("Sub", ["c", "k"], ["y"], name="op")], {"k": CHANNEL_BIAS}),
+    "channel_add_after_relu": ([_conv(), helper.make_node("Relu", ["c"], ["r"]),
+                                helper.make_node("Add", ["b", "r"], ["y"], name="op")], {"b": CHANNEL_BIAS}),
+    "scalar_mul_after_relu": ([_conv(), helper.make_node("Relu", ["c"], ["r"]),
+                               helper.make_node("Mul", ["r", "k"], ["y"], name="op")], {"k": 0.5}),
+}
+
+
+def _frames(n=4, shape=(8, 6, 6), seed=1):
+    return {"x": np.random.default_rng(seed).standard_normal((n,) + shape).astype(np.float32)}
+
+
+def _op_layer(mod):
+    partitioned, _ = tidlx.partition(mod)
+    (net,) = build_networks(partitioned)
+    return next(layer for layer in net.layers if layer.name == "op")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_constant_operand_is_a_batch_norm_layer(case):
+    layer = _op_layer(_model(*CASES[case]))
+    assert layer.type == "BatchNorm"
+    assert layer.params.axis == 1 and layer.params.channels == 8
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("bits,floor_db", [(8, 25.0), (16, 70.0)])
+def test_a_constant_operand_quantizes_close_to_float(case, bits, floor_db):
+    mod = _model(*CASES[case])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tidlx.compare(mod, options={"tensor_bits": bits,
+                                             "advanced_options:calibration_iterations": 2}, calib=_frames())
+    assert result.outputs[0].sqnr_db > floor_db
+
+
+def test_the_channels_are_the_variable_operands():
+    """``Mul(c[1], x)``: the layer's channels come from x, not from the one-element constant."""
+    layer = _op_layer(_model(*CASES["mul_constant_first"]))
+    assert (layer.params.channels, layer.params.axis) == (8, 1)
+
+
+def test_a_constant_of_more_than_channels_stays_an_eltwise_layer():
+    plane = RNG.standard_normal((1, 1, 6, 6)).astype(np.float32)
+    layer = _op_layer(_model([_conv(), helper.make_node("Mul", ["c", "p"], ["y"], name="op")], {"p": plane}))
+    assert layer.type == "EltWise" and layer.params.constant_input
+
+
+@pytest.mark.parametrize("nodes,inits", [
+    ([helper.make_node("Conv", ["x", "W", "B"], ["y"], pads=[1, 1, 1, 1], strides=[2, 1], name="op")],
+     {"B": np.arange(8) * 0.1}),
+    ([_conv(), helper.make_node("HardSwish", ["c"], ["y"], name="op")], {}),
+], ids=["conv_stride_2x1_with_bias", "hardswish"])
+def test_layers_sharing_a_name_calibrate_their_own_biases(nodes, inits):
+    """At accuracy level 1 (bias calibration) both forms quantize and stay close to float."""
+    mod = _model(nodes, inits)
+    partitioned, _ = tidlx.partition(mod)
+    (net,) = build_networks(partitioned)
+    names = [layer.name for layer in net.layers if layer.name == "op"]
+    assert len(names) >= 2       # the case is only a case if two layers share the name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tidlx.compare(mod, options={"tensor_bits": 16, "accuracy_level": 1,
+                                             "advanced_options:calibration_iterations": 2}, calib=_frames())
+    assert result.outputs[0].sqnr_db > 70.0
+
+
+@pytest.mark.parametrize("node,activation,opset", [
+    (helper.make_node("Gelu", ["c"], ["y"], name="op"), "GELU", 20),
+    (helper.make_node("Elu", ["c"], ["y"], name="op", alpha=0.7), "ELU", 17),
+], ids=["gelu", "elu"])
+def test_gelu_and_elu_quantize_as_table_activations(node, activation, opset):
+    mod = _model([_conv(), node], {}, opset=opset)
+    layer = _op_layer(mod)
+    assert (layer.type, layer.activation.type) == ("BatchNorm", activation)
+    if activation == "ELU":
+        assert dict(layer.activation.params)["alpha"] == pytest.approx(0.7)
+    frames = _frames()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qmodel = tidlx.quantize(mod, {"tensor_bits": 16, "advanced_options:calibration_iterations": 2},
+                                calib=frames)
+        result = tidlx.compare(qmodel, inputs={"x": frames["x"][:1]})
+    (sub,) = qmodel.subgraphs.values()
+    assert sub.layer("op").activation_table is not None
+    assert result.outputs[0].sqnr_db > 60.0
