@@ -399,8 +399,14 @@ def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: 
 
 #: §8.10.2: the limit L of a table activation's pre-activation range, by kind and output width
 #: (beyond it the output saturates at the output's resolution).
-TABLE_PRE_LIMIT = {("Sigmoid", 8): 8.0, ("Sigmoid", 16): 16.0, ("Tanh", 8): 4.0, ("Tanh", 16): 8.0}
-TABLE_ACTIVATIONS = ("Sigmoid", "Tanh")
+TABLE_PRE_LIMIT = {("Sigmoid", 8): 8.0, ("Sigmoid", 16): 16.0, ("Tanh", 8): 4.0, ("Tanh", 16): 8.0,
+                   ("GELU", 8): 4.0, ("GELU", 16): 8.0, ("ELU", 8): 8.0, ("ELU", 16): 16.0}
+TABLE_ACTIVATIONS = ("Sigmoid", "Tanh", "GELU", "ELU")
+#: The table activations whose output range is the function's own (a fixed output scale); GELU's and
+#: ELU's outputs are unbounded above and take their scale from the calibrated range.
+FIXED_RANGE_TABLES = ("Sigmoid", "Tanh")
+#: Where GELU turns: it increases from here on (its minimum, about -0.17).
+GELU_TURN = -0.7517915246
 
 
 def quantize_prelu_slopes(slopes, shift: int = 15) -> np.ndarray:
@@ -432,42 +438,89 @@ def table_output_scale(kind: str, bits: int) -> Tuple[float, bool]:
     raise FixedPointError(f"activation {kind}: no table form (Sigmoid, Tanh)")
 
 
-def table_pre_range(kind: str, range_min: float, range_max: float, bits: int) -> Tuple[float, float]:
-    """§8.10.2: the pre-activation range of a table activation: the inverse function (logit, atanh) of the
-    output's calibrated range, limited to [-L, L] (``TABLE_PRE_LIMIT``); an end at or beyond the
-    function's own limits becomes -L / L."""
+def table_output_scale_of_range(pre_scale: float, range_min: float, range_max: float, bits: int
+                                ) -> Tuple[float, bool]:
+    """§8.10.2: (tensorScale, signed) of a GELU or ELU output: signed when its calibrated range starts
+    below 0 (§6.3's test), ``tensorScale = preScale / 2^roundBits`` with roundBits by §6.3 on that range
+    at accScale = preScale."""
+    signed = feature_map_is_signed(range_min)
+    return tensor_scale(pre_scale, round_bits(pre_scale, range_min, range_max, bits, signed)), signed
+
+
+def _gelu(x: float) -> float:
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_inverse(y: float) -> float:
+    """The x >= GELU_TURN with GELU(x) = y (y above GELU's minimum), by 200 bisection steps in float64."""
+    lo, hi = GELU_TURN, max(1.0, 2.0 * y)
+    if y <= _gelu(lo):
+        return lo
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _gelu(mid) < y:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def table_pre_range(kind: str, range_min: float, range_max: float, bits: int, alpha: float = 1.0
+                    ) -> Tuple[float, float]:
+    """§8.10.2: the pre-activation range of a table activation: the inverse function of the output's
+    calibrated range. Sigmoid (logit) and tanh (atanh): each end limited to [-L, L]
+    (``TABLE_PRE_LIMIT``), an end at or beyond the function's own limits becoming -L / L. ELU (``alpha``):
+    ``y`` above 0, ``ln(1 + y / alpha)`` below, ``-L`` at or below ``-alpha``; the lower end not below
+    ``-L``. GELU: ``[-L, x]`` with ``x`` the point of GELU's increasing branch where it reaches the
+    output's maximum (GELU has no inverse below its turn; it is within half an output step of 0 below
+    ``-L``)."""
     limit = TABLE_PRE_LIMIT[(kind, bits)]
+    lo_y, hi_y = float(range_min), float(range_max)
+    if kind == "GELU":
+        return -limit, max(-limit, _gelu_inverse(hi_y))
+    if kind == "ELU":
+        if not alpha > 0:
+            raise FixedPointError(f"ELU: alpha must be > 0 for a table, got {alpha}")
+
+        def inverse_elu(y: float) -> float:
+            return y if y >= 0 else -limit if y <= -alpha else math.log1p(y / alpha)
+
+        return max(-limit, inverse_elu(lo_y)), max(-limit, inverse_elu(hi_y))
 
     def inverse(y: float) -> float:
         if kind == "Sigmoid":
             return -limit if y <= 0 else limit if y >= 1 else math.log(y / (1.0 - y))
         return -limit if y <= -1 else limit if y >= 1 else math.atanh(y)
 
-    lo, hi = inverse(float(range_min)), inverse(float(range_max))
+    lo, hi = inverse(lo_y), inverse(hi_y)
     return max(-limit, min(lo, limit)), max(-limit, min(hi, limit))
 
 
-def _activation_value(kind: str, x: float) -> float:
+def _activation_value(kind: str, x: float, alpha: float = 1.0) -> float:
     if kind == "Sigmoid":
         # both forms are the same function; each avoids an overflow of exp on its side
         return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
     if kind == "Tanh":
         return math.tanh(x)
-    raise FixedPointError(f"activation {kind}: no table form (Sigmoid, Tanh)")
+    if kind == "GELU":
+        return _gelu(x)
+    if kind == "ELU":
+        return x if x >= 0 else alpha * math.expm1(x)
+    raise FixedPointError(f"activation {kind}: no table form ({', '.join(TABLE_ACTIVATIONS)})")
 
 
 def activation_table(kind: str, pre_scale: float, pre_bits: int, out_scale: float, out_bits: int,
-                     out_signed: bool) -> np.ndarray:
-    """§8.10.2: the table of a sigmoid/tanh over every value p of the signed ``pre_bits`` pre-activation
-    type: ``clamp(floor(f(p / preScale) * outScale + 0.5), out type)``, f in float64 by Python's math
-    (one call per entry, in increasing p)."""
+                     out_signed: bool, alpha: float = 1.0) -> np.ndarray:
+    """§8.10.2: the table of a sigmoid/tanh/GELU/ELU over every value p of the signed ``pre_bits``
+    pre-activation type: ``clamp(floor(f(p / preScale) * outScale + 0.5), out type)``, f in float64 by
+    Python's math (one call per entry, in increasing p; ELU's ``alpha``)."""
     plo, phi = saturation_bounds(pre_bits, True)
     olo, ohi = saturation_bounds(out_bits, out_signed)
     if not pre_scale > 0:
         raise FixedPointError(f"activation table: the pre-activation scale must be > 0, got {pre_scale}")
     table = np.empty(phi - plo + 1, np.int64)
     for i, p in enumerate(range(plo, phi + 1)):
-        v = math.floor(_activation_value(kind, p / float(pre_scale)) * float(out_scale) + 0.5)
+        v = math.floor(_activation_value(kind, p / float(pre_scale), alpha) * float(out_scale) + 0.5)
         table[i] = olo if v < olo else ohi if v > ohi else v
     return table
 

@@ -530,7 +530,33 @@ def table_pre_range(kind, range_min, range_max, bits):
     return tuple(ends)
 
 
-def activation_table(kind, pre_scale, bits, out_scale, out_signed):
+def _gelu(x):
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def unbounded_table_pre_range(kind, range_min, range_max, bits, alpha=1.0):
+    """§8.10.2 for GELU and ELU: the lower end -L at most, the upper end the inverse of the maximum."""
+    limit = {("GELU", 8): 4.0, ("GELU", 16): 8.0, ("ELU", 8): 8.0, ("ELU", 16): 16.0}[(kind, bits)]
+    if kind == "ELU":
+        def inverse(y):
+            if y >= 0:
+                return y
+            return -limit if y <= -alpha else math.log1p(y / alpha)
+        return max(-limit, inverse(range_min)), max(-limit, inverse(range_max))
+    # GELU: bisection on the increasing branch, from its turn at -0.7517915246
+    turn = -0.7517915246
+    lo, hi = turn, max(1.0, 2.0 * range_max)
+    if range_max <= _gelu(turn):
+        top = turn
+    else:
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _gelu(mid) < range_max else (lo, mid)
+        top = hi
+    return -limit, max(-limit, top)
+
+
+def activation_table(kind, pre_scale, bits, out_scale, out_signed, alpha=1.0):
     plo, phi = bounds(bits, True)
     olo, ohi = bounds(bits, out_signed)
     table = []
@@ -538,8 +564,12 @@ def activation_table(kind, pre_scale, bits, out_scale, out_signed):
         x = p / pre_scale
         if kind == "Sigmoid":
             y = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-        else:
+        elif kind == "Tanh":
             y = math.tanh(x)
+        elif kind == "GELU":
+            y = _gelu(x)
+        else:
+            y = x if x >= 0 else alpha * math.expm1(x)
         table.append(clamp(math.floor(y * out_scale + 0.5), olo, ohi))
     return table
 

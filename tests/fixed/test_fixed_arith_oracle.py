@@ -447,6 +447,38 @@ def test_depth_to_space_matches_oracle(data):
     assert_same(got, oracle.depth_to_space(x, b, mode))
 
 
+@settings(max_examples=40, **SETTINGS)
+@given(st.data())
+def test_gelu_and_elu_tables_match_oracle(data):
+    """GELU's and ELU's pre-activation range, output scale and table (§8.10.2), against the oracle's."""
+    count("activation_table")
+    kind = data.draw(st.sampled_from(["GELU", "ELU"]))
+    bits = data.draw(st.sampled_from([8, 8, 8, 16]))
+    alpha = data.draw(st.sampled_from([1.0, 0.5, 1.7]))
+    y_lo, y_hi = sorted((data.draw(st.floats(-2.0, 0.5)), data.draw(st.floats(-0.1, 40.0))))
+    pre = nx.table_pre_range(kind, y_lo, y_hi, bits, alpha)
+    assert pre == oracle.unbounded_table_pre_range(kind, y_lo, y_hi, bits, alpha)
+    acc_scale = data.draw(st.floats(1.0, 5000.0))
+    pre_scale = nx.tensor_scale(acc_scale, nx.round_bits(acc_scale, *pre, bits, True))
+    out_scale, signed = nx.table_output_scale_of_range(pre_scale, y_lo, y_hi, bits)
+    assert signed == (y_lo < 0)
+    want_rb = oracle.round_bits(pre_scale, y_lo, y_hi, bits, signed)
+    assert out_scale == oracle.tensor_scale(pre_scale, want_rb)
+    table = nx.activation_table(kind, pre_scale, bits, out_scale, bits, signed, alpha)
+    assert table.tolist() == oracle.activation_table(kind, pre_scale, bits, out_scale, signed, alpha)
+
+
+def test_gelu_and_elu_tables_follow_the_functions():
+    """At 8 bit, pre-activation scale 16: GELU(0) = 0, GELU(x) ~ x for large x, GELU's minimum near
+    -0.17; ELU(x) = x above 0 and saturates at -alpha."""
+    gelu = nx.activation_table("GELU", 16.0, 8, 16.0, 8, True)
+    assert gelu[128] == 0 and gelu[-1] == 127 and gelu.min() == round(-0.16997 * 16)
+    elu = nx.activation_table("ELU", 16.0, 8, 16.0, 8, True, alpha=0.5)
+    assert elu[128:].tolist() == list(range(128)) and elu[0] == -8
+    assert nx.table_pre_range("GELU", -0.17, 3.0, 8)[1] == pytest.approx(3.0, abs=0.02)
+    assert nx.table_pre_range("ELU", -0.5, 3.0, 8, alpha=0.5) == (-8.0, 3.0)
+
+
 def test_sigmoid_table_saturates_and_is_monotonic():
     out_scale, signed = nx.table_output_scale("Sigmoid", 8)
     table = nx.activation_table("Sigmoid", 16.0, 8, out_scale, 8, signed)

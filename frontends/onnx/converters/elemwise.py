@@ -172,6 +172,16 @@ def convert_gelu(ctx: NodeContext):
     return ctx.call("multiply", ctx.call("multiply", x, ctx.scalar(0.5, dtype)), one_plus)
 
 
+@converter("Elu", produces=("add", "exp", "multiply", "nn.relu", "subtract"))
+def convert_elu(ctx: NodeContext):
+    # TVM's ONNX frontend form: -alpha * relu(1 - exp(x)) + relu(x); TIDL takes it as one ELU activation
+    x = ctx.input(0)
+    dtype = ctx.dtype(x)
+    alpha = float(ctx.attr("alpha", 1.0))
+    negative = ctx.call("nn.relu", ctx.call("subtract", ctx.scalar(1.0, dtype), ctx.call("exp", x)))
+    return ctx.call("add", ctx.call("multiply", ctx.scalar(-alpha, dtype), negative), ctx.call("nn.relu", x))
+
+
 @converter("Cast", produces=("cast",))
 def convert_cast(ctx: NodeContext):
     x = ctx.input(0)
