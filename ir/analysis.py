@@ -4,6 +4,7 @@ Conventions (those of TI's and TVM's MAC counters, where they agree):
 
 * convolutions, dense and matmuls are exact: one MAC per weight tap per output element
   (a transposed convolution: per weight tap per *input* element);
+* an LSTM counts its gates' matrix products: seq x directions x batch x 4 hidden x (input + hidden);
 * element-wise and broadcasting ops, normalizations, softmax and (de/re)quantization count
   one per output element;
 * pools count the window per output element; global and adaptive pools and reductions
@@ -65,7 +66,7 @@ def _kernel_channels(weight: TensorType, layout: str, letter: str, where: str) -
 
 # -- the MAC facet of each op (ops without one follow their fusion pattern, see _pattern_macs) ------
 
-@register_op_attr(("nn.conv2d", "qnn.conv2d"), MACS)
+@register_op_attr(("nn.conv2d", "qnn.conv2d", "nn.conv2d_integer"), MACS)
 def _conv_macs(call: Call, where: str) -> int:
     weight = call.args[1].checked_type
     layout = getattr(call.attrs, "kernel_layout", None) or "OIHW"
@@ -95,11 +96,19 @@ def _dense_macs(call: Call, where: str) -> int:
     return _elements(call.checked_type) * call.args[0].checked_type.shape[-1]
 
 
-@register_op_attr(("nn.matmul", "nn.batch_matmul"), MACS)
+@register_op_attr(("nn.matmul", "nn.batch_matmul", "nn.matmul_integer"), MACS)
 def _matmul_macs(call: Call, where: str) -> int:
     a = call.args[0].checked_type
     k = a.shape[-2] if getattr(call.attrs, "transpose_a", False) else a.shape[-1]
     return _elements(call.checked_type) * k
+
+
+@register_op_attr("nn.lstm", MACS)
+def _lstm_macs(call: Call, where: str) -> int:
+    # per step and direction, the four gates' products with the input and the hidden state
+    seq, batch, input_size = call.args[0].checked_type.shape
+    dirs, gates, hidden = call.args[2].checked_type.shape
+    return seq * dirs * batch * gates * (input_size + hidden)
 
 
 @register_op_attr(("nn.max_pool2d", "nn.avg_pool2d"), MACS)
@@ -127,7 +136,7 @@ def _resize_macs(call: Call, where: str) -> int:
 @register_op_attr(("nn.batch_norm", "nn.layer_norm", "nn.instance_norm", "nn.group_norm", "nn.lrn",
                    "nn.l2_normalize", "nn.softmax", "nn.log_softmax", "nn.bias_add", "nn.prelu", "nn.leaky_relu",
                    "clip", "qnn.quantize", "qnn.dequantize", "qnn.requantize", "qnn.add", "qnn.subtract", "qnn.mul",
-                   "qnn.concatenate"), MACS)
+                   "qnn.concatenate", "dynamic_quantize_linear"), MACS)
 def _output_sized_macs(call: Call, where: str) -> int:
     return _elements(call.checked_type)
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 from ....ir.expr import Call
 from ....ir.op import Op, get_op, has_op, ops_with_attr
-from . import conv, elemwise, norm, pool, shape  # noqa: F401  (registers every family)
+from . import conv, elemwise, host_only, norm, pool, shape  # noqa: F401  (registers every family)
 from ._base import TIDL_LAYER, TIDL_RULE, RuleInfo, axis_name, is_channelwise, rule_info, where
 from .generic import MAX_RANK, batch_reason, op_reason, call_batch, type_reason
 

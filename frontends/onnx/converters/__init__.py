@@ -34,13 +34,13 @@ CUSTOM_CONVERTERS: Dict[Tuple[str, str], ConvertFn] = {}
 CONST_OUTPUT_OPS = frozenset({"Shape", "Size"})
 
 #: Inputs (by position) that must be known at import time because they fix output shapes or
-#: attributes of the IR op: shapes, axes, pads, slice bounds, scales; an If's condition (the IR
-#: has no control flow: the importer takes the branch it names).
+#: attributes of the IR op: shapes, axes, pads, slice bounds, scales, an LSTM's sequence lengths;
+#: an If's condition (the IR has no control flow: the importer takes the branch it names).
 STATIC_OPERANDS = {
     "Reshape": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3), "Upsample": (1,),
     "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Tile": (1,), "Expand": (1,), "ConstantOfShape": (0,),
     "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
-    "Dropout": (2,), "If": (0,),
+    "Dropout": (2,), "If": (0,), "LSTM": (4,),
 }
 
 Produces = Union[Sequence[str], Mapping[str, Sequence[str]]]
@@ -105,4 +105,4 @@ def converter_for(domain: str, op_type: str, default_domains: Sequence[str]) -> 
     return CUSTOM_CONVERTERS.get((domain, op_type))
 
 
-from . import elemwise, nn, quant, reduce, resize, tensor  # noqa: E402,F401  (registers every family)
+from . import elemwise, integer, nn, quant, reduce, resize, rnn, tensor  # noqa: E402,F401  (registers every family)

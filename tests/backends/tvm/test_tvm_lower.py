@@ -182,6 +182,26 @@ CASES.update({
     "qnn.concatenate": [(("qnn_concat", (Q8(2, 3), Q8(2, 2))), {"axis": 1})],
 })
 
+U8 = lambda *shape: RNG.integers(0, 256, shape).astype("uint8")  # noqa: E731
+
+
+def _lstm(seq, batch, size, hidden, dirs):
+    return [U(seq, batch, size), U(dirs, 4 * hidden, size), U(dirs, 4 * hidden, hidden), U(dirs, 8 * hidden),
+            U(dirs, batch, hidden), U(dirs, batch, hidden)]
+
+
+CASES.update({
+    "nn.lstm": [(_lstm(4, 2, 3, 5, 1), {}), (_lstm(3, 1, 2, 4, 1), {"direction": "reverse", "clip": 0.5}),
+                (_lstm(3, 2, 3, 4, 2), {"direction": "bidirectional"})],
+    "nn.conv2d_integer": [([U8(1, 3, 6, 5), Q8(4, 3, 3, 3), _q(7, "uint8"), _q([1, -2, 0, 3], "int8")],
+                           {"padding": (1, 1, 1, 1)}),
+                          ([U8(1, 4, 5, 5), U8(4, 2, 3, 3), _q(128, "uint8"), _q(3, "uint8")],
+                           {"strides": (2, 2), "groups": 2})],
+    "nn.matmul_integer": [([U8(2, 3, 5), Q8(5, 4), _q(9, "uint8"), _q([0, 1, -1, 2], "int8")], {}),
+                          ([Q8(3, 5), U8(5), _q([1, 2, 3], "int8"), _q(4, "uint8")], {})],
+    "dynamic_quantize_linear": [([U(3, 4, low=-2, high=3)], {}), ([U(2, 3, low=0.5, high=2)], {})],
+})
+
 
 def _arg_type(value):
     arr = np.asarray(value)
