@@ -14,7 +14,7 @@ values are used only inside the group (and whose nodes are not in another group 
 | conv2d_act          | Conv         | conv2d [+ bias] + relu / clip / leaky_relu                    |
 | conv2d_bias         | Conv         | conv2d + bias_add (or add of a per-channel constant)          |
 | conv2d_transpose_*  | Deconv       | conv2d_transpose [+ bias] [+ relu / clip / leaky_relu]        |
-| dense_bias_relu ... | InnerProduct | dense [+ bias_add or add of a [N] constant] [+ relu]          |
+| dense_bias_relu ... | InnerProduct | dense [+ bias_add or add of a [N] constant, any rank] [+ relu] |
 | batch_norm_act      | BatchNorm    | batch_norm .0 + BN activation                                 |
 | batch_norm          | BatchNorm    | batch_norm + its .0 projection                                |
 | hard_sigmoid        | BatchNorm    | clip(x * alpha + beta, 0, 1)                                  |
@@ -27,8 +27,10 @@ values are used only inside the group (and whose nodes are not in another group 
 hard sigmoid, GELU (erf form) and ELU. A bias is ``nn.bias_add`` or ``add`` of a constant that
 varies only along the channel axis. As TI's ONNX import does (``TIDL_onnxMapAddBaseParams`` and its
 Sub/Mul/Div siblings), an add, subtract, multiply or divide of a variable by a scalar or per-channel
-constant is a BatchNorm layer even alone (``c - x`` has the weight -1, ``x / c`` the weight 1/c); only
-a constant of more than one varying axis stays an EltWise layer with a constant input.
+constant is a BatchNorm layer even alone (``c - x`` has the weight -1, ``x / c`` the weight 1/c); so is
+one that varies only along the last axis of a sequence (rank >= 3: a LayerNorm's scale and shift), a
+BatchNorm along that axis. Only a constant of more than one varying axis stays an EltWise layer with a
+constant input.
 
 Fusions, each a named step that can be switched off (tidlx's option ``disabled_fusions``, as
 ``disabled_passes`` switches off a preparation pass; ``tidlx check-fusion`` uses it to build the
@@ -124,7 +126,29 @@ def _per_channel_operand(call: Call) -> bool:
         return False
     out = _tensor_shape(call)
     return (out is not None and _tensor_shape(variables[0]) == out
-            and is_channelwise(consts[0].data.shape, out))
+            and (is_channelwise(consts[0].data.shape, out) or _last_axis_constant(consts[0].data.shape, out)))
+
+
+def _last_axis_constant(const_shape, out_shape) -> bool:
+    """A constant that varies only along the last axis of a tensor of rank 3 or more (the features of a
+    sequence, as a LayerNorm's scale and shift): a BatchNorm along that axis."""
+    shape = tuple(const_shape)
+    return (len(out_shape) >= 3 and 0 < len(shape) <= len(out_shape) and all(d == 1 for d in shape[:-1])
+            and shape[-1] == out_shape[-1] > 1)
+
+
+def _last_axis_operand(call: Call) -> bool:
+    """``call`` (add) combines a variable with a constant that varies only along the last axis (an
+    inner product's output features), without growing the variable's shape."""
+    if len(call.args) != 2:
+        return False
+    consts = [a for a in call.args if isinstance(a, Constant)]
+    variables = [a for a in call.args if not isinstance(a, Constant)]
+    out = _tensor_shape(call)
+    if len(consts) != 1 or len(variables) != 1 or out is None or _tensor_shape(variables[0]) != out:
+        return False
+    shape = tuple(consts[0].data.shape)
+    return len(shape) <= len(out) and all(d == 1 for d in shape[:-1]) and (not shape or shape[-1] in (1, out[-1]))
 
 
 def _scalar(value: float) -> Pattern:
@@ -151,6 +175,12 @@ def _channel_op(op: str, x: Pattern, name: str) -> Pattern:
 def bias(x: Pattern) -> Pattern:
     """A bias after a conv or dense: ``bias_add(x, c)`` or ``add`` of a per-channel constant."""
     return is_op("nn.bias_add")(x, is_constant()).named(MEMBER + "bias") | _channel_op("add", x, MEMBER + "bias")
+
+
+def dense_bias(x: Pattern) -> Pattern:
+    """A bias after a dense of any rank: ``bias_add`` or ``add`` of a constant along the last axis."""
+    return (is_op("nn.bias_add")(x, is_constant()).named(MEMBER + "bias")
+            | is_op("add")(x, is_constant()).where(_last_axis_operand).named(MEMBER + "bias").commutative())
 
 
 def batch_norm_out(x: Pattern) -> Pattern:
@@ -224,9 +254,9 @@ def _specs() -> List[CompositeSpec]:
     ]
     dense = is_op("nn.dense")(wildcard(), is_constant()).named(MEMBER + "dense")
     specs += [
-        CompositeSpec("dense_relu", "InnerProduct", is_op("nn.relu")(dense.optional(bias)).named(MEMBER + "act"),
-                      (MEMBER + "dense",)),
-        CompositeSpec("dense_bias", "InnerProduct", bias(dense), (MEMBER + "dense",)),
+        CompositeSpec("dense_relu", "InnerProduct",
+                      is_op("nn.relu")(dense.optional(dense_bias)).named(MEMBER + "act"), (MEMBER + "dense",)),
+        CompositeSpec("dense_bias", "InnerProduct", dense_bias(dense), (MEMBER + "dense",)),
     ]
     any_input = wildcard()
     specs += [

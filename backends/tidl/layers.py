@@ -49,7 +49,7 @@ from ...ir.op import Op
 from ...ir.traversal import post_order
 from ...ir.types import TensorType, TupleType
 from ...emulator.fixed.artifact_format import LAYER_TYPE_IDS as _FORMAT_LAYER_TYPE_IDS
-from .composites import MEMBER, composite_specs
+from .composites import MEMBER, _last_axis_constant as _along_last_axis, composite_specs
 from .layer_params import (NO_ACTIVATION, TIDL_ACTIVATION, TIDL_PARAMS, Activation, BatchNormParams, NoParams)
 from .rules import TIDL_LAYER
 
@@ -282,9 +282,13 @@ class _Parts:
         # A BatchNorm layer made of other ops (per-channel scale/shift, hard sigmoid, GELU): its channels
         # are the variable operand's (a scale may come first: ``multiply(c, x)``).
         data = next((a for a in anchor.args if not isinstance(a, Constant)), anchor.args[0])
-        shape = data.checked_type.shape
-        return BatchNormParams(int(shape[1]) if len(shape) >= 2 else int(shape[0]), 1 if len(shape) >= 2 else 0,
-                               0.0, self.spec_name)
+        shape = tuple(int(d) for d in data.checked_type.shape)
+        const = next((a for a in anchor.args if isinstance(a, Constant)), None)
+        if const is not None and _along_last_axis(const.data.shape, shape):
+            return BatchNormParams(shape[-1], len(shape) - 1, 0.0, self.spec_name)
+        if len(shape) < 2:   # a vector's one axis, or a scalar's one value
+            return BatchNormParams(shape[0] if shape else 1, 0, 0.0, self.spec_name)
+        return BatchNormParams(shape[1], 1, 0.0, self.spec_name)
 
     def activation(self) -> Activation:
         m = self.members

@@ -82,6 +82,9 @@ SUPPORTED_ACTIVATIONS = SATURATING + NON_SATURATING
 ACTIVATION_OPS = ("nn.relu", "clip", "nn.leaky_relu", "nn.prelu", "sigmoid", "tanh")
 #: Layer types with weights.
 WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
+#: Layer types whose biases bias calibration corrects (TI's: convolution, deconvolution, batch norm; not
+#: the inner product).
+BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace")
 _NO_BOUND = float(np.finfo(np.float32).max)
@@ -133,9 +136,12 @@ def data_convert_acc_scale(out_bits: int) -> float:
 
 # -- reading a layer's float parameters ---------------------------------------------------------------
 
-def _channel_vector(const: np.ndarray, out_shape: Tuple[int, ...], channels: int) -> np.ndarray:
-    """A constant that varies along axis 1 only, as one float64 value per channel."""
-    full = np.broadcast_to(np.asarray(const, np.float64), (1, channels) + tuple(1 for _ in out_shape[2:]))
+def _channel_vector(const: np.ndarray, out_shape: Tuple[int, ...], channels: int, axis: int = 1) -> np.ndarray:
+    """A constant that varies along ``axis`` only (1, or the last for an inner product), as one float64
+    value per channel."""
+    target = [1] * len(out_shape)
+    target[axis] = channels
+    full = np.broadcast_to(np.asarray(const, np.float64), tuple(target))
     return full.reshape(channels).copy()
 
 
@@ -199,11 +205,13 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
         return _Affine(None, np.ones(shape[1]), np.zeros(shape[1]), False)
     weights = None
     affine: Optional[_Affine] = None
+    # an inner product's output features are its last axis (rank 2 or more); everything else's axis 1
+    axis = -1 if layer.type == "InnerProduct" else layer.params.axis if layer.type == "BatchNorm" else 1
     for call in calls:
         name = call.op_name
         out_shape = tuple(int(d) for d in call.checked_type.shape) if not isinstance(call.checked_type, TupleType) \
             else tuple(int(d) for d in call.checked_type.fields[0].shape)
-        channels = out_shape[1] if len(out_shape) >= 2 else None
+        channels = out_shape[axis] if len(out_shape) >= 2 else None
         if name == "nn.conv2d":
             a = call.attrs
             if a.data_layout != "NCHW" or a.kernel_layout != "OIHW":
@@ -230,22 +238,23 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
         if name in ACTIVATION_OPS:   # the layer's activation, applied by the integer rules
             continue
         if name == "nn.bias_add" or name == "add":
-            if name == "nn.bias_add" and int(call.attrs.axis) % len(out_shape) != 1:
-                raise QuantizationError(f"{where}: a bias along axis {call.attrs.axis}: fixed point takes axis 1")
+            if name == "nn.bias_add" and int(call.attrs.axis) % len(out_shape) != axis % len(out_shape):
+                raise QuantizationError(f"{where}: a bias along axis {call.attrs.axis}: fixed point takes axis "
+                                        f"{axis % len(out_shape)}")
             const = _constant_arg(call)
             # bias_add's bias is one value per channel; add's constant broadcasts as numpy does
             affine.bias = affine.bias + (const.astype(np.float64).reshape(channels) if name == "nn.bias_add"
-                                         else _channel_vector(const, out_shape, channels))
+                                         else _channel_vector(const, out_shape, channels, axis))
             affine.has_bias = True
         elif name == "subtract":   # x - c: a bias of -c; c - x: the weight -1 and the bias c (TI's Sub map)
-            c = _channel_vector(_constant_arg(call), out_shape, channels)
+            c = _channel_vector(_constant_arg(call), out_shape, channels, axis)
             if isinstance(call.args[0], Constant):
                 affine.scale, affine.bias = -affine.scale, c - affine.bias
             else:
                 affine.bias = affine.bias - c
             affine.has_bias = True
         elif name in ("multiply", "divide"):   # x / c: the weight 1/c (TI's Div map)
-            k = _channel_vector(_constant_arg(call), out_shape, channels)
+            k = _channel_vector(_constant_arg(call), out_shape, channels, axis)
             if name == "divide":
                 k = (np.float32(1.0) / k.astype(np.float32)).astype(np.float64)   # float32, as TI inverts it
             affine.scale, affine.bias = affine.scale * k, affine.bias * k
@@ -529,7 +538,8 @@ class _Quantizer:
         # the input's real signedness (a max pool passes its input's type on, whatever its range says)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
-            self.float_biases[layer.index] = aff.bias
+            if layer.type in BIAS_CALIBRATED:
+                self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             isf = nx.in_scale_factor(ws, in_scale, bias_scale)
             bias_a, bias_b = nx.split_bias(bq, isf, p.weight_bits, x.bits, x.signed)
@@ -541,7 +551,7 @@ class _Quantizer:
             attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
                      "groups": prm.groups}
         elif layer.type == "BatchNorm":
-            attrs = {"axis": 1}
+            attrs = {"axis": int(layer.params.axis)}
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
                               act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, int(rb), (), acc, bounds,
                               tuple(notes), **extra)
@@ -741,10 +751,9 @@ class _Quantizer:
         if layer.type in WEIGHTED:
             if layer.type == "InnerProduct" and layer.ops[0] != "nn.dense":
                 raise self.unsupported(layer, f"an inner product made of {layer.ops[0]}")
-            if layer.type == "InnerProduct" and len(self.net.tensors[layer.inputs[0]].shape) != 2:
-                raise self.unsupported(layer, "an inner product of a tensor that is not 2-D")
-            if layer.type == "BatchNorm" and layer.params.axis != 1:
-                raise self.unsupported(layer, f"a batch norm along axis {layer.params.axis}")
+            rank = len(self.net.tensors[layer.inputs[0]].shape)
+            if layer.type == "BatchNorm" and layer.params.axis not in (1, rank - 1):
+                raise self.unsupported(layer, f"a batch norm along axis {layer.params.axis} (axis 1 or the last)")
             return self.weighted(layer)
         if layer.type == "Pool":
             return self.pool(layer)

@@ -298,17 +298,19 @@ def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=No
     return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
 
 
-def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None) -> np.ndarray:
+def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None, axis: int = 1) -> np.ndarray:
     """§8.4 batch norm: per channel ``acc = biasA[c] biasB[c] + x w[c]`` in the weights' accumulator,
     then roundSat (TIDL-NUMERICS.md, "Feature-map scales": accScale = weightScale x inScale, and
-    "Runtime arithmetic": the convolution's accumulate-and-requantize). Channels on axis 1."""
+    "Runtime arithmetic": the convolution's accumulate-and-requantize). Channels on ``axis`` (1, or the
+    last axis of a sequence)."""
     xi, _ = _tensor(x, "batch norm input")
     wi, wtype = _tensor(w, "batch norm weights", 1)
-    if xi.ndim < 2 or xi.shape[1] != wi.size:
-        raise FixedPointError(f"batch norm: {wi.size} weights for input shape {xi.shape}")
+    if xi.ndim < 2 or not -xi.ndim <= axis < xi.ndim or xi.shape[axis] != wi.size:
+        raise FixedPointError(f"batch norm: {wi.size} weights along axis {axis} for input shape {xi.shape}")
     acc_bits = accumulator_bits(wtype.bits)
     lo, hi = _bounds(out, bounds)
-    shape = (1, -1) + (1,) * (xi.ndim - 2)
+    shape = [1] * xi.ndim
+    shape[axis] = -1
     acc = xi * wi.reshape(shape) + _bias_vector(bias_a, bias_b, wi.size, acc_bits).reshape(shape)
     return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
 

@@ -269,13 +269,15 @@ class _Layer:
 
     def shape_InnerProduct(self, shapes):
         m, k = self.layer.weights.shape
-        if len(shapes[0]) != 2 or shapes[0][1] != k:
-            raise self.fail(f"the input {list(shapes[0])} is not N x {k} for weights {m} x {k}")
-        return [(shapes[0][0], m)]
+        if len(shapes[0]) < 2 or shapes[0][-1] != k:
+            raise self.fail(f"the input {list(shapes[0])} is not ... x {k} for weights {m} x {k}")
+        return [tuple(shapes[0][:-1]) + (m,)]
 
     def shape_BatchNorm(self, shapes):
-        if len(shapes[0]) < 2 or shapes[0][1] != self.layer.weights.size:
-            raise self.fail(f"{self.layer.weights.size} weights for the input {list(shapes[0])}")
+        axis = self.layer.attrs.get("axis", 1)
+        if len(shapes[0]) < 2 or not isinstance(axis, int) or not 1 <= axis < len(shapes[0]) \
+                or shapes[0][axis] != self.layer.weights.size:
+            raise self.fail(f"{self.layer.weights.size} weights along axis {axis} for the input {list(shapes[0])}")
         return [shapes[0]]
 
     def _same(self, shapes):

@@ -32,6 +32,8 @@ pool (see _run_blocks).
 
 from __future__ import annotations
 
+import dataclasses
+
 import weakref
 from typing import Dict, Optional
 
@@ -313,8 +315,12 @@ def fast_conv_kernel_no_vnni(layer, xs, tensors):
 
 def fast_inner_product_kernel(layer, xs, tensors):
     """§8.3 inner product with the bits of layers.inner_product_kernel: exact float64 products
-    (every partial sum below 2^53), then the accumulator wrap and requantization."""
+    (every partial sum below 2^53), then the accumulator wrap and requantization; an input of more
+    than two axes as its rows, as there."""
     x, w = xs[0], layer.weights
+    if len(xs) == 1 and isinstance(x, np.ndarray) and x.ndim > 2:
+        out = fast_inner_product_kernel(layer, [x.reshape(-1, x.shape[-1])], _RowsView(tensors, layer))
+        return [out[0].reshape(x.shape[:-1] + out[0].shape[-1:])]
     if (len(xs) != 1 or not isinstance(x, np.ndarray) or x.dtype not in _TYPE_BOUNDS or x.ndim != 2
             or not isinstance(w, np.ndarray) or w.dtype not in (np.dtype(np.int8), np.dtype(np.int16)) or w.ndim != 2
             or x.shape[1] != w.shape[1] or w.shape[1] >= _EXACT_FLOAT64_TERMS):
@@ -329,6 +335,21 @@ def fast_inner_product_kernel(layer, xs, tensors):
     acc = _matmul(cache["w64"], np.ascontiguousarray(x.astype(np.float64).T))     # M x N
     out = _requantize_exact(acc, plan, weight_bits, acc.shape)
     return [np.ascontiguousarray(out.T)]
+
+
+class _RowsView:
+    """The tensors as an inner product on the rows of its input sees them: its output's shape
+    flattened to rows x features, every other tensor as it is."""
+
+    def __init__(self, tensors, layer):
+        self.tensors, self.output = tensors, layer.outputs[0]
+
+    def __getitem__(self, tid):
+        t = self.tensors[tid]
+        if tid != self.output:
+            return t
+        rows = int(np.prod(t.shape[:-1]))
+        return dataclasses.replace(t, shape=(rows, t.shape[-1]))
 
 
 # ---- element-wise sum, max pool, saturation --------------------------------------------------

@@ -94,17 +94,21 @@ def deconv_kernel(layer, xs, tensors):
 
 @fixed_kernel("InnerProduct")
 def inner_product_kernel(layer, xs, tensors):
+    """An input of more than two axes is a stack of rows (per-tensor scales, so the rows are
+    independent): the product runs on its rows, the leading axes come back."""
     ptype, bounds = pre_activation(layer, tensors)
-    pre = arith.inner_product(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
+    x = np.asarray(xs[0])
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+    pre = arith.inner_product(rows, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                               bounds=bounds)
-    return [activate(layer, pre, tensors)]
+    return [activate(layer, pre.reshape(x.shape[:-1] + pre.shape[-1:]) if x.ndim > 2 else pre, tensors)]
 
 
 @fixed_kernel("BatchNorm")
 def batch_norm_kernel(layer, xs, tensors):
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
-                           bounds=bounds)
+                           bounds=bounds, axis=int(layer.attrs.get("axis", 1)))
     return [activate(layer, pre, tensors)]
 
 

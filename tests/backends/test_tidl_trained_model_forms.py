@@ -142,3 +142,70 @@ def test_gelu_and_elu_quantize_as_table_activations(node, activation, opset):
     (sub,) = qmodel.subgraphs.values()
     assert sub.layer("op").activation_table is not None
     assert result.outputs[0].sqnr_db > 60.0
+
+
+def _sequence_model(nodes, inits, shape=(1, 10, 16)):
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    path = _model.folder / f"s{_model.count}.onnx"
+    _model.count += 1
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return tidlx.load(path)
+
+
+SEQUENCE = {"M": RNG.standard_normal((16, 24)) * 0.3, "b": RNG.standard_normal(24) * 0.1,
+            "g": RNG.random(24) + 0.5, "beta": RNG.standard_normal(24) * 0.2}
+
+
+def test_an_inner_product_of_a_sequence_and_a_feature_affine_quantize():
+    """MatMul of a 3-D tensor with its bias (an InnerProduct over the rows), then (after a ReLU, so that
+    nothing folds them into the product) a scale and shift along the last axis, as a LayerNorm ends (a
+    BatchNorm along that axis)."""
+    mod = _sequence_model([helper.make_node("MatMul", ["x", "M"], ["m"], name="mm"),
+                           helper.make_node("Add", ["m", "b"], ["a"], name="mm_bias"),
+                           helper.make_node("Relu", ["a"], ["r"], name="relu"),
+                           helper.make_node("Mul", ["r", "g"], ["s"], name="op"),
+                           helper.make_node("Add", ["s", "beta"], ["y"], name="shift")], SEQUENCE)
+    partitioned, report = tidlx.partition(mod)
+    (net,) = build_networks(partitioned)
+    kinds = {layer.name: layer.type for layer in net.layers}
+    assert kinds["mm"] == "InnerProduct" and kinds["op"] == "BatchNorm"
+    assert next(layer for layer in net.layers if layer.name == "op").params.axis == 2
+    frames = {"x": np.random.default_rng(2).standard_normal((4, 10, 16)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for bits, floor_db in ((8, 25.0), (16, 70.0)):
+            result = tidlx.compare(mod, options={"tensor_bits": bits, "advanced_options:calibration_iterations": 2},
+                                   calib=frames)
+            assert result.outputs[0].sqnr_db > floor_db
+
+
+def test_the_fast_inner_product_of_a_sequence_gives_the_plain_kernels_bits():
+    from tidlx.emulator.fixed.fast_kernels import fast_inner_product_kernel
+    from tidlx.emulator.fixed.layers import KERNELS
+
+    mod = _sequence_model([helper.make_node("MatMul", ["x", "M"], ["m"], name="mm"),
+                           helper.make_node("Add", ["m", "b"], ["y"], name="mm_bias")], SEQUENCE)
+    frames = {"x": np.random.default_rng(3).standard_normal((2, 10, 16)).astype(np.float32)}
+    for bits in (8, 16):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qmodel = tidlx.quantize(mod, {"tensor_bits": bits, "accuracy_level": 0}, calib=frames)
+        (sub,) = qmodel.subgraphs.values()
+        layer = next(layer for layer in sub.layers if layer.type == "InnerProduct")
+        x_type = sub.tensors[layer.inputs[0]].fixed_type
+        lo, hi = x_type.bounds
+        x = np.random.default_rng(bits).integers(lo, hi + 1, (1, 10, 16)).astype(x_type.dtype)
+        plain = KERNELS["InnerProduct"](layer, [x], sub.tensors)[0]
+        fast = fast_inner_product_kernel(layer, [x], sub.tensors)[0]
+        assert plain.shape == (1, 10, 24) and plain.dtype == fast.dtype
+        assert np.array_equal(plain, fast)
+
+
+def test_dividing_two_tensors_runs_on_the_host_with_the_reason():
+    mod = _model([_conv(), helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Add", ["r", "one"], ["d"]),
+                  helper.make_node("Div", ["c", "d"], ["y"], name="op")], {"one": 1.0})
+    _, report = tidlx.partition(mod)
+    assert "dividing two variable tensors" in str(report.to_json())

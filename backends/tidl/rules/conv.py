@@ -120,7 +120,9 @@ def bias_add(call, ctx):
         return "the bias is not a constant (TIDL adds constant per-channel biases)"
     ndim = len(shape(data))
     axis = norm_axis(call.attrs.axis, ndim)
+    if axis == ndim - 1 and isinstance(data, Call) and data.op_name in ("nn.dense", "nn.matmul"):
+        return None   # an inner product's bias: one per output feature, the last axis (TI's MatMul + Add)
     if ndim >= 2 and axis != 1:
         return (f"a bias of shape {fmt_shape(shape(bias))} along {axis_word(axis, ndim)} is not supported "
-                f"(TIDL adds biases per channel, axis 1)")
+                f"(TIDL adds biases per channel, axis 1, or per output feature of an inner product)")
     return None

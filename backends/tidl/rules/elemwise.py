@@ -48,7 +48,12 @@ def arithmetic(call, ctx):
     if reason:
         return reason
     if not any(is_const(a) for a in call.args):
+        if call.op_name == "divide":
+            return ("dividing two variable tensors is not supported (TIDL has no element-wise divide layer; TI's "
+                    "import keeps such a Div only inside a LayerNorm it fuses)")
         return _batch_broadcast(call)
+    if call.op_name == "divide" and is_const(call.args[0]):
+        return "dividing a constant by a tensor is not supported (TIDL divides by constants only)"
     return None
 
 
