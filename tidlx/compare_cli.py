@@ -130,6 +130,7 @@ def cmd_compare(args) -> int:
     from .backends.tidl.options import TidlOptions
     from .cli import load_model, make_console, positive_int
     from .ir import TidlxError
+    from .backends.tidl.compare import format_db
     from .ir.text import printable
     from .quantize_api import compare
 
@@ -156,6 +157,13 @@ def cmd_compare(args) -> int:
                                  f"quantization_scale_type={result.quantization_scale_type}")))
     outputs, layers = _tables(result, top, args.isolated)
     console.print(outputs)
+    if result.findings:
+        shown = result.findings[:top]
+        console.print(Text(f"findings ({len(shown)} of {len(result.findings)}, worst layer first):",
+                           style="bold"))
+        for finding in shown:
+            console.print(Text(printable(f"- @{finding.subgraph} '{finding.layer}' ({finding.kind}, "
+                                         f"{format_db(finding.sqnr_db)}): {finding.message}")))
     console.print(layers)
     if not args.isolated:
         console.print("each layer ran on fixed-point inputs, so its SQNR counts the error of every layer before it; "

@@ -13,6 +13,9 @@ with a fixed-point observer. Figures (the definitions of ``metrics.py``, pooled 
 * per model output: the fixed-point run's output vs the float run's, and the saturation of the
   fixed-point tensor feeding it (the subgraph output it comes from, directly or through a chain of
   host ops; none when it is computed on the host from several of them);
+* findings (``findings.py``): the causes of error it can name -- a compared frame beyond the
+  calibrated range, TIDL's global-average-pool multiplier, weights whose channels one scale cannot
+  hold -- each at its layer, worst layer first;
 * per TIDL layer (subgraph input data converts included, as layer type ``Data``): its output
   tensor(s) in fixed point, dequantized (``q / tensorScale``), vs the same tensor in the float run.
   The fixed-point layer ran on fixed-point inputs, so its error is **accumulated**: everything
@@ -65,6 +68,7 @@ from ...ir.module import IRModule
 from ...ir.types import TupleType
 from . import metrics
 from .calibration import TidlTensorSources, _options, calibrate
+from .findings import Finding, findings
 from .frames import CalibrationFrames, load_frames, random_frames
 from .layers import TidlNetwork
 from .quantize import QuantizedModel, quantize_model
@@ -184,6 +188,8 @@ class ComparisonResult:
     subgraphs: Tuple[str, ...]
     isolated: bool = False
     calibration: Optional[str] = None
+    #: why layers lost accuracy (findings.py), worst first
+    findings: Tuple[Finding, ...] = ()
 
     def worst(self, n: Optional[int] = None) -> Tuple[LayerComparison, ...]:
         return self.layers if n is None else self.layers[:n]
@@ -202,7 +208,8 @@ class ComparisonResult:
                 "frames": self.frames, "inputs": self.inputs, "calibration": self.calibration,
                 "subgraphs": list(self.subgraphs), "layer_error": "isolated and accumulated" if self.isolated
                 else "accumulated", "headline": self.headline(),
-                "outputs": [o.to_dict() for o in self.outputs], "layers": [layer.to_dict() for layer in self.layers]}
+                "outputs": [o.to_dict() for o in self.outputs], "layers": [layer.to_dict() for layer in self.layers],
+                "findings": [f.to_dict() for f in self.findings]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
@@ -337,6 +344,8 @@ class _Comparer:
         self.layer_figures: Dict[Tuple[str, int], _Figures] = {}
         self.isolated_figures: Dict[Tuple[str, int], _Figures] = {}
         self.fixed_values: Dict[Tuple[str, int], Tuple[np.ndarray, QuantizedTensor]] = {}
+        #: the float (min, max) of each compared tensor over the frames, for the saturation findings
+        self.observed: Dict[Tuple[str, int], Tuple[float, float]] = {}
 
     def on_fixed(self, seen: FixedObservation) -> None:
         sub = self.qmodel.subgraphs[seen.subgraph]
@@ -353,10 +362,19 @@ class _Comparer:
             figures.add(reference, _dequantized(q, tensor))
             if not tensor.is_float:
                 figures.add_saturation(q, tensor)
+                self.observe(seen.subgraph, tid, reference)
             if (seen.subgraph, tid) in self.kept:
                 self.fixed_values[(seen.subgraph, tid)] = (q, tensor)
         if self.isolated and layer.type != "Data":
             self.run_isolated(sub, layer, key)
+
+    def observe(self, sub_name: str, tid: int, reference: np.ndarray) -> None:
+        value = np.asarray(reference)
+        if value.size == 0 or not np.isfinite(value).all():
+            return
+        lo, hi = float(value.min()), float(value.max())
+        seen = self.observed.get((sub_name, tid))
+        self.observed[(sub_name, tid)] = (lo, hi) if seen is None else (min(seen[0], lo), max(seen[1], hi))
 
     def run_isolated(self, sub: QuantizedSubgraph, layer, key) -> None:
         """The layer's own error: its integer kernel on its float inputs converted at their tensorScale."""
@@ -519,9 +537,10 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     bias_iterations = len(getattr(qmodel, "bias_calibration_errors", ()) or ())
     if calibrated and bias_iterations:
         calibrated[-1] += f", biases over {bias_iterations} iteration{'s' if bias_iterations != 1 else ''}"
-    return ComparisonResult(tuple(outputs), tuple(comparer.layers()), len(chosen), where, int(opts.tensor_bits),
+    layers = tuple(comparer.layers())
+    return ComparisonResult(tuple(outputs), layers, len(chosen), where, int(opts.tensor_bits),
                             int(opts.quantization_scale_type), tuple(qmodel.subgraphs), isolated,
-                            ", ".join(calibrated) or None)
+                            ", ".join(calibrated) or None, findings(qmodel, layers, comparer.observed))
 
 
 __all__ = ["compare", "CompareError", "ComparisonResult", "LayerComparison", "OutputComparison", "format_db",
