@@ -15,6 +15,9 @@ FuseActivation, FuseBiasIntoConv; ``Name:<layer>`` switches one off for the part
 name only: the relu/clip, the batch norm, the bias). TI's import always fuses; switching a fusion
 off is how ``tidlx check-fusion`` builds the unfused layer sequence.
 
+Each spec also holds what ``tidlx options`` prints beyond its checks: where the option acts
+(``STEPS``), how much of it tidlx implements (``SUPPORT``: full, partial, accepted) and a note.
+
 The batch limit: ``max_batch_size`` when given, else the environment variable
 ``TIDL_RELAY_MAX_BATCH_SIZE`` (default 1). The variable is read by ``batch_limit()``, i.e. when
 the limit is resolved for a check, never at import.
@@ -76,6 +79,12 @@ class OptionSpec:
     minimum: Optional[int] = None
     maximum: Optional[int] = None
     doc: str = ""
+    # What ``tidlx options`` prints beyond the checks above (facts the code cannot say itself):
+    origin: str = "TI"                  # "TI" (TI's option) or "tidlx" (tidlx's own)
+    steps: Tuple[str, ...] = ()         # where it acts, of STEPS
+    support: str = ""                   # how much of it tidlx implements, of SUPPORT
+    support_note: str = ""              # what part (partial), what is missing (accepted), or how (full)
+    values: str = ""                    # names options: what the names name
 
     def allowed(self) -> str:
         if self.kind == "choice":
@@ -91,55 +100,120 @@ class OptionSpec:
         return "a string"
 
 
-def _spec(name, fld, kind, doc, choices=(), minimum=None, maximum=None) -> OptionSpec:
-    return OptionSpec(name, fld, kind, tuple(choices), minimum, maximum, doc)
+#: Where an option acts (``OptionSpec.steps``) -> the commands that take that step.
+STEPS: Dict[str, str] = {
+    "partition": "tidlx partition and every command that partitions",
+    "calibration": "compare, compile, check-fusion, run --mode fixed",
+    "quantization": "compare, compile, check-fusion, run --mode fixed",
+    "artifacts": "the folder tidlx compile writes",
+    "run": "tidlx run on a compiled folder",
+}
+
+#: How much of an option tidlx implements (``OptionSpec.support``) -> what that means.
+SUPPORT: Dict[str, str] = {
+    "full": "as TIDL does it",
+    "partial": "the part the note says",
+    "accepted": "read and checked, changes none of tidlx's results",
+}
+
+
+def _spec(name, fld, kind, doc, choices=(), minimum=None, maximum=None, *, steps, support, note="", values="",
+          origin="TI") -> OptionSpec:
+    return OptionSpec(name, fld, kind, tuple(choices), minimum, maximum, doc, origin, tuple(steps), support, note,
+                      values)
 
 
 _SPECS = (
-    _spec("tensor_bits", "tensor_bits", "choice", "8 or 16 bit activations and weights", (8, 16)),
-    _spec("debug_level", "debug_level", "int", "0..6; 3 and above write per-layer traces", minimum=0, maximum=6),
+    _spec("tensor_bits", "tensor_bits", "choice", "8 or 16 bit activations and weights", (8, 16),
+          steps=("quantization",), support="full",
+          note="8- and 16-bit weights and feature maps in every TIDL layer's fixed point"),
+    _spec("debug_level", "debug_level", "int", "0..6; 3 and above write per-layer traces", minimum=0, maximum=6,
+          steps=("artifacts", "run"), support="partial",
+          note="kept in the compiled folder; running it writes each TIDL layer's output as TI's .y traces at 3, "
+               "also as float (_float.bin) at 4 and above; 1 and 2 (TI's log messages) change nothing"),
     _spec("max_num_subgraphs", "max_num_subgraphs", "int", "subgraphs kept (those with the most MACs)",
-          minimum=1, maximum=MAX_SUBGRAPHS),
-    _spec("max_num_subgraph_nodes", "max_num_subgraph_nodes", "int", "nodes per subgraph", minimum=1),
+          minimum=1, maximum=MAX_SUBGRAPHS, steps=("partition",), support="full",
+          note="the other subgraphs' layers go back to the host, with the reason"),
+    _spec("max_num_subgraph_nodes", "max_num_subgraph_nodes", "int", "nodes per subgraph", minimum=1,
+          steps=("partition",), support="full"),
     _spec("accuracy_level", "accuracy_level", "choice",
-          "0 min/max calibration, 1 advanced bias calibration, 9 user-defined (advanced options)", (0, 1, 9)),
-    _spec("deny_list", "deny_list", "names", "Relay op names kept off TIDL"),
-    _spec("deny_list:layer_type", "deny_layer_types", "names", "ONNX op types kept off TIDL"),
-    _spec("deny_list:layer_name", "deny_layer_names", "names", "layer (ONNX node) names kept off TIDL"),
-    _spec("allow_list:layer_name", "allow_layer_names", "names", "only these layers may go to TIDL"),
+          "0 min/max calibration, 1 advanced bias calibration, 9 user-defined (advanced options)", (0, 1, 9),
+          steps=("calibration", "quantization"), support="full",
+          note="TI's calibration option bits: 0 none (min/max ranges), 1 seven (histogram ranges, weight range "
+               "limiting, bias calibration), 9 from the four advanced options (each as its row says)"),
+    _spec("deny_list", "deny_list", "names", "Relay op names kept off TIDL", steps=("partition",), support="full",
+          values="Relay op names (tidlx ops lists them)"),
+    _spec("deny_list:layer_type", "deny_layer_types", "names", "ONNX op types kept off TIDL",
+          steps=("partition",), support="full", values="ONNX op types",
+          note="a type the model does not use is a warning"),
+    _spec("deny_list:layer_name", "deny_layer_names", "names", "layer (ONNX node) names kept off TIDL",
+          steps=("partition",), support="full", values="layer (ONNX node) names",
+          note="a name matching no layer is a warning"),
+    _spec("allow_list:layer_name", "allow_layer_names", "names", "only these layers may go to TIDL",
+          steps=("partition",), support="full", values="layer (ONNX node) names",
+          note="a name matching no layer is a warning"),
     _spec("advanced_options:calibration_frames", "calibration_frames", "int", "frames used for calibration",
-          minimum=1),
+          minimum=1, steps=("calibration",), support="full",
+          note="the first N frames of --calib (fewer: all, with a warning); without --calib, N seeded random "
+               "frames"),
     _spec("advanced_options:calibration_iterations", "calibration_iterations", "int",
-          "iterations of bias calibration", minimum=1),
+          "iterations of bias calibration", minimum=1, steps=("quantization",), support="full",
+          note="when bias calibration is on (accuracy_level 1, or 9 with bias_calibration=1)"),
     _spec("advanced_options:quantization_scale_type", "quantization_scale_type", "choice",
-          "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4)),
+          "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4),
+          steps=("quantization",), support="partial",
+          note="0 (NP2Fixed) and 1 (P2Dynamic) implemented; 4 passes the partition but quantization refuses it; "
+               "3 (TFLite prequantized) is not accepted"),
     _spec("advanced_options:output_feature_16bit_names_list", "output_feature_16bit_names", "names",
-          "layers whose outputs are 16 bit"),
+          "layers whose outputs are 16 bit", steps=("quantization",), support="full",
+          values="layer (ONNX node) names", note="mixed precision; a name matching no layer is a warning"),
     _spec("advanced_options:params_16bit_names_list", "params_16bit_names", "names",
-          "layers whose parameters are 16 bit"),
+          "layers whose parameters are 16 bit", steps=("quantization",), support="full",
+          values="layer (ONNX node) names", note="mixed precision; a name matching no layer is a warning"),
     _spec("advanced_options:activation_clipping", "activation_clipping", "choice",
-          "clip activation ranges (accuracy_level 9)", (0, 1)),
+          "clip activation ranges (accuracy_level 9)", (0, 1), steps=("calibration",), support="full",
+          note="at accuracy_level 9: 1 histogram ranges, 0 min/max (other levels: a warning, no effect)"),
     _spec("advanced_options:weight_clipping", "weight_clipping", "choice", "clip weights (accuracy_level 9)",
-          (0, 1)),
+          (0, 1), steps=("quantization",), support="partial",
+          note="at accuracy_level 9: TI's median weight range limiting; TI's histogram weight range method is "
+               "not emulated"),
     _spec("advanced_options:bias_calibration", "bias_calibration", "choice",
-          "bias calibration (accuracy_level 9)", (0, 1)),
+          "bias calibration (accuracy_level 9)", (0, 1), steps=("quantization",), support="full",
+          note="at accuracy_level 9 (other levels: a warning, no effect)"),
     _spec("advanced_options:channel_wise_quantization", "channel_wise_quantization", "choice",
-          "per-channel weights (accuracy_level 9)", (0, 1)),
+          "per-channel weights (accuracy_level 9)", (0, 1), steps=("quantization",), support="full",
+          note="at accuracy_level 9: per-channel weight scales of depthwise convolutions, the only layers TI's "
+               "symmetric styles give them"),
     _spec("advanced_options:inference_mode", "inference_mode", "choice",
-          "0 one core, 1 high throughput (one frame of the batch per core), 2 low latency", (0, 1, 2)),
-    _spec("advanced_options:num_cores", "num_cores", "int", "C7x cores used", minimum=1, maximum=MAX_CORES),
-    _spec("advanced_options:c7x_codegen", "c7x_codegen", "choice", "generate C7x code for the host part", (0, 1)),
-    _spec("platform", "platform", "choice", "target SoC family", PLATFORMS),
+          "0 one core, 1 high throughput (one frame of the batch per core), 2 low latency", (0, 1, 2),
+          steps=("partition", "artifacts", "run"), support="full",
+          note="kept in the artifacts; running a compiled folder splits each subgraph across num_cores emulated "
+               "cores (1: by frames, 2: by rows), same bits as 0; 1 needs a batch that is a multiple of num_cores"),
+    _spec("advanced_options:num_cores", "num_cores", "int", "C7x cores used", minimum=1, maximum=MAX_CORES,
+          steps=("partition", "artifacts", "run"), support="full",
+          note="the cores inference_mode 1 and 2 split the work across"),
+    _spec("advanced_options:c7x_codegen", "c7x_codegen", "choice", "generate C7x code for the host part", (0, 1),
+          steps=(), support="accepted",
+          note="checked, no effect (tidlx compile --target c7x writes the host part as C source)"),
+    _spec("platform", "platform", "choice", "target SoC family", PLATFORMS, steps=(), support="accepted",
+          note="checked (AM62A: num_cores must be 1); partition and fixed point are the same on both"),
     _spec("max_batch_size", "max_batch_size", "optional_int",
-          f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1),
+          f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1,
+          origin="tidlx", steps=("partition",), support="full",
+          note=f"ops of a larger batch stay on the host; unset: {BATCH_ENV_VAR}, else 1"),
     _spec("max_subgraph_io", "max_subgraph_io", "int",
-          "inputs + outputs allowed per subgraph (tidlx's name for TI's fixed 32)", minimum=1),
+          "inputs + outputs allowed per subgraph (tidlx's name for TI's fixed 32)", minimum=1,
+          origin="tidlx", steps=("partition",), support="full"),
     _spec("min_subgraph_macs", "min_subgraph_macs", "int",
           "subgraphs with fewer MACs go back to the host (tidlx's name for TI's fixed min_mac_threshold = 1; "
-          "0 keeps subgraphs of pure data movement)", minimum=0),
+          "0 keeps subgraphs of pure data movement)", minimum=0, origin="tidlx", steps=("partition",),
+          support="full"),
     _spec("disabled_fusions", "disabled_fusions", "names",
           "composite fusions switched off (tidlx): FuseBatchNormIntoConv, FuseActivation, FuseBiasIntoConv, "
-          "or Name:<layer> for the part (relu/clip, batch norm, bias) of that layer only"),
+          "or Name:<layer> for the part (relu/clip, batch norm, bias) of that layer only",
+          origin="tidlx", steps=("partition", "quantization"), support="full",
+          values="composite fusions, or FUSION:LAYER for that layer's part only",
+          note="TI's import always fuses; tidlx check-fusion uses it to build the unfused layers"),
 )
 
 #: TI option name -> its spec, in the order of TI's documentation.
@@ -479,4 +553,4 @@ def option_names() -> List[str]:
 
 
 __all__ = ["TidlOptions", "OptionError", "OptionSpec", "OPTIONS", "BatchLimit", "BATCH_ENV_VAR", "MAX_SUBGRAPHS",
-           "PLATFORMS", "parse_value", "suggest_option", "onnx_layer_types", "option_names"]
+           "PLATFORMS", "STEPS", "SUPPORT", "parse_value", "suggest_option", "onnx_layer_types", "option_names"]
