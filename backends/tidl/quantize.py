@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bounds
+from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bounds, data_convert_to_fixed
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -631,7 +631,7 @@ class _Quantizer:
         if layer.type == "EltWise":
             prm = layer.params
             if prm.constant_input:
-                raise self.unsupported(layer, "an element-wise layer with a constant input")
+                return self.eltwise_with_constant(layer)
             if prm.operation not in ("add", "multiply"):
                 raise self.unsupported(layer, f"element-wise {prm.operation}")
             if len(xs) < 2:
@@ -660,6 +660,57 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, inputs, layer.outputs, attrs,
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
+
+    def eltwise_with_constant(self, layer: TidlLayer) -> QuantizedLayer:
+        """An element-wise layer of a tensor and a constant that varies along more than the channels (TI's
+        import keeps it an EltWise layer with the constant as its data, ``TIDL_onnxMapAddBaseParams``):
+        the constant quantized as a data convert of its values would be (§6.1, §8.12; tidlx's choice),
+        held in ``weights``; then the layer as a two-input sum or product (§6.1, §6.5). ``x - c`` adds
+        ``-c``, ``x / c`` multiplies by ``1/c`` (float32), ``c - x`` adds ``c`` with x's multiplier
+        negated."""
+        calls = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)]
+        if len(calls) != 1 or len(layer.inputs) != 1:
+            raise self.unsupported(layer, "an element-wise layer with a constant input and more than one op")
+        call = calls[0]
+        op = call.op_name
+        position = 0 if isinstance(call.args[0], Constant) else 1
+        const = np.asarray(_constant_arg(call), np.float32)
+        if op == "divide" and position == 0:
+            raise self.unsupported(layer, "dividing a constant by a tensor")
+        if op not in ("add", "subtract", "multiply", "divide"):
+            raise self.unsupported(layer, f"element-wise {op} with a constant input")
+        negate_x = op == "subtract" and position == 0
+        if op == "subtract" and position == 1:
+            const = -const
+        elif op == "divide":
+            const = np.float32(1.0) / const
+        kind = "Prod" if op in ("multiply", "divide") else "Sum"
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        c_bits = out_bits
+        c_signed = nx.feature_map_is_signed(float(const.min()))
+        c_acc = data_convert_acc_scale(c_bits)
+        c_rb = nx.round_bits(c_acc, float(const.min()), float(const.max()), c_bits, c_signed)
+        c_scale = nx.tensor_scale(c_acc, c_rb)
+        c_type = FixedType(c_bits, c_signed)
+        c_q = data_convert_to_fixed(const, c_scale, c_type)
+        scales = [x.scale, c_scale]
+        acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else nx.acc_scale_eltwise_sum(scales, out_bits)
+        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        out_scale = nx.tensor_scale(acc, rb)
+        multipliers: Tuple[int, ...] = ()
+        if kind == "Sum":
+            rb = nx.lower_round_bits_for_multipliers(rb, out_scale, acc)
+            mx, mc = nx.eltwise_multipliers(out_scale, rb, scales)
+            multipliers = (-mx if negate_x else mx, mc)
+            acc = out_scale * float(1 << rb)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        # the variable operand first in the kernel's operand list, the constant second
+        return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, layer.inputs, layer.outputs,
+                              {"eltwise_type": kind, "constant_operand": 1}, act, weights=c_q, weight_bits=c_bits,
+                              weight_scale=c_scale, round_bits=rb, multipliers=multipliers, acc_scale=acc,
+                              bounds=bounds, notes=tuple(notes) + (f"constant operand at scale {c_scale:.6g}",))
 
     def saturating(self, layer: TidlLayer) -> QuantizedLayer:
         """A standalone ReLU / ReLU6 / Clip layer: input scale kept, saturated (tidlx's choice)."""

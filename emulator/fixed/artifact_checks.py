@@ -243,7 +243,19 @@ class _Layer:
 
     def shape_EltWise(self, shapes):
         kind = self.choice("eltwise_type", ("Sum", "Max", "Prod"))
-        self._merged_inputs(kind != "Prod", at_least=2)
+        if "constant_operand" in self.layer.attrs:   # one tensor input and the constant in weights
+            place = self.integer(self.layer.attrs["constant_operand"], "the constant operand's place", 0, 1)
+            w = self.layer.weights
+            want = {8: (np.dtype(np.int8), np.dtype(np.uint8)),
+                    16: (np.dtype(np.int16), np.dtype(np.uint16))}.get(self.layer.weight_bits, ())
+            if len(self.layer.inputs) != 1 or not isinstance(w, np.ndarray) or w.dtype not in want or w.ndim > 6:
+                raise self.fail("a constant operand needs one tensor input and 8/16-bit integer weights")
+            if kind != "Prod" and len(self.layer.multipliers) != 2:
+                raise self.fail(f"{len(self.layer.multipliers)} multipliers for a tensor and a constant")
+            shapes = list(shapes)
+            shapes.insert(place, w.shape)
+        else:
+            self._merged_inputs(kind != "Prod", at_least=2)
         try:
             return [np.broadcast_shapes(*shapes)]
         except ValueError:

@@ -138,8 +138,13 @@ def pool_kernel(layer, xs, tensors):
 
 @fixed_kernel("EltWise")
 def eltwise_kernel(layer, xs, tensors):
+    """§8.5; a layer with a constant operand holds it in ``weights`` (attrs ``constant_operand``: its
+    place among the operands)."""
     kind = layer.attrs["eltwise_type"]
     out = _out(layer, tensors).fixed_type
+    if "constant_operand" in layer.attrs:
+        xs = list(xs)
+        xs.insert(int(layer.attrs["constant_operand"]), layer.weights)
     if kind == "Sum":
         return [arith.eltwise_sum(xs, layer.multipliers, layer.round_bits, out, bounds=layer.bounds)]
     if kind == "Max":

@@ -209,3 +209,33 @@ def test_dividing_two_tensors_runs_on_the_host_with_the_reason():
                   helper.make_node("Div", ["c", "d"], ["y"], name="op")], {"one": 1.0})
     _, report = tidlx.partition(mod)
     assert "dividing two variable tensors" in str(report.to_json())
+
+
+PLANE = (RNG.random((1, 1, 6, 6)) * 4 + 0.5).astype(np.float32)
+
+
+@pytest.mark.parametrize("op,order", [("Sub", "cx"), ("Sub", "xc"), ("Mul", "xc"), ("Add", "cx"), ("Div", "xc")])
+@pytest.mark.parametrize("bits,floor_db", [(8, 25.0), (16, 65.0)])
+def test_a_constant_over_the_plane_is_an_eltwise_operand(op, order, bits, floor_db):
+    """YOLO heads: anchors minus a tensor, a tensor times per-position strides: an EltWise layer with the
+    constant as its data, in fixed point (the constant quantized as a data convert would)."""
+    inputs = ["p", "c"] if order == "cx" else ["c", "p"]
+    mod = _model([_conv(), helper.make_node(op, inputs, ["y"], name="op")], {"p": PLANE})
+    layer = _op_layer(mod)
+    assert layer.type == "EltWise" and layer.params.constant_input
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tidlx.compare(mod, options={"tensor_bits": bits, "advanced_options:calibration_iterations": 2},
+                               calib=_frames())
+    assert result.outputs[0].sqnr_db > floor_db
+
+
+def test_a_constant_operand_survives_the_compiled_folder(tmp_path):
+    mod = _model([_conv(), helper.make_node("Sub", ["p", "c"], ["y"], name="op")], {"p": PLANE})
+    frames = _frames()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.compile_model(mod, tmp_path / "out", options={"tensor_bits": 8, "accuracy_level": 0}, calib=frames)
+        qmodel = tidlx.quantize(mod, {"tensor_bits": 8, "accuracy_level": 0}, calib=frames)
+    frame = {"x": frames["x"][:1]}
+    assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], qmodel.run(frame)[0])
