@@ -181,7 +181,7 @@ def test_options_not_supported_yet_are_refused():
         _quantize(mod, calib, **{"advanced_options:quantization_scale_type": 4})
 
 
-def test_an_elementwise_layer_with_a_constant_is_refused():
+def test_an_elementwise_layer_with_a_constant_holds_it_quantized():
     text = '''#[version = "0.0.5"]
 def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
   %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
@@ -189,8 +189,13 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
 }
 '''
     mod = tidlx.parse_relay(text, params=[np.ones((2, 2, 3, 3), np.float32), np.full((1, 2, 4, 4), 2, np.float32)])
-    with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer2' \(EltWise\).*constant input.*yet"):
-        _quantize(mod, {"x": _frames((1, 2, 4, 4), 2, seed=0)})
+    qmodel = _quantize(mod, {"x": _frames((1, 2, 4, 4), 2, seed=0)})
+    layer = qmodel.subgraphs["tidl_0"].layer("tidl_0_layer2")
+    assert layer.type == "EltWise" and layer.attrs["eltwise_type"] == "Prod"
+    # the constant 2 quantized as a data convert would: unsigned 8 bit at tensorScale 128 (§6.3 keeps
+    # roundBits 0 for m = 256 exactly), so 2 x 128 saturates to 255
+    assert layer.weights.dtype == np.uint8 and layer.weight_scale == 128.0
+    assert layer.weights.shape == (1, 2, 4, 4) and (layer.weights == 255).all()
 
 
 @pytest.mark.parametrize("merge, expected", [
