@@ -112,6 +112,12 @@ def _operand_tensors(layer: TidlLayer) -> Tuple[int, ...]:
     return tuple(layer.inputs)
 
 
+def _is_tensor_product(layer: TidlLayer) -> bool:
+    """An inner product of two tensors (attention's matrix products): no weights, no bias."""
+    return layer.type == "InnerProduct" and bool(layer.ops) and layer.ops[0] == "nn.batch_matmul" \
+        and len(layer.inputs) == 2
+
+
 class QuantizationError(TidlxError):
     """A TIDL subgraph cannot be quantized: a layer type, activation or parameter combination that
     tidlx's fixed point does not support yet, or missing calibration data."""
@@ -371,7 +377,7 @@ class _Quantizer:
 
     def guarded(self, tid: int, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
         """§6.6 on the producer of tensor ``tid``: roundBits raised so that its consumers' biases fit."""
-        biased = [c for c in self.consumers.get(tid, ()) if c.type in WEIGHTED]
+        biased = [c for c in self.consumers.get(tid, ()) if c.type in WEIGHTED and not _is_tensor_product(c)]
         plans = [self.plan(c) for c in biased]
         plans = [p for p in plans if p.bias_scale > 0]
         if not plans:
@@ -661,6 +667,24 @@ class _Quantizer:
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
 
+    def matmul(self, layer: TidlLayer) -> QuantizedLayer:
+        """An inner product of two tensors (attention): accScale = the product of the input scales, as
+        the element-wise product's (§6.1), roundBits by §6.3 on the output's range (tidlx's choice)."""
+        call = next(n for n in post_order(layer.function.body, enter_functions=False)
+                    if isinstance(n, Call) and n.op_name == "nn.batch_matmul")
+        tensor_of = {id(p): tid for p, tid in zip(layer.function.params, layer.inputs)}
+        operands = [tensor_of.get(id(a)) for a in call.args]
+        if any(t is None for t in operands) or layer.activation.type != "none":
+            raise self.unsupported(layer, "a matrix product of other than two tensors, or with an activation")
+        xs = [self.tensors[t] for t in operands]
+        _, out_bits = self.widths(layer)
+        acc = nx.acc_scale_eltwise_product([x.scale for x in xs])
+        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, nx.tensor_scale(acc, rb))
+        return QuantizedLayer(layer.index, layer.name, "InnerProduct", layer.type_id, tuple(operands), layer.outputs,
+                              {"transpose_a": bool(call.attrs.transpose_a), "transpose_b": bool(call.attrs.transpose_b)},
+                              round_bits=rb, acc_scale=acc, bounds=out.fixed_type.bounds, notes=tuple(notes))
+
     def eltwise_with_constant(self, layer: TidlLayer) -> QuantizedLayer:
         """An element-wise layer of a tensor and a constant that varies along more than the channels (TI's
         import keeps it an EltWise layer with the constant as its data, ``TIDL_onnxMapAddBaseParams``):
@@ -782,9 +806,16 @@ class _Quantizer:
         raise self.unsupported(layer, f"a Slice layer made of {call.op_name}")
 
     def softmax(self, layer: TidlLayer) -> QuantizedLayer:
+        """Float32 out (§8.9), unless layers of the subgraph read it (attention's A V): then unsigned at
+        the layer's width with tensorScale 2^bits (TI 11.x's fixed-point softmax output: 8-bit at 256)."""
         x = self.tensors[layer.inputs[0]]
         t = self.net.tensors[layer.outputs[0]]
-        self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
+        readers = [c for c in self.consumers.get(t.id, ()) if not c.is_data]
+        if readers:
+            _, out_bits = self.widths(layer)
+            self.output_tensor(layer, 0, out_bits, False, float(1 << out_bits))
+        else:
+            self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               {"axis": layer.params.axis}, acc_scale=x.scale)
 
@@ -799,6 +830,8 @@ class _Quantizer:
                                               f"inside the subgraph")
         if layer.type == "Deconv" and tuple(layer.params.output_padding) != (0, 0):
             raise self.unsupported(layer, f"a deconvolution with output_padding {layer.params.output_padding}")
+        if _is_tensor_product(layer):
+            return self.matmul(layer)
         if layer.type in WEIGHTED:
             if layer.type == "InnerProduct" and layer.ops[0] != "nn.dense":
                 raise self.unsupported(layer, f"an inner product made of {layer.ops[0]}")

@@ -298,6 +298,23 @@ def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=No
     return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
 
 
+def matmul(a, b, round_bits, out: FixedType, *, transpose_a: bool = False, transpose_b: bool = False,
+           bounds=None) -> np.ndarray:
+    """§8.3 inner product of two tensors (attention's Q K^T and A V): ``acc[n] = a[n] @ b[n]`` (batches
+    broadcast), exact, in the product accumulator of the inputs' widths (§7.2), then roundSat."""
+    ai, at = _tensor(a, "matrix product input a", 3)
+    bi, bt = _tensor(b, "matrix product input b", 3)
+    if transpose_a:
+        ai = ai.transpose(0, 2, 1)
+    if transpose_b:
+        bi = bi.transpose(0, 2, 1)
+    if ai.shape[2] != bi.shape[1] or (ai.shape[0] != bi.shape[0] and 1 not in (ai.shape[0], bi.shape[0])):
+        raise FixedPointError(f"matrix product: shapes {ai.shape} and {bi.shape} do not multiply")
+    lo, hi = _bounds(out, bounds)
+    acc = wrap_accumulator(np.matmul(ai, bi), product_accumulator_bits([at.bits, bt.bits]))
+    return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
+
+
 def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None, axis: int = 1) -> np.ndarray:
     """§8.4 batch norm: per channel ``acc = biasA[c] biasB[c] + x w[c]`` in the weights' accumulator,
     then roundSat (TIDL-NUMERICS.md, "Feature-map scales": accScale = weightScale x inScale, and

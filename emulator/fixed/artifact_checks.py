@@ -112,7 +112,10 @@ class _Layer:
                 raise self.fail(f"the subgraph input '{self.outs[0].name}' is a float tensor; inputs are fixed point")
             return
         n_in, n_out = len(layer.inputs), len(layer.outputs)
-        if layer.type in _ONE_IN_ONE_OUT and (n_in, n_out) != (1, 1):
+        tensor_product = layer.type == "InnerProduct" and "transpose_b" in layer.attrs
+        if tensor_product and (n_in, n_out) != (2, 1):
+            raise self.fail(f"{n_in} inputs and {n_out} outputs; a product of two tensors has two and one")
+        if layer.type in _ONE_IN_ONE_OUT and not tensor_product and (n_in, n_out) != (1, 1):
             raise self.fail(f"{n_in} inputs and {n_out} outputs; a {layer.type} layer has one of each")
         if not n_in or not n_out:
             raise self.fail(f"{n_in} inputs and {n_out} outputs")
@@ -153,7 +156,7 @@ class _Layer:
             self.int_array(layer.prelu_slopes, "the PReLU slopes", (0, 1), *_INT32)
         if layer.activation_table is not None:
             self.int_array(layer.activation_table, "the activation table", (1,), *_INT64)
-        if layer.type in _WEIGHT_RANK:
+        if layer.type in _WEIGHT_RANK and not (layer.type == "InnerProduct" and "transpose_b" in layer.attrs):
             self.weights()
 
     def weights(self) -> None:
@@ -166,7 +169,11 @@ class _Layer:
         if not isinstance(w, np.ndarray) or w.dtype != want or w.ndim != rank or 0 in w.shape:
             what = f"{w.dtype}{list(w.shape)}" if isinstance(w, np.ndarray) else repr(w)
             raise self.fail(f"the weights are {what}, not a non-empty {want} array of rank {rank}")
-        channels = self.outs[0].shape[1] if len(self.outs[0].shape) > 1 else None
+        shape = self.outs[0].shape
+        # an inner product's output features are its last axis; a batch norm's channels its axis
+        axis = -1 if layer.type == "InnerProduct" else layer.attrs.get("axis", 1) if layer.type == "BatchNorm" else 1
+        channels = shape[axis] if len(shape) > 1 and isinstance(axis, int) and -len(shape) <= axis < len(shape) \
+            else None
         for field in ("bias_a", "bias_b"):
             bias = self.int_array(getattr(layer, field), field, (1,), *_INT64)
             if channels is not None and bias.size != channels:
@@ -280,6 +287,15 @@ class _Layer:
             raise self.fail(f"{len(self.layer.multipliers)} multipliers for {n} inputs")
 
     def shape_InnerProduct(self, shapes):
+        if "transpose_b" in self.layer.attrs:   # a product of two tensors
+            if len(shapes) != 2 or len(shapes[0]) != 3 or len(shapes[1]) != 3:
+                raise self.fail(f"a matrix product of {[list(s) for s in shapes]}: two 3-D inputs expected")
+            (ba, ra, ca), (bb, rb, cb) = shapes
+            m, k = (ca, ra) if self.layer.attrs.get("transpose_a") else (ra, ca)
+            kb, n = (cb, rb) if self.layer.attrs.get("transpose_b") else (rb, cb)
+            if k != kb or (ba != bb and 1 not in (ba, bb)):
+                raise self.fail(f"inputs {[list(s) for s in shapes]} do not multiply")
+            return [(max(ba, bb), m, n)]
         m, k = self.layer.weights.shape
         if len(shapes[0]) < 2 or shapes[0][-1] != k:
             raise self.fail(f"the input {list(shapes[0])} is not ... x {k} for weights {m} x {k}")

@@ -97,6 +97,10 @@ def inner_product_kernel(layer, xs, tensors):
     """An input of more than two axes is a stack of rows (per-tensor scales, so the rows are
     independent): the product runs on its rows, the leading axes come back."""
     ptype, bounds = pre_activation(layer, tensors)
+    if "transpose_b" in layer.attrs:   # two tensors: a matrix product
+        return [arith.matmul(xs[0], xs[1], layer.round_bits, _out(layer, tensors).fixed_type,
+                             transpose_a=bool(layer.attrs["transpose_a"]), transpose_b=bool(layer.attrs["transpose_b"]),
+                             bounds=layer.bounds)]
     x = np.asarray(xs[0])
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
     pre = arith.inner_product(rows, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
@@ -181,7 +185,11 @@ def resize_kernel(layer, xs, tensors):
 
 @fixed_kernel("SoftMax")
 def softmax_kernel(layer, xs, tensors):
-    return [arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"])]
+    """§8.9: float32 out; an output that layers of the subgraph read is then converted to its unsigned
+    fixed-point type (§8.12's rounding)."""
+    p = arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"])
+    out = _out(layer, tensors)
+    return [p if out.is_float else arith.data_convert_to_fixed(p, out.scale, out.fixed_type)]
 
 
 # -- data movement (§8.11): values copied, type and scale unchanged ------------------------------

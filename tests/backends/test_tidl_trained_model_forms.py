@@ -239,3 +239,47 @@ def test_a_constant_operand_survives_the_compiled_folder(tmp_path):
         qmodel = tidlx.quantize(mod, {"tensor_bits": 8, "accuracy_level": 0}, calib=frames)
     frame = {"x": frames["x"][:1]}
     assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], qmodel.run(frame)[0])
+
+
+def _attention_model():
+    r = np.random.default_rng(5)
+    weights = {k: (r.standard_normal((16, 16)) * 0.3).astype(np.float32) for k in ("Wq", "Wk", "Wv")}
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q"], name="q"),
+             helper.make_node("MatMul", ["x", "Wk"], ["k"], name="k"),
+             helper.make_node("MatMul", ["x", "Wv"], ["v"], name="v"),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+             helper.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
+             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
+             helper.make_node("Softmax", ["ss"], ["a"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["a", "v"], ["y"], name="av")]
+    return _sequence_model(nodes, {**weights, "scale": np.array(0.25, np.float32)})
+
+
+def test_attention_quantizes_its_tensor_products_and_softmax():
+    """Q K^T and A V are inner products of two tensors; the softmax they read has TI 11.x's fixed-point
+    output (unsigned, tensorScale 2^bits)."""
+    mod = _attention_model()
+    frames = {"x": np.random.default_rng(6).standard_normal((3, 10, 16)).astype(np.float32)}
+    for bits, floor_db in ((8, 20.0), (16, 60.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qmodel = tidlx.quantize(mod, {"tensor_bits": bits, "advanced_options:calibration_iterations": 1},
+                                    calib=frames)
+            result = tidlx.compare(qmodel, inputs={"x": frames["x"][:1]})
+        (sub,) = qmodel.subgraphs.values()
+        softmax = sub.layer("softmax")
+        out = sub.tensors[softmax.outputs[0]]
+        assert (out.bits, out.signed, out.scale) == (bits, False, float(2 ** bits))
+        assert sub.layer("av").attrs == {"transpose_a": False, "transpose_b": False}
+        assert result.outputs[0].sqnr_db > floor_db
+
+
+def test_a_tensor_product_survives_the_compiled_folder(tmp_path):
+    mod = _attention_model()
+    frames = {"x": np.random.default_rng(7).standard_normal((2, 10, 16)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.compile_model(mod, tmp_path / "out", options={"tensor_bits": 8, "accuracy_level": 0}, calib=frames)
+        qmodel = tidlx.quantize(mod, {"tensor_bits": 8, "accuracy_level": 0}, calib=frames)
+    frame = {"x": frames["x"][:1]}
+    assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], qmodel.run(frame)[0])
