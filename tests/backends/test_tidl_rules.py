@@ -184,6 +184,8 @@ def rejected_cases():
         (ir.call("concatenate", Tuple([var("a", (1, 2, 3, 4, 5)), var("b", (1, 2, 3, 4, 5))]), axis=1),
          "concatenating along axis 1 (D2) is not supported (Concat: axis -3, -2 or -1)"),
         (ir.call("image.resize2d", x, size=(64, 64), method="cubic"), "method=cubic is not supported"),
+        (ir.call("image.resize2d", x, size=(64, 64), method="linear", coordinate_transformation_mode="align_corners"),
+         "bilinear resize with coordinate_transformation_mode=align_corners is not supported"),
         (ir.call("image.resize2d", x, size=(16, 16)), "scales 0.5x0.5 (height x width, 32x32 -> 16x16) downscale"),
         (ir.call("image.resize2d", x, size=(64, 128)), "scales 2x4 (height x width, 32x32 -> 64x128) differ"),
         (ir.call("image.resize2d", x, size=(96, 96)), "scale 3x3 (height x width, 32x32 -> 96x96) is not a power"),

@@ -133,6 +133,10 @@ def resize2d(call, ctx):
         return f"layout {attrs.layout} is not supported (Resize takes NCHW data)"
     if attrs.method not in ("nearest_neighbor", "linear"):
         return f"method={attrs.method} is not supported (Resize: nearest or linear)"
+    mode = attrs.coordinate_transformation_mode
+    if attrs.method == "linear" and mode not in ("half_pixel", "pytorch_half_pixel"):
+        return (f"bilinear resize with coordinate_transformation_mode={mode} is not supported (TIDL's bilinear "
+                f"resize samples at half-pixel centres)")
     _, _, h, w = shape(call.args[0])
     _, _, oh, ow = shape(call)
     scales = (oh / h, ow / w)
