@@ -32,10 +32,9 @@ scales"):
   are kept, and the bin of the first value not dropped is the bin where the count crosses.
 * Then the layer rules, at every level, by ``numerics.output_range`` (docs/numerics.md §6.2,
   the rules' one definition): a Clip activation's bounds replace the range
-  (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs are
-  multiplied by 1.25 at both ends (the facts say "max x 1.25"; both ends is the choice of
-  docs/numerics.md §6.2, which only reads the larger magnitude; method gets ``, x 1.25``); every
-  other range is multiplied by ``quantRangeExpansionFactor`` = 1.0.
+  (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs have
+  their max multiplied by 1.25 and their min kept (TI's ``TIDL_UpdateScaleFactors``; method gets
+  ``, x 1.25``); every range is multiplied by ``quantRangeExpansionFactor`` = 1.0.
 
 ``TensorRange.min``/``max`` are the range with the rules applied; ``raw_min``/``raw_max`` the
 method's range before them (for a quantizer that applies docs/numerics.md §6.2 itself: apply the
@@ -79,7 +78,7 @@ HISTOGRAM_BINS = 1024
 #: TI's ``quantRangeExpansionFactor``.
 QUANT_RANGE_EXPANSION_FACTOR = 1.0
 
-#: Global average pool and inner product outputs: their range x this (numerics.output_range's widen).
+#: Global average pool and inner product outputs: their max x this (numerics.output_range's widen).
 WIDE_OUTPUT_FACTOR = 1.25
 
 MINMAX, HISTOGRAM = "minmax", "histogram"

@@ -299,8 +299,8 @@ def acc_scale_data_convert(in_scale: float = 1.0, out_bits: int = 8) -> float:
 def output_range(range_min: float, range_max: float, *, activation: str = "none", clip_min: float = None,
                  clip_max: float = None, widen: bool = False, expansion: float = 1.0) -> Tuple[float, float]:
     """§6.2 the range of an output: calibration min/max x quantRangeExpansionFactor; Clip uses its bounds,
-    ReLU6 [0, 6]; global average pool and inner product (``widen``) x 1.25 (TIDL-NUMERICS.md,
-    "Feature-map scales")."""
+    ReLU6 [0, 6]; global average pool and inner product (``widen``): the max x 1.25, the min as it is
+    (TI's ``TIDL_UpdateScaleFactors``, tidl_import_quantize.cpp, TIDL 11.x)."""
     if activation == "relu6":
         return 0.0, 6.0
     if activation == "clip":
@@ -309,8 +309,7 @@ def output_range(range_min: float, range_max: float, *, activation: str = "none"
         return float(clip_min), float(clip_max)
     if range_min > range_max:
         raise FixedPointError(f"range [{range_min}, {range_max}]: min above max")
-    factor = expansion * (1.25 if widen else 1.0)
-    return float(range_min) * factor, float(range_max) * factor
+    return float(range_min) * expansion, float(range_max) * expansion * (1.25 if widen else 1.0)
 
 
 def round_bits(acc_scale: float, range_min: float, range_max: float, bits: int, signed: bool) -> int:

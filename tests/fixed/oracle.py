@@ -430,6 +430,16 @@ def clip_weight_scale_for_bias(ws, in_scale, bias_abs_max, weight_bits, input_si
     return (float(_power_at_most(max_ws)) if p2 else max_ws), True
 
 
+def output_range(range_min, range_max, widen, expansion=1.0):
+    """§6.2 for a calibrated range: both ends x quantRangeExpansionFactor; an inner product or global
+    average pool (``widen``) also has its max, and only its max, x 1.25."""
+    lo = range_min * expansion
+    hi = range_max * expansion
+    if widen:
+        hi = hi * 1.25
+    return lo, hi
+
+
 def round_bits(acc_scale, range_min, range_max, bits, signed):
     m = max(abs(range_min * acc_scale), abs(range_max * acc_scale))
     nb = bits - 1 if signed else bits
