@@ -69,6 +69,7 @@ from .options import TidlOptions
 WEIGHT_RANGE_BIT = 2
 BIAS_CALIB_BIT = 4
 PER_CHANNEL_WEIGHT_BIT = 8
+BIAS_RANGE_BIT = 64
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
 
@@ -86,7 +87,8 @@ WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
 #: the inner product).
 BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
-KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace")
+KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
+           "Reduce")
 _NO_BOUND = float(np.finfo(np.float32).max)
 
 
@@ -226,6 +228,11 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
             weights = _constant_arg(call).astype(np.float64)
         elif name == "nn.dense":
             weights = _constant_arg(call).astype(np.float64)
+        elif name == "nn.matmul":   # x @ B with a constant B (K x N, or N x K with transpose_b): dense's N x K
+            if call.attrs.transpose_a:
+                raise QuantizationError(f"{where}: a matrix product with transpose_a: fixed point takes transpose_a=0")
+            weights = _constant_arg(call).astype(np.float64)
+            weights = weights if call.attrs.transpose_b else weights.T
         elif name == "nn.conv2d_transpose":
             a = call.attrs
             if a.data_layout != "NCHW" or a.kernel_layout not in ("IOHW", "OIHW"):
@@ -239,7 +246,7 @@ def _fold(layer: TidlLayer, where: str) -> _Affine:
                 raise QuantizationError(f"{where}: {name} has no channel axis (axis 1)")
             affine = _Affine(weights, np.ones(channels), np.zeros(channels), False,
                              1 if name == "nn.conv2d_transpose" else 0)
-            if name in ("nn.conv2d", "nn.dense", "nn.conv2d_transpose"):
+            if name in ("nn.conv2d", "nn.dense", "nn.matmul", "nn.conv2d_transpose"):
                 continue
         if name in ACTIVATION_OPS:   # the layer's activation, applied by the integer rules
             continue
@@ -305,6 +312,7 @@ class _Quantizer:
         bits = calibration_option_bits(options)
         self.per_channel_depthwise = bool(bits & PER_CHANNEL_WEIGHT_BIT)
         self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
+        self.bias_range = bool(bits & BIAS_RANGE_BIT)
         self.tensors: Dict[int, QuantizedTensor] = {}
         self.consumers: Dict[int, List[TidlLayer]] = {}
         for layer in net.layers:
@@ -432,6 +440,11 @@ class _Quantizer:
             if lo is not None and lo >= 0 and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND:
                 return float(hi)
         return None
+
+    def clip_scale(self, layer: TidlLayer, out_bits: int) -> Optional[float]:
+        """§4.7's ``2^bits / clipMax`` when the layer's activation forces its output scale, else None."""
+        clip_max = self.forced_clip(layer)
+        return None if clip_max is None else nx.clip_forced_scale(clip_max, out_bits)
 
     def prelu_slopes(self, layer: TidlLayer) -> np.ndarray:
         """The float slopes of a PReLU activation: a leaky ReLU's one slope, or nn.prelu's per-channel
@@ -657,8 +670,8 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
-        if kind != "Prod":   # §6.5: room for the multipliers
-            rb = nx.lower_round_bits_for_multipliers(rb, out_scale, acc)
+        if kind != "Prod":   # §6.5: roundBits and the multipliers
+            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
             multipliers = nx.eltwise_multipliers(out_scale, rb, scales)
             acc = out_scale * float(1 << rb)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
@@ -666,6 +679,15 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, inputs, layer.outputs, attrs,
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
+
+    def argmax(self, layer: TidlLayer) -> QuantizedLayer:
+        """ArgMax over the channels: the index of the largest value (the first of equal ones), unsigned at
+        scale 1 in 8 bits, or 16 when there are more than 256 channels (tidlx's choice)."""
+        x = self.tensors[layer.inputs[0]]
+        channels = self.net.tensors[layer.inputs[0]].shape[1]
+        self.output_tensor(layer, 0, 8 if channels <= 256 else 16, False, 1.0)
+        return QuantizedLayer(layer.index, layer.name, "ArgMax", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, acc_scale=x.scale)
 
     def matmul(self, layer: TidlLayer) -> QuantizedLayer:
         """An inner product of two tensors (attention): accScale = the product of the input scales, as
@@ -724,7 +746,7 @@ class _Quantizer:
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
         if kind == "Sum":
-            rb = nx.lower_round_bits_for_multipliers(rb, out_scale, acc)
+            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
             mx, mc = nx.eltwise_multipliers(out_scale, rb, scales)
             multipliers = (-mx if negate_x else mx, mc)
             acc = out_scale * float(1 << rb)
@@ -785,6 +807,11 @@ class _Quantizer:
             attrs = {"pads": tuple(tuple(int(v) for v in p) for p in prm.pads)}
         elif layer.type == "DepthToSpace":
             attrs = {"block": int(layer.params.block_size), "mode": str(layer.params.mode)}
+        elif layer.type == "Reduce":   # max / min: a value of the input, at its type and scale
+            call = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)][0]
+            rank = len(self.net.tensors[layer.inputs[0]].shape)
+            axes = tuple(sorted(int(a) % rank for a in (call.attrs.axis or range(rank))))
+            attrs = {"reduce": call.op_name, "axes": axes, "keepdims": bool(call.attrs.keepdims)}
         for k in range(len(layer.outputs)):
             self.output_tensor(layer, k, x.bits, x.signed, x.scale)
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
@@ -833,7 +860,10 @@ class _Quantizer:
         if _is_tensor_product(layer):
             return self.matmul(layer)
         if layer.type in WEIGHTED:
-            if layer.type == "InnerProduct" and layer.ops[0] != "nn.dense":
+            if len(layer.outputs) != 1:
+                raise self.unsupported(layer, f"a {layer.type} layer with {len(layer.outputs)} outputs (a batch "
+                                              f"norm's mean and variance read)")
+            if layer.type == "InnerProduct" and layer.ops[0] not in ("nn.dense", "nn.matmul"):
                 raise self.unsupported(layer, f"an inner product made of {layer.ops[0]}")
             rank = len(self.net.tensors[layer.inputs[0]].shape)
             if layer.type == "BatchNorm" and layer.params.axis not in (1, rank - 1):
@@ -853,6 +883,8 @@ class _Quantizer:
             return self.standalone_activation(layer)
         if layer.type == "SoftMax":
             return self.softmax(layer)
+        if layer.type == "ArgMax":
+            return self.argmax(layer)
         if layer.type in KEEPING:
             return self.keeping(layer)
         raise self.unsupported(layer, f"{layer.type} layers")

@@ -194,6 +194,29 @@ def softmax_kernel(layer, xs, tensors):
 
 # -- data movement (§8.11): values copied, type and scale unchanged ------------------------------
 
+@fixed_kernel("DataConvert")
+def data_convert_kernel(layer, xs, tensors):
+    """A cast at the graph's inputs or outputs: the integers pass as they are (their scale is kept)."""
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    return [xs[0].astype(_out(layer, tensors).fixed_type.dtype, copy=False)]
+
+
+@fixed_kernel("ArgMax")
+def argmax_kernel(layer, xs, tensors):
+    """The index of the largest value along the axis, the first of equal ones (numpy's argmax)."""
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    axis = int(layer.attrs["axis"])
+    return [np.expand_dims(np.argmax(xs[0], axis=axis), axis).astype(_out(layer, tensors).fixed_type.dtype)]
+
+
+@fixed_kernel("Reduce")
+def reduce_kernel(layer, xs, tensors):
+    """Reduce max / min: a value of the input, at its type and scale."""
+    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    fn = np.max if layer.attrs["reduce"] == "max" else np.min
+    return [fn(xs[0], axis=tuple(layer.attrs["axes"]), keepdims=bool(layer.attrs["keepdims"]))]
+
+
 @fixed_kernel("Reshape", "Flatten", "Squeeze")
 def reshape_kernel(layer, xs, tensors):
     arith.FixedType.of(xs[0], f"layer {layer.describe()} input")

@@ -157,6 +157,9 @@ def upsampling(call, ctx):
         return f"layout {attrs.layout} is not supported (Resize takes NCHW data)"
     if attrs.method not in ("nearest_neighbor", "bilinear"):
         return f"method={attrs.method} is not supported (Resize: nearest or linear)"
+    if attrs.method == "bilinear":
+        return ("bilinear upsampling samples at pixel corners (align_corners) or asymmetric coordinates, which is "
+                "not supported (TIDL's bilinear resize samples at half-pixel centres)")
     sh, sw = attrs.scale_h, attrs.scale_w
     if sh < 1 or sw < 1:
         return f"scales {sh:g}x{sw:g} downscale, which is not supported (Resize: equal power-of-2 upscales)"
