@@ -201,17 +201,18 @@ def test_unsupported_layer_is_a_clear_error():
 def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
   %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
   %1 = nn.relu(%0);
-  max(%1, axis=[2])
+  nn.layer_norm(%1, meta[relay.Constant][1], meta[relay.Constant][2], axis=-1)
 }
 '''
-    # a reduce-max over the height: TIDL has the layer, tidlx's fixed point not yet
-    mod = tidlx.parse_relay(text, params=[np.ones((4, 3, 3, 3), np.float32)])
+    # a layer norm: TIDL has the layer, tidlx's fixed point not yet
+    mod = tidlx.parse_relay(text, params=[np.ones((4, 3, 3, 3), np.float32), np.ones(8, np.float32),
+                                          np.zeros(8, np.float32)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(QuantizationError) as info:
             tidlx.quantize(mod, {"tensor_bits": 8}, calib={"x": frames((1, 3, 8, 8), 2, seed=0)})
     message = str(info.value)
-    assert "tidl_0_layer2" in message and "Reduce" in message
+    assert "tidl_0_layer2" in message and "LayerNorm" in message
     assert "does not support" in message and "yet" in message
 
 
