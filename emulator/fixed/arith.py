@@ -315,6 +315,32 @@ def matmul(a, b, round_bits, out: FixedType, *, transpose_a: bool = False, trans
     return round_sat(acc, round_bits, lo, hi).astype(out.dtype)
 
 
+def layer_norm_core(x, in_scale: float, out_scale: float, epsilon: float, out: FixedType) -> np.ndarray:
+    """§8.13 layer norm over the last axis, TIDL 11.x's integer-input path (``TIDL_refLayerNormCore``):
+    per row of W values ``S1 = sum q``, ``S2 = sum q^2`` (int64); ``d = float32(W S2 - S1^2) + eps
+    inScale^2 W^2`` (float32); ``r = 1 / sqrt(d)`` in float32, refined by one Newton-Raphson step for a
+    16-bit input; ``r = outScale r``; each output ``round((float32(W) float32(q) - float32(S1)) r)``
+    (to nearest, ties to even), saturated to the output type."""
+    qi, qt = _tensor(x, "layer norm input")
+    if qi.ndim < 1 or qi.shape[-1] < 1:
+        raise FixedPointError(f"layer norm: an input of shape {qi.shape} has no values to normalize")
+    f32 = np.float32
+    width = qi.shape[-1]
+    s1 = qi.sum(axis=-1, keepdims=True)
+    s2 = (qi * qi).sum(axis=-1, keepdims=True)
+    inp = (width * s2 - s1 * s1).astype(f32)
+    ep = f32(epsilon) * (f32(in_scale) * f32(in_scale) * f32(width) * f32(width))
+    d = (inp + ep).astype(f32)
+    with np.errstate(divide="ignore"):
+        r = (f32(1.0) / np.sqrt(d)).astype(f32)
+    if qt.bits == 16:
+        r = (r * (f32(1.5) - f32(0.5) * d * r * r)).astype(f32)
+    r = (f32(out_scale) * r).astype(f32)
+    y = ((f32(width) * qi.astype(f32) - s1.astype(f32)) * r).astype(f32)
+    lo, hi = out.bounds
+    return np.clip(np.rint(y), lo, hi).astype(out.dtype)
+
+
 def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None, axis: int = 1) -> np.ndarray:
     """§8.4 batch norm: per channel ``acc = biasA[c] biasB[c] + x w[c]`` in the weights' accumulator,
     then roundSat (TIDL-NUMERICS.md, "Feature-map scales": accScale = weightScale x inScale, and

@@ -38,7 +38,7 @@ _MAX_DIM = (1 << 31) - 1
 
 _ONE_IN_ONE_OUT = {"Conv", "Deconv", "InnerProduct", "BatchNorm", "PReLU", "Sigmoid", "Tanh", "Pool", "ReLU",
                    "Resize", "SoftMax", "Reshape", "Flatten", "Squeeze", "Transpose", "Pad", "DepthToSpace"}
-_WEIGHT_RANK = {"Conv": 4, "Deconv": 4, "InnerProduct": 2, "BatchNorm": 1}
+_WEIGHT_RANK = {"Conv": 4, "Deconv": 4, "InnerProduct": 2, "BatchNorm": 1, "LayerNorm": 1}
 
 
 class _Layer:
@@ -171,7 +171,8 @@ class _Layer:
             raise self.fail(f"the weights are {what}, not a non-empty {want} array of rank {rank}")
         shape = self.outs[0].shape
         # an inner product's output features are its last axis; a batch norm's channels its axis
-        axis = -1 if layer.type == "InnerProduct" else layer.attrs.get("axis", 1) if layer.type == "BatchNorm" else 1
+        axis = -1 if layer.type in ("InnerProduct", "LayerNorm") else \
+            layer.attrs.get("axis", 1) if layer.type == "BatchNorm" else 1
         channels = shape[axis] if len(shape) > 1 and isinstance(axis, int) and -len(shape) <= axis < len(shape) \
             else None
         for field in ("bias_a", "bias_b"):
@@ -300,6 +301,16 @@ class _Layer:
         if len(shapes[0]) < 2 or shapes[0][-1] != k:
             raise self.fail(f"the input {list(shapes[0])} is not ... x {k} for weights {m} x {k}")
         return [tuple(shapes[0][:-1]) + (m,)]
+
+    def shape_LayerNorm(self, shapes):
+        if not shapes[0] or shapes[0][-1] != self.layer.weights.size:
+            raise self.fail(f"{self.layer.weights.size} scales for the input {list(shapes[0])}")
+        if not isinstance(self.layer.pre_scale, float) or not self.layer.pre_scale > 0:
+            raise self.fail(f"the normalized values' scale is {self.layer.pre_scale!r}, not a float > 0")
+        eps = self.attr("epsilon")
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0 or eps != eps:
+            raise self.fail(f"'epsilon' is {eps!r}, not a number >= 0")
+        return [shapes[0]]
 
     def shape_BatchNorm(self, shapes):
         axis = self.layer.attrs.get("axis", 1)

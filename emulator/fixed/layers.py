@@ -201,6 +201,18 @@ def data_convert_kernel(layer, xs, tensors):
     return [xs[0].astype(_out(layer, tensors).fixed_type.dtype, copy=False)]
 
 
+@fixed_kernel("LayerNorm")
+def layer_norm_kernel(layer, xs, tensors):
+    """§8.13: the normalization into the signed pre-activation type at ``pre_scale``, then the scale and
+    shift per feature as a batch norm along the last axis."""
+    out = _out(layer, tensors).fixed_type
+    x = xs[0]
+    pre = arith.layer_norm_core(x, tensors[layer.inputs[0]].scale, layer.pre_scale, layer.attrs["epsilon"],
+                                arith.FixedType(out.bits, True))
+    return [arith.batch_norm(pre, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, out,
+                             bounds=layer.bounds, axis=pre.ndim - 1)]
+
+
 @fixed_kernel("ArgMax")
 def argmax_kernel(layer, xs, tensors):
     """The index of the largest value along the axis, the first of equal ones (numpy's argmax)."""

@@ -286,7 +286,7 @@ def test_a_tensor_product_survives_the_compiled_folder(tmp_path):
 
 
 #: Layer forms the partition accepts that tidlx's fixed point does not take yet (the README's "not yet").
-NOT_YET_IN_FIXED_POINT = {"nn.layer_norm": "LayerNorm"}
+NOT_YET_IN_FIXED_POINT: dict = {}
 
 
 def _single_call_model(call):
@@ -369,3 +369,38 @@ def @main(%x: Tensor[(1, 3, 8, 8), uint8]) {
         result = tidlx.compare(mod, inputs={"x": frames["x"][:1]},
                                options={"tensor_bits": 16, "accuracy_level": 0}, calib=frames)
     assert result.outputs[0].sqnr_db > 60.0
+
+
+def test_a_layer_norm_quantizes_with_its_scale_and_shift(tmp_path):
+    """ONNX LayerNormalization (opset 17) over a sequence's features: TI 11.x's integer normalization,
+    then gamma and beta as a batch norm along the last axis; the compiled folder runs the same bits."""
+    inits = {"M": (RNG.standard_normal((16, 32)) * 0.3).astype(np.float32),
+             "g": (RNG.random(32) + 0.5).astype(np.float32), "b": (RNG.standard_normal(32) * 0.2).astype(np.float32)}
+    mod = _sequence_model([helper.make_node("MatMul", ["x", "M"], ["m"], name="mm"),
+                           helper.make_node("LayerNormalization", ["m", "g", "b"], ["y"], axis=-1, name="ln")],
+                          inits)
+    frames = {"x": np.random.default_rng(11).standard_normal((3, 10, 16)).astype(np.float32)}
+    for bits, floor_db in ((8, 25.0), (16, 65.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qmodel = tidlx.quantize(mod, {"tensor_bits": bits, "accuracy_level": 0}, calib=frames)
+            result = tidlx.compare(qmodel, inputs={"x": frames["x"][:1]})
+        (sub,) = qmodel.subgraphs.values()
+        assert sub.layer("ln").type == "LayerNorm" and sub.layer("ln").pre_scale > 0
+        assert result.outputs[0].sqnr_db > floor_db
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.compile_model(mod, tmp_path / "out", options={"tensor_bits": 16, "accuracy_level": 0}, calib=frames)
+    frame = {"x": frames["x"][:1]}
+    assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], qmodel.run(frame)[0])
+
+
+def test_layer_norm_core_by_hand():
+    """One row of four int8 values at inScale 1, outScale 16, eps 0: (4 q - S1) / sqrt(4 S2 - S1^2) x 16."""
+    from tidlx.emulator.fixed import arith
+
+    q = np.array([[1, 2, 3, 6]], np.int8)
+    s1, s2 = 12, 1 + 4 + 9 + 36
+    expect = np.rint((4 * q.astype(np.float64) - s1) / np.sqrt(4 * s2 - s1 * s1) * 16)
+    got = arith.layer_norm_core(q, 1.0, 16.0, 0.0, arith.FixedType(8, True))
+    assert got.tolist() == expect.astype(int).tolist()

@@ -198,21 +198,21 @@ def test_every_layer_close_to_its_float_value(small, bits, floor_db):
 
 def test_unsupported_layer_is_a_clear_error():
     text = '''#[version = "0.0.5"]
-def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
-  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
-  %1 = nn.relu(%0);
-  nn.layer_norm(%1, meta[relay.Constant][1], meta[relay.Constant][2], axis=-1)
+def @main(%x: Tensor[(1, 4, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], groups=4, channels=4, kernel_size=[3, 3]);
+  nn.leaky_relu(%0, alpha=0.1f)
 }
 '''
-    # a layer norm: TIDL has the layer, tidlx's fixed point not yet
-    mod = tidlx.parse_relay(text, params=[np.ones((4, 3, 3, 3), np.float32), np.ones(8, np.float32),
-                                          np.zeros(8, np.float32)])
+    # per-channel (depthwise) weights with a PReLU activation: not yet in tidlx's fixed point
+    mod = tidlx.parse_relay(text, params=[np.ones((4, 1, 3, 3), np.float32)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(QuantizationError) as info:
-            tidlx.quantize(mod, {"tensor_bits": 8}, calib={"x": frames((1, 3, 8, 8), 2, seed=0)})
+            tidlx.quantize(mod, {"tensor_bits": 8, "accuracy_level": 9,
+                                 "advanced_options:channel_wise_quantization": 1},
+                           calib={"x": frames((1, 4, 8, 8), 2, seed=0)})
     message = str(info.value)
-    assert "tidl_0_layer2" in message and "LayerNorm" in message
+    assert "tidl_0_layer1" in message and "Conv+PReLU" in message and "per-channel weights" in message
     assert "does not support" in message and "yet" in message
 
 
@@ -223,10 +223,10 @@ def test_a_layer_type_without_kernel_is_a_clear_error(small):
     layers = list(sub.layers)
     index = next(i for i, layer in enumerate(layers) if layer.type == "Flatten")
     old = layers[index]
-    layers[index] = QuantizedLayer(old.index, old.name, "LayerNorm", 42, old.inputs, old.outputs)
+    layers[index] = QuantizedLayer(old.index, old.name, "DetectionOutput", 19, old.inputs, old.outputs)
     broken = type(sub)(sub.name, tuple(layers), sub.tensors, sub.inputs, sub.outputs, sub.returns_tuple,
                        sub.tensor_bits, sub.quantization_style)
-    with pytest.raises(FixedPointError, match=r"tidl_0_layer6.*LayerNorm.*does not support LayerNorm layers yet"):
+    with pytest.raises(FixedPointError, match=r"tidl_0_layer6.*DetectionOutput.*does not support DetectionOutput layers yet"):
         run_subgraph(broken, [inputs["x"]])
 
 
