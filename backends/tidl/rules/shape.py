@@ -133,10 +133,6 @@ def resize2d(call, ctx):
         return f"layout {attrs.layout} is not supported (Resize takes NCHW data)"
     if attrs.method not in ("nearest_neighbor", "linear"):
         return f"method={attrs.method} is not supported (Resize: nearest or linear)"
-    mode = attrs.coordinate_transformation_mode
-    if attrs.method == "linear" and mode not in ("half_pixel", "pytorch_half_pixel"):
-        return (f"bilinear resize with coordinate_transformation_mode={mode} is not supported (TIDL's bilinear "
-                f"resize samples at half-pixel centres)")
     _, _, h, w = shape(call.args[0])
     _, _, oh, ow = shape(call)
     scales = (oh / h, ow / w)
@@ -147,6 +143,10 @@ def resize2d(call, ctx):
         return f"scales {text} differ, which is not supported (Resize: equal power-of-2 scales)"
     if oh % h or not _power_of_two(oh // h):
         return f"scale {text} is not a power of 2 (Resize: equal power-of-2 scales)"
+    mode = attrs.coordinate_transformation_mode
+    if attrs.method == "linear" and mode not in ("half_pixel", "pytorch_half_pixel"):
+        return (f"bilinear resize with coordinate_transformation_mode={mode} is not supported (TIDL's bilinear "
+                f"resize samples at half-pixel centres)")
     return None
 
 
