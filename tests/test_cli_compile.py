@@ -257,17 +257,20 @@ def test_traces_and_diff_traces(compiled8, tmp_path, capsys):
     a, b = sorted(os.listdir(tmp_path / "a")), sorted(os.listdir(tmp_path / "b"))
     raw = [n for n in a if n.endswith(".y")]
     assert [n for n in a if n.endswith("_float.bin")] and not [n for n in b if n.endswith("_float.bin")]
-    assert "tidl_trace_subgraph0_layer_info.txt" in a and "tidl_trace_subgraph1_layer_info.txt" in a
+    assert "tidl_subgraph0_net.bin.layer_info.txt" in a and "tidl_subgraph1_net.bin.layer_info.txt" in a
+    assert "tidl_trace_subgraph_0_tensor_info.txt" in a and "tidl_trace_subgraph_1_tensor_info.txt" in a
     sub = compiled.subgraphs["tidl_0"].network.subgraph
     first_conv = sub.layers[1]
     t = sub.tensors[first_conv.outputs[0]]
-    name = f"tidl_trace_subgraph0_{t.id:04d}_0002_0001_00001_{t.shape[1]:05d}_{t.shape[3]:05d}x{t.shape[2]:05d}.y"
+    name = f"tidl_trace_subgraph_0_{t.id:04d}_0002_0001_00001_{t.shape[1]:05d}_{t.shape[3]:05d}x{t.shape[2]:05d}.y"
     assert name in raw
     assert (tmp_path / "a" / name).stat().st_size == int(np.prod(t.shape))            # u8: a byte a value
     values = (np.fromfile(tmp_path / "a" / name, np.uint8) / t.scale).astype(np.float32)   # q / tensorScale
     assert np.array_equal(np.fromfile(tmp_path / "a" / name.replace(".y", "_float.bin"), "<f4"), values)
-    info = (tmp_path / "a" / "tidl_trace_subgraph0_layer_info.txt").read_text().splitlines()
-    assert info[1].startswith(f"1 {t.id} 0 ") and info[1].endswith(" /img_backbone/conv1/Conv")
+    info = (tmp_path / "a" / "tidl_subgraph0_net.bin.layer_info.txt").read_text().splitlines()
+    assert info[1] == f"1 {t.id} /img_backbone/conv1/Conv"                 # TI's layerIdx dataIdx name
+    tensor_info = (tmp_path / "a" / "tidl_trace_subgraph_0_tensor_info.txt").read_text().splitlines()
+    assert tensor_info[0].startswith("#") and tensor_info[2] == f"{t.id} 0 {t.scale!r} 0"   # U8, tensorScale
 
     assert main(["diff-traces", str(tmp_path / "a"), str(tmp_path / "b")]) == 0   # mode 1 traces = mode 0's
     assert f"{len(raw)} trace(s) equal" in capsys.readouterr().out
@@ -277,8 +280,9 @@ def test_traces_and_diff_traces(compiled8, tmp_path, capsys):
     later = sub.layers[5]
     assert main(["diff-traces", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     out = capsys.readouterr().out
-    assert "first difference: layer 1 '/img_backbone/conv1/Conv'" in out and "1 of" in out
-    assert later.name not in out
+    first = [line for line in out.splitlines() if line.startswith("first difference: ")]
+    assert len(first) == 1 and first[0].startswith("first difference: layer 1 '/img_backbone/conv1/Conv'")
+    assert f"1 of {int(np.prod(t.shape))} values differ" in first[0] and later.name not in first[0]
     assert main(["diff-traces", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
 
 
@@ -324,7 +328,7 @@ def test_run_dir_writes_traces_on_request(compiled8, files, tmp_path, capsys):
     assert main(["run", str(compiled8), "--input", str(files / "x_run.npz"), "--debug-level", "3",
                  "--trace-dir", str(traces)]) == 0
     assert "wrote per-layer traces (debug_level 3)" in capsys.readouterr().out
-    assert (traces / "tidl_trace_subgraph0_layer_info.txt").is_file()
+    assert (traces / "tidl_subgraph0_net.bin.layer_info.txt").is_file()
     assert main(["run", str(files / "x_run.npz"), "--input", str(files / "x_run.npz"), "--debug-level", "3"]) == 2
 
 def test_compile_takes_disabled_passes(tmp_path, capsys):

@@ -328,26 +328,52 @@ def run_artifacts(mod, inputs, kernels: KernelSet, *, fixed_observers: Sequence 
 
 TRACE_SUFFIX = ".y"
 FLOAT_SUFFIX = "_float.bin"
+TENSOR_INFO_SUFFIX = "tensor_info.txt"
+LAYER_INFO_SUFFIX = ".layer_info.txt"
 
 
 def trace_base(subgraph_number: int) -> str:
-    return f"tidl_trace_subgraph{subgraph_number}_"
+    """The start of every trace name of subgraph N, as TI's runtime writes it: ``tidl_trace_subgraph_<N>_``
+    (the graph name ``subgraph_<N>`` between ``tidl_trace_`` and the fields)."""
+    return f"tidl_trace_subgraph_{subgraph_number}_"
 
 
 def trace_name(base: str, tensor: QuantizedTensor) -> str:
-    """TI's trace name (TIDL-NUMERICS.md, "Files and traces"): data id, then the dims N, D1, D2, C and
-    W x H: ``<base>%04d_%04d_%04d_%05d_%05d_%05dx%05d.y``."""
+    """TI's trace name: data id, then the dims N, D1, D2, C and W x H:
+    ``<base>%04d_%04d_%04d_%05d_%05d_%05dx%05d.y``."""
     from .artifact_format import padded_dims
 
     n, d1, d2, c, h, w = padded_dims(tensor.shape)
     return f"{base}{tensor.id:04d}_{n:04d}_{d1:04d}_{d2:05d}_{c:05d}_{w:05d}x{h:05d}{TRACE_SUFFIX}"
 
 
+def layer_info_name(subgraph_number: int) -> str:
+    """The layer list of subgraph N: its network record's file name and ``.layer_info.txt``, as TI names
+    the list beside its ``subgraph_<N>_tidl_net.bin``: ``tidl_subgraph<N>_net.bin.layer_info.txt``."""
+    return f"tidl_subgraph{subgraph_number}_net.bin{LAYER_INFO_SUFFIX}"
+
+
+def tensor_info_name(subgraph_number: int) -> str:
+    """tidlx's own file beside the traces: per traced tensor its element type, tensorScale and zero point,
+    which a raw ``.y`` file does not carry: ``tidl_trace_subgraph_<N>_tensor_info.txt``."""
+    return f"{trace_base(subgraph_number)}{TENSOR_INFO_SUFFIX}"
+
+
+TENSOR_INFO_HEADER = ("# tidlx tensor_info: dataIdx elementType tensorScale zeroPoint (elementType: TI's ids U8 0, "
+                      "S8 1, U16 2, S16 3, U32 4, S32 5, F32 6; a real value is (q - zeroPoint) / tensorScale)")
+
+
+def _layer_info_name_column(name: str, index: int) -> str:
+    text = printable(name).strip()
+    return text if text else f"layer{index}"
+
+
 class TraceWriter:
-    """A fixed-point observer writing one trace per layer output: raw dense values in the element type
-    (little-endian), at level 4 also ``_float.bin`` (float32 of q / tensorScale), and per subgraph a
-    ``<base>layer_info.txt`` line per traced tensor: layer id, data id, element type, tensorScale, layer name
-    (the rest of the line: a name may hold spaces)."""
+    """A fixed-point observer writing TI's per-layer traces: one ``.y`` per layer output (raw dense values in
+    the element type, little-endian), at level 4 also ``_float.bin`` (float32 of q / tensorScale); per
+    subgraph TI's ``tidl_subgraph<N>_net.bin.layer_info.txt`` (a line ``layerIdx dataIdx name`` per traced
+    tensor; the name is the rest of the line) and tidlx's ``tidl_trace_subgraph_<N>_tensor_info.txt``
+    (``dataIdx elementType tensorScale zeroPoint``, after a ``#`` header line)."""
 
     def __init__(self, folder: str, level: int, subgraphs: Mapping[str, Tuple[int, QuantizedSubgraph]]):
         """``subgraphs``: by function name, the subgraph's number N and the subgraph."""
@@ -355,10 +381,13 @@ class TraceWriter:
         self.numbers = {name: n for name, (n, _) in subgraphs.items()}
         self._tensors = {name: sub.tensors for name, (_, sub) in subgraphs.items()}
         self.info: Dict[str, List[str]] = {}
+        self.tensor_info: Dict[str, List[str]] = {}
         self.written = 0
         os.makedirs(folder, exist_ok=True)
         for name in os.listdir(folder):   # an earlier run's traces would mix with this run's
-            if name.startswith("tidl_trace_subgraph") and os.path.isfile(os.path.join(folder, name)):
+            ours = name.startswith("tidl_trace_subgraph") or \
+                (name.startswith("tidl_subgraph") and name.endswith(LAYER_INFO_SUFFIX))
+            if ours and os.path.isfile(os.path.join(folder, name)):
                 os.remove(os.path.join(folder, name))
 
     def __call__(self, obs: FixedObservation) -> None:
@@ -369,6 +398,7 @@ class TraceWriter:
         base = trace_base(self.numbers[sub])
         tensors = self._tensors[sub]
         lines = self.info.setdefault(sub, [])
+        facts = self.tensor_info.setdefault(sub, [])
         for t, value in zip(layer.outputs, obs.outputs):
             tensor = tensors[t]
             name = trace_name(base, tensor)
@@ -381,15 +411,19 @@ class TraceWriter:
                     (value.astype(np.float64) / tensor.scale).astype(np.float32)
                 with open(os.path.join(self.folder, name[:-len(TRACE_SUFFIX)] + FLOAT_SUFFIX), "wb") as f:
                     f.write(real.astype("<f4").tobytes())
-            lines.append(f"{layer.index} {tensor.id} {tensor.element_type} {tensor.scale!r} {printable(layer.name)}")
+            lines.append(f"{layer.index} {tensor.id} {_layer_info_name_column(layer.name, layer.index)}")
+            facts.append(f"{tensor.id} {tensor.element_type} {float(tensor.scale)!r} 0")
             self.written += 1
 
     def finish(self) -> None:
         for sub, lines in sorted(self.info.items()):
-            path = os.path.join(self.folder, f"{trace_base(self.numbers[sub])}layer_info.txt")
-            with open(path, "w", encoding="utf-8") as f:
+            number = self.numbers[sub]
+            with open(os.path.join(self.folder, layer_info_name(number)), "w", encoding="utf-8") as f:
                 f.write("".join(line + "\n" for line in lines))
+            with open(os.path.join(self.folder, tensor_info_name(number)), "w", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in [TENSOR_INFO_HEADER] + self.tensor_info[sub]))
 
 
 __all__ = ["SubgraphRun", "CoreWork", "SubgraphWork", "artifact_kernel_set", "run_artifacts",
-           "run_subgraph_on_cores", "batch_split_refusal", "layer_macs", "TraceWriter", "trace_name", "trace_base"]
+           "run_subgraph_on_cores", "batch_split_refusal", "layer_macs", "TraceWriter", "trace_name", "trace_base",
+           "layer_info_name", "tensor_info_name"]
