@@ -121,6 +121,8 @@ def _explain(call: Call, ctx: RuleContext, options: TidlOptions, limit: BatchLim
             message = rule_memo[m] = check_call(m, ctx, absorbed=group is not None)
         if message:
             return HostReason("rule", _in_group(call, m, group, message))
+    if limit.value is None:  # no batch limit (TI's ONNX Runtime import)
+        return None
     for m in members:
         if m in batch_memo:
             message = batch_memo[m]
@@ -132,10 +134,12 @@ def _explain(call: Call, ctx: RuleContext, options: TidlOptions, limit: BatchLim
 
 
 def explain_function(target: Union[Function, IRModule], options: Optional[TidlOptions] = None,
-                     layer_types=None, ctx: Optional[RuleContext] = None) -> Dict[Call, HostReason]:
+                     layer_types=None, ctx: Optional[RuleContext] = None, *,
+                     batch_limit: Optional[BatchLimit] = None) -> Dict[Call, HostReason]:
     """The host reason of every op call of a function (``mod["main"]`` for a module) that TIDL
     cannot take; calls missing from the result may go to TIDL. Warns (TidlxWarning) about
-    option entries that name no layer or layer type of the model."""
+    option entries that name no layer or layer type of the model. ``batch_limit``: as for
+    ``explain`` (a limit whose value is None checks no batch)."""
     options = TidlOptions() if options is None else options
     if ctx is None:
         if isinstance(target, IRModule):
@@ -149,7 +153,7 @@ def explain_function(target: Union[Function, IRModule], options: Optional[TidlOp
                           "imported from ONNX): it denies nothing", TidlxWarning, stacklevel=2)
         else:
             options.check_layer_types(set(ctx.layer_types.values()))
-    limit = options.batch_limit()  # resolved once for the whole function
+    limit = options.batch_limit() if batch_limit is None else batch_limit  # resolved once for the function
     out: Dict[Call, HostReason] = {}
     rule_memo: Dict[Call, Optional[str]] = {}
     batch_memo: Dict[Call, Optional[str]] = {}

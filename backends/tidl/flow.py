@@ -34,6 +34,10 @@ Steps, in TI's order:
    ``Composite="tidl.<pattern>"`` (a composite group) or ``Composite="tidl.<op>"`` (a call that
    is a layer on its own), called in place; ``layers.build_networks`` reads them as TIDL
    networks.
+
+tidlx's option ``flow`` picks TI's flow: ``tvm`` (the default, the steps above) or ``ort``, TI's
+ONNX Runtime import (``ort_flow.py``, docs/ort-flow.md): the same preparation, composites and
+support oracle, then TI's grouping of the ONNX nodes in node order instead of step 5.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ from ...emulator import registry as _emulator  # noqa: F401  (importing tidlx.em
 from .composites import Composite, find_composites
 from .context import RuleContext
 from .explain import HostReason, explain_function
-from .options import OPTIONS, BatchLimit, OptionError, TidlOptions, parse_key_values
+from .options import (DEFAULT_FLOW, FLOW_OPTION, OPTIONS, BatchLimit, OptionError, TidlOptions, parse_flow,
+                      parse_key_values)
 
 #: tidlx's own option (not TI's): preparation passes to skip, by name.
 DISABLED_PASSES_OPTION = "disabled_passes"
@@ -86,10 +91,11 @@ def _unknown(name: str) -> OptionError:
     from .options import suggest_option
 
     hint = list(suggest_option(name))
-    if closest(name.strip(), [DISABLED_PASSES_OPTION], n=1):
-        hint.insert(0, DISABLED_PASSES_OPTION)
+    for own in (FLOW_OPTION, DISABLED_PASSES_OPTION):
+        if closest(name.strip(), [own], n=1):
+            hint.insert(0, own)
     extra = f"; did you mean {' or '.join(repr(h) for h in hint[:3])}?" if hint else \
-        f"; valid options: {', '.join(list(OPTIONS) + [DISABLED_PASSES_OPTION])}"
+        f"; valid options: {', '.join(list(OPTIONS) + [DISABLED_PASSES_OPTION, FLOW_OPTION])}"
     return OptionError(f"unknown TIDL option '{name}'{extra}")
 
 
@@ -118,30 +124,52 @@ def _pass_names(value) -> Tuple[str, ...]:
     return tuple(names)
 
 
-def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str, ...]]:
-    """``(TidlOptions, disabled preparation passes)`` from what users pass: None, a
-    TidlOptions, a dict of TI option names (plus ``disabled_passes``), or ``key=value``
-    strings. Unknown names raise OptionError naming the closest valid name."""
-    if options is None:
-        return TidlOptions(), ()
-    if isinstance(options, TidlOptions):
-        return options, ()
+def _option_values(options: OptionsLike) -> Optional[Dict[str, object]]:
+    """The options as a dict of names to values (None for None or a TidlOptions)."""
+    if options is None or isinstance(options, TidlOptions):
+        return None
     if isinstance(options, Mapping):
         values = dict(options)
         for key in values:
             if not isinstance(key, str):
                 raise OptionError(f"TIDL option names must be strings, got {key!r}")
-    elif isinstance(options, (str, list, tuple)):
-        values = parse_key_values(options)
-    else:
-        raise OptionError(f"TIDL options must be a dict of option names to values, a TidlOptions or a list of "
-                          f"'key=value' strings, got {type(options).__name__}")
+        return values
+    if isinstance(options, (str, list, tuple)):
+        return parse_key_values(options)
+    raise OptionError(f"TIDL options must be a dict of option names to values, a TidlOptions or a list of "
+                      f"'key=value' strings, got {type(options).__name__}")
+
+
+def resolve_flow(options: OptionsLike = None) -> str:
+    """The flow the options choose with tidlx's option ``flow`` (``tvm`` or ``ort``; default ``tvm``,
+    also for a TidlOptions, which holds TI's options only)."""
+    values = _option_values(options)
+    if not values:
+        return DEFAULT_FLOW
+    for key, value in values.items():
+        if key.strip() == FLOW_OPTION:
+            return parse_flow(value)
+    return DEFAULT_FLOW
+
+
+def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str, ...]]:
+    """``(TidlOptions, disabled preparation passes)`` from what users pass: None, a
+    TidlOptions, a dict of TI option names (plus tidlx's ``disabled_passes`` and ``flow``, which
+    ``resolve_flow`` reads), or ``key=value`` strings. Unknown names raise OptionError naming
+    the closest valid name."""
+    if options is None:
+        return TidlOptions(), ()
+    if isinstance(options, TidlOptions):
+        return options, ()
+    values = _option_values(options)
     disabled: Tuple[str, ...] = ()
     ti_values = {}
     for key, value in values.items():
         name = key.strip()
         if name == DISABLED_PASSES_OPTION:
             disabled = _pass_names(value)
+        elif name == FLOW_OPTION:
+            parse_flow(value)
         elif name in OPTIONS:
             ti_values[name] = value
         else:
@@ -371,10 +399,15 @@ class Analysis:
 
 @dataclass
 class FlowResult:
+    """``strategy`` names how the partition was made (a strategy, or ``ort`` for TI's ONNX
+    Runtime grouping); ``ort`` holds the ONNX-node view of the ORT flow (``ort_flow.OrtPartition``,
+    None in the TVM flow)."""
+
     analysis: Analysis
     partition: PartitionResult
     strategy: str
     timings: Dict[str, float]
+    ort: Optional[object] = None
 
     @property
     def prepared(self) -> IRModule:
@@ -415,16 +448,20 @@ def _check_names_against(mod: IRModule, options: TidlOptions) -> None:
             options.check_layer_types(set(mod.layer_types.values()))
 
 
-def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
-    """Steps 1-4 of the flow: options, preparation, composites, the support oracle."""
+def analyse(mod: IRModule, options: OptionsLike = None, *, batch_limit: Optional[BatchLimit] = None,
+            resolved: Optional[Tuple[TidlOptions, Tuple[str, ...]]] = None) -> Analysis:
+    """Steps 1-4 of the flow: options, preparation, composites, the support oracle.
+    ``batch_limit``: instead of the options' (``BatchLimit(None, "ort")``: none); ``resolved``:
+    ``(TidlOptions, disabled passes)`` already resolved from ``options``."""
     t0 = time.perf_counter()
-    opts, disabled = resolve_options(options)
+    opts, disabled = resolve_options(options) if resolved is None else resolved
     mod = _check_module(mod)
     if not mod["main"].has_type:
         mod.infer_types()
     batch = model_batch(mod)
     opts.validate_for_model(batch)
-    batch_limit = opts.batch_limit()  # a bad TIDL_RELAY_MAX_BATCH_SIZE is an error before any work
+    if batch_limit is None:
+        batch_limit = opts.batch_limit()  # a bad TIDL_RELAY_MAX_BATCH_SIZE is an error before any work
     _check_names_against(mod, opts)
     t1 = time.perf_counter()
     pass_times: Dict[str, float] = {}
@@ -442,7 +479,7 @@ def analyse(mod: IRModule, options: OptionsLike = None) -> Analysis:
         # away by preparation are missing; they were checked against the model above.
         for pattern in _NAME_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern, category=TidlxWarning)
-        reasons = explain_function(prepared, opts, ctx=ctx)
+        reasons = explain_function(prepared, opts, ctx=ctx, batch_limit=batch_limit)
     t3 = time.perf_counter()
     return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,
                     {"options": t1 - t0, "prepare": t2 - t1, **pass_times, "composites": t_groups - t2,
@@ -467,8 +504,14 @@ def partition_analysis(analysis: Analysis, strategy: str = "greedy") -> Partitio
 
 
 def run_flow(mod: IRModule, options: OptionsLike = None, strategy: str = "greedy") -> FlowResult:
-    """The whole flow: options, preparation, composites, support oracle, partitioning."""
+    """The whole flow: options, preparation, composites, support oracle, partitioning. With the
+    option ``flow=ort`` TI's ONNX Runtime grouping partitions instead (``ort_flow.run_ort_flow``;
+    ``strategy`` then partitions only a model whose ORT grouping is cyclic)."""
     get_strategy(strategy)  # an unknown strategy is an error before any work
+    if resolve_flow(options) == "ort":
+        from .ort_flow import run_ort_flow
+
+        return run_ort_flow(mod, options, strategy)
     with gc_paused():
         analysis = analyse(mod, options)
         t0 = time.perf_counter()
@@ -487,6 +530,7 @@ def partition_for_tidl(mod: IRModule, options: OptionsLike = None, strategy: str
     with gc_paused():  # as the flow: the layer model and the report are many small acyclic objects
         report = PartitionReport.from_flow(flow, model_name=model_name)
     report.timings["report"] = time.perf_counter() - t0
+    report.ort = flow.ort   # the ORT flow's ONNX-node view (ort_flow.OrtPartition), None in the TVM flow
     return flow.partition.module, report
 
 
@@ -500,6 +544,9 @@ def compare_strategies(mod: IRModule, options: OptionsLike = None, strategies: O
     from ...ir.partition import PartitionError
     from .report import PartitionReport, StrategyComparison
 
+    if resolve_flow(options) == "ort":
+        raise OptionError("comparing strategies is a question of the TVM flow: with flow=ort the partition is TI's "
+                          "grouping of the ONNX nodes (a strategy partitions only a model whose grouping is cyclic)")
     names = list(list_strategies()) if strategies is None else list(strategies)
     for name in names:
         get_strategy(name)
@@ -520,5 +567,5 @@ def compare_strategies(mod: IRModule, options: OptionsLike = None, strategies: O
 
 
 __all__ = ["run_flow", "analyse", "partition_analysis", "partition_for_tidl", "compare_strategies",
-           "resolve_options", "prepare", "composites_for", "list_denial", "model_batch", "Analysis", "FlowResult",
+           "resolve_options", "resolve_flow", "prepare", "composites_for", "list_denial", "model_batch", "Analysis", "FlowResult",
            "Transformation", "PassRecord", "PREP_PASSES", "DISABLED_PASSES_OPTION"]

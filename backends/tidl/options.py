@@ -220,6 +220,33 @@ _SPECS = (
 OPTIONS: Dict[str, OptionSpec] = {s.name: s for s in _SPECS}
 _BY_FIELD: Dict[str, OptionSpec] = {s.field: s for s in _SPECS}
 
+#: tidlx's option ``flow``: which of TI's two compile flows tidlx follows. Like ``disabled_passes`` it is
+#: read beside TI's options (``flow.resolve_options`` accepts it, ``flow.resolve_flow`` returns it) and is
+#: not a TidlOptions field.
+FLOW_OPTION = "flow"
+#: ``tvm``: TI's TVM (Relay) import; ``ort``: TI's ONNX Runtime import (OSRT), docs/ort-flow.md.
+FLOWS = ("tvm", "ort")
+DEFAULT_FLOW = "tvm"
+FLOW_SPEC = _spec(
+    FLOW_OPTION, "", "choice",
+    "which of TI's compile flows tidlx follows: tvm (TI's TVM import) or ort (TI's ONNX Runtime import, "
+    "OSRT: ONNX nodes grouped in node order)", FLOWS, origin="tidlx", steps=("partition", "artifacts"),
+    support="partial",
+    note="ort: TI's grouping of supported ONNX nodes in node order, its merge of subgraphs, max_num_subgraphs "
+         "keeping the first subgraphs, node or output names in the layer-name lists, no batch limit, the "
+         "ONNX-side rules of docs/ort-flow.md; compile also writes allowedNode.txt and onnxrtMetaData.txt. "
+         "TI's fused-layer allowlist is not modelled")
+
+
+def parse_flow(value) -> str:
+    """The flow named by an option value (``ort``, ``ORT``, `` tvm ``); anything else is an OptionError."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in FLOWS:
+            return text
+    raise OptionError(f"option {FLOW_OPTION}={value!r} is not allowed: it must be one of {', '.join(FLOWS)} "
+                      f"(tvm: TI's TVM import, ort: TI's ONNX Runtime import)")
+
 #: Options TIDL honours only at accuracy_level 9.
 _LEVEL9_ONLY = ("activation_clipping", "weight_clipping", "bias_calibration", "channel_wise_quantization")
 
@@ -347,12 +374,15 @@ def onnx_layer_types() -> frozenset:
 
 @dataclass(frozen=True)
 class BatchLimit:
-    """The largest batch offloaded and where it came from (for messages)."""
+    """The largest batch offloaded and where it came from (for messages). ``value`` None: no limit
+    (source ``ort``: TI's ONNX Runtime import has no TIDL_RELAY_MAX_BATCH_SIZE)."""
 
-    value: int
-    source: str  # "option" or "environment"
+    value: Optional[int]
+    source: str  # "option", "environment" or "ort"
 
     def describe(self) -> str:
+        if self.value is None:
+            return "none (TI's ONNX Runtime import offloads batch > 1)"
         name = "max_batch_size" if self.source == "option" else BATCH_ENV_VAR
         return f"{name}={self.value}"
 
@@ -553,4 +583,5 @@ def option_names() -> List[str]:
 
 
 __all__ = ["TidlOptions", "OptionError", "OptionSpec", "OPTIONS", "BatchLimit", "BATCH_ENV_VAR", "MAX_SUBGRAPHS",
-           "PLATFORMS", "STEPS", "SUPPORT", "parse_value", "suggest_option", "onnx_layer_types", "option_names"]
+           "PLATFORMS", "STEPS", "SUPPORT", "parse_value", "suggest_option", "onnx_layer_types", "option_names",
+           "FLOW_OPTION", "FLOWS", "DEFAULT_FLOW", "FLOW_SPEC", "parse_flow"]
