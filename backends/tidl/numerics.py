@@ -152,14 +152,20 @@ def batch_norm_weight_scale_before_nonlinearity(bits: int) -> float:
     return float(1 << (bits - 1))
 
 
+def clip_forced_scale(clip_max: float, out_bits: int) -> float:
+    """§4.7: the output scale a ReLU6/Clip forces, ``2^bits / clipMax`` (unsigned output; TI's
+    ``isOutputTensorMaxSatAvailable``)."""
+    if not clip_max > 0:
+        raise FixedPointError(f"clip bound {clip_max}: a forced output scale needs clipMax > 0")
+    return (1 << out_bits) / clip_max
+
+
 def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float,
                       in_scale: float) -> Optional[Tuple[float, float, int]]:
     """§4.7: an output clipped by ReLU6/Clip forces ``outScale = 2^bits / clipMax`` and lowers the weight
     scale so that accScale / outScale is a power of 2 (TIDL-NUMERICS.md, "Weights"). Returns (outScale,
     weight scale, roundBits), or None when accScale < outScale (tidlx's choice: nothing is forced)."""
-    if not clip_max > 0:
-        raise FixedPointError(f"clip bound {clip_max}: a forced output scale needs clipMax > 0")
-    out_scale = (1 << out_bits) / clip_max
+    out_scale = clip_forced_scale(clip_max, out_bits)
     ratio = weight_scale_ * in_scale / out_scale
     if not ratio >= 1:
         return None
@@ -341,12 +347,25 @@ def tensor_scale(acc_scale: float, round_bits_: int) -> float:
 
 
 def lower_round_bits_for_multipliers(round_bits_: int, out_scale: float, acc_scale: float) -> int:
-    """§6.5: sum/max/concat lower roundBits until ``2^roundBits x outScale < accScale``, not below 0
-    (TIDL-NUMERICS.md, "Feature-map scales")."""
+    """§6.5's loop: roundBits lowered until ``2^roundBits x outScale < accScale``, not below 0 (TI's
+    ``TIDL_UpdateScaleFactors``, TIDL 11.x; ``merging_round_bits`` says when it runs)."""
     rb = int(round_bits_)
     while rb > 0 and float(1 << rb) * out_scale >= acc_scale:
         rb -= 1
     return rb
+
+
+def merging_round_bits(round_bits_: int, acc_scale: float, clip_scale: Optional[float] = None,
+                       bias_range: bool = False) -> Tuple[int, float]:
+    """§6.5: (roundBits, tensorScale) of an element-wise sum/max or a concat, as TI's
+    ``TIDL_UpdateScaleFactors`` (TIDL 11.x) sets them: when the output's scale is forced by ReLU6/Clip
+    (``clip_scale``, §4.7's ``2^bits / clipMax``), calibration bit BiasRange 64 is off and roundBits > 0,
+    roundBits is lowered by ``lower_round_bits_for_multipliers`` and tensorScale is ``clip_scale``;
+    otherwise roundBits stays and tensorScale is §6.4's ``accScale / 2^roundBits``."""
+    rb = int(round_bits_)
+    if clip_scale is None or bias_range or rb == 0:
+        return rb, tensor_scale(acc_scale, rb)
+    return lower_round_bits_for_multipliers(rb, float(clip_scale), acc_scale), float(clip_scale)
 
 
 def eltwise_multipliers(out_scale: float, round_bits_: int, in_scales: Sequence[float]) -> Tuple[int, ...]:

@@ -465,6 +465,14 @@ def lower_round_bits(rb, out_scale, acc_scale):
     return rb
 
 
+def merging_round_bits(rb, acc_scale, clip_scale, bias_range):
+    """§6.5: lowered (and tensorScale = the forced scale) only with a forced scale, BiasRange off and
+    roundBits above 0; otherwise §6.3's roundBits and §6.4's tensorScale."""
+    if clip_scale is not None and not bias_range and rb > 0:
+        return lower_round_bits(rb, clip_scale, acc_scale), clip_scale
+    return rb, tensor_scale(acc_scale, rb)
+
+
 def eltwise_multipliers(out_scale, rb, in_scales):
     return tuple(math.trunc(out_scale * 2 ** rb / s) for s in in_scales)
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import oracle
 from fixed_cases import count
 from tidlx.backends.tidl import numerics as nx
-from tidlx.emulator.fixed import FixedPointError
+from tidlx.emulator.fixed import FixedPointError, arith
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -104,20 +104,48 @@ def test_bias_rules_match_oracle(data):
 
 @settings(max_examples=300, **SETTINGS)
 @given(st.lists(scales, min_size=2, max_size=3), ranges, st.sampled_from([8, 16]), st.booleans(),
-       st.sampled_from(["sum", "concat"]))
-def test_sum_concat_round_bits_and_multipliers_match_oracle(in_scales, top, out_bits, signed, kind):
+       st.sampled_from(["sum", "concat"]), st.one_of(st.none(), st.floats(0.1, 20)), st.booleans())
+def test_sum_concat_round_bits_and_multipliers_match_oracle(in_scales, top, out_bits, signed, kind, clip_max,
+                                                            bias_range):
     count("eltwise_multipliers")
     acc = (nx.acc_scale_eltwise_sum if kind == "sum" else nx.acc_scale_concat)(in_scales, out_bits)
     q = {("sum", 8): 6, ("sum", 16): 14, ("concat", 8): 7, ("concat", 16): 15}[kind, out_bits]
     assert acc == min(in_scales) * 2 ** q
+    if clip_max is not None:                   # a ReLU6/Clip output: unsigned, the clip's range
+        signed, top = False, clip_max
     rb0 = nx.round_bits(acc, -top if signed else 0.0, top, out_bits, signed)
-    out_scale = nx.tensor_scale(acc, rb0)
-    rb = nx.lower_round_bits_for_multipliers(rb0, out_scale, acc)
-    assert rb == oracle.lower_round_bits(rb0, out_scale, acc)
-    assert rb == max(rb0 - 1, 0)              # §6.5: exactly one step with exact powers of 2
+    clip_scale = None if clip_max is None else nx.clip_forced_scale(clip_max, out_bits)
+    assert clip_scale == (None if clip_max is None else 2 ** out_bits / clip_max)
+    rb, out_scale = nx.merging_round_bits(rb0, acc, clip_scale, bias_range)
+    assert (rb, out_scale) == oracle.merging_round_bits(rb0, acc, clip_scale, bias_range)
+    if clip_scale is None or bias_range or rb0 == 0:    # §6.5: roundBits as §6.3 gave it
+        assert (rb, out_scale) == (rb0, nx.tensor_scale(acc, rb0))
+    else:                                               # lowered, at the forced scale
+        assert out_scale == clip_scale and rb <= rb0 and (rb == 0 or 2 ** rb * clip_scale < acc)
     multipliers = nx.eltwise_multipliers(out_scale, rb, in_scales)
     assert multipliers == oracle.eltwise_multipliers(out_scale, rb, in_scales)
     assert all(m <= 2 ** q for m in multipliers)
+
+
+def test_sum_keeps_round_bits_without_a_forced_scale():
+    """TIDL-CONFORMANCE §3.4's example: in-scales 10 and 13, an 8-bit signed sum of range [-20, 30]:
+    accScale 640, roundBits 8 kept (TI lowers only for a ReLU6/Clip output), tensorScale 2.5,
+    multipliers (64, 49); x1 = 100, x2 = -77 give 10 (lowering to 7 gave 11)."""
+    acc = nx.acc_scale_eltwise_sum([10.0, 13.0], 8)
+    assert acc == 640.0
+    rb0 = nx.round_bits(acc, -20.0, 30.0, 8, signed=True)
+    rb, out_scale = nx.merging_round_bits(rb0, acc)
+    assert (rb0, rb, out_scale) == (8, 8, 2.5)
+    multipliers = nx.eltwise_multipliers(out_scale, rb, [10.0, 13.0])
+    assert multipliers == (64, 49)
+    out = arith.eltwise_sum([np.array([100], np.int8), np.array([-77], np.int8)], multipliers, rb,
+                            arith.FixedType(8, True))
+    assert out.tolist() == [10]
+    # a ReLU6 output (scale 256/6) is lowered: 2^rb x 256/6 < 640 -> roundBits 3
+    assert nx.merging_round_bits(nx.round_bits(acc, 0.0, 6.0, 8, False), acc, nx.clip_forced_scale(6.0, 8)) == \
+        (3, 256 / 6)
+    # ... and not with calibration bit BiasRange 64
+    assert nx.merging_round_bits(4, acc, 256 / 6, bias_range=True) == (4, 40.0)
 
 
 @settings(max_examples=300, **SETTINGS)
