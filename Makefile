@@ -16,6 +16,9 @@ TRAINED_STAMP := $(TRAINED)/.fetched
 # runs under qemu-aarch64 for the checks (backends/tvm/deploy).
 CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 
+# tests/test_report_browser.py opens tidlx report's HTML page in headless Chromium (Debian's package).
+BROWSER_PACKAGES := chromium
+
 # numba's OpenMP threading layer (the emulator's parallel kernels) needs libgomp; without it the
 # emulator falls back to a slower Python thread pool. Installed with apt-get when running as root.
 system-packages:
@@ -29,6 +32,12 @@ system-packages:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "note:$$missing missing (apt-get install$$missing): the TVM arm target's tests will skip"; fi; \
+	fi
+	@missing=""; for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "note:$$missing missing (apt-get install$$missing): the report's browser test will fail"; fi; \
 	fi
 
 $(STAMP): pyproject.toml setup.py | system-packages
