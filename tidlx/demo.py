@@ -8,7 +8,8 @@ goes; then the numerics answer: float vs TIDL fixed point per output at 8 and 16
 layers, on the tiny resnet18 model at batch 1 (``NUMERICS_MODEL``: the fixed-point kernels are plain
 numpy, too slow for the full model in a demo); then the host part through apache-tvm: the main
 model's host ops built for Arm and as C7x source, and BEVDet's voxel pooling (``bev_pool``), an op
-neither TIDL nor TVM has, added with ``tidlx.register_op`` and run under qemu for Arm.
+neither TIDL nor TVM has, added with ``tidlx.register_op`` and run under qemu for Arm; last, the page
+of ``tidlx report`` on the tiny model, written to ``demo-report/index.html`` beside the ``--out`` folder.
 """
 
 from __future__ import annotations
@@ -133,8 +134,56 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
         _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir)
     numerics = _numerics(console, out_dir)
     host = _host_part(console, mod, raised, out_dir)
+    page = _report_page(console, out_dir)
     return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort, "numerics": numerics,
-            "host": host}
+            "host": host, "report": page}
+
+
+#: The folder of the demo's HTML page (index.html), beside the --out folder: ``out`` -> ``demo-report``.
+REPORT_FOLDER = "demo-report"
+
+
+def _report_page(console, out_dir: str):
+    """The page of ``tidlx report`` on the numerics model (NUMERICS_MODEL, camera-aware depth net) with the
+    numerics answer's options, calibrated on seeded random frames; written to REPORT_FOLDER/index.html
+    beside ``out_dir``. Returns its path (None without matplotlib)."""
+    from . import load
+    from .ir.text import printable
+    from .models import bevdet_img_stage
+
+    def say(text: str) -> None:
+        console.print(text, markup=False)
+
+    console.print("[bold]8. the report[/bold] (every answer above on one HTML page; details: tidlx report MODEL "
+                  "-o FILE.html)")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        say("   not available: the charts need matplotlib (pip install 'tidlx[test]')")
+        return None
+    from .backends.tidl.html_report import collect, render_html
+    from .report_cli import write_page
+
+    name = f"bevdet_{NUMERICS_MODEL['backbone']}_b{NUMERICS_MODEL['batch']}_tiny.onnx"
+    path = os.path.join(out_dir, name)
+    if not os.path.isfile(path):
+        bevdet_img_stage(path=path, **NUMERICS_MODEL)
+    options = {"advanced_options:calibration_frames": NUMERICS_CALIBRATION_FRAMES,
+               "advanced_options:calibration_iterations": NUMERICS_BIAS_ITERATIONS}
+    t0 = time.perf_counter()
+    data = collect(load(path), options, None, model_name=name,
+                   settings=[("model", path), ("--calib", "not given: seeded random frames")])
+    folder = os.path.join(os.path.dirname(os.path.abspath(out_dir)), REPORT_FOLDER)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise TidlxError(f"{folder}: cannot create the folder ({exc.strerror})") from None
+    page = os.path.join(folder, "index.html")
+    write_page(page, render_html(data))
+    say(f"   {printable(data.report.verdict())}; 8 and 16 bit, findings, fusion check, options "
+        f"({time.perf_counter() - t0:.1f} s)")
+    say(f"   wrote {_shown_path(page)}: open it in a browser (one file, nothing fetched)")
+    return page
 
 
 #: The custom-op answer's model: BEVDet tiny resnet18, 6 cameras, with the voxel pooling (bev_pool).
