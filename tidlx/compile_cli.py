@@ -7,6 +7,8 @@ prints its layer table.
         -o advanced_options:inference_mode=1 -o advanced_options:num_cores=2
     tidlx inspect out/model_tidl                                      # every subgraph's layers
     tidlx inspect out/model_tidl/tidl_subgraph0_net.bin --json
+    tidlx compile model.onnx -o out/model_ort --flow ort              # also TI's ONNX Runtime files
+    tidlx inspect artifacts/allowedNode.txt                           # TI's or tidlx's allowedNode.txt
 
 ``-o`` takes the output folder (a value without ``=``) and TI's options (``key=value``), as TI's
 tools do; ``--out DIR`` names the folder explicitly. An existing non-empty folder is replaced only
@@ -44,8 +46,10 @@ def cmd_compile(args) -> int:
     from .cli import load_model, print_warnings_once
     from .compiled import compile_model, load_compiled
     from .ir.text import printable
+    from .partition_cli import attach_nodes, flow_options
 
     folder, options = _split_o(args.option, args.out)
+    options, flow = flow_options(options, args.flow)
     if args.calib is not None and not os.path.exists(args.calib):
         raise TidlxError(f"--calib {args.calib}: no such file or folder")
     from .compare_cli import progress_bar
@@ -53,18 +57,41 @@ def cmd_compile(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mod = load_model(args)
+        if flow == "ort":
+            attach_nodes(mod, args.model)
         with progress_bar(sys.stderr.isatty(), STAGE_LABELS) as progress:
             written = compile_model(mod, folder, options, args.calib, force=args.force, option_strings=options,
                                     target=args.target, progress=progress,
                                     name=os.path.splitext(os.path.basename(args.model))[0])
+        ort_files = _write_ort_files(mod, options, written) if flow == "ort" else []
     print_warnings_once(caught)
     compiled = load_compiled(written)   # what was written reads back: the folder is complete
     layers = sum(len(s.network.subgraph.compute_layers()) for s in compiled.subgraphs.values())
     print(printable(f"wrote {written}: {len(compiled.subgraphs)} TIDL subgraph(s), {layers} layers, "
                     f"{len(compiled.manifest['sha256'])} files"))
+    if ort_files:
+        print(printable(f"ONNX Runtime flow files: {', '.join(ort_files)}"))
     if args.target is not None:
         _print_host_part(written, args.target)
     return 0
+
+
+def _write_ort_files(mod, options, folder: str):
+    """TI's ONNX Runtime files beside the compiled folder's (docs/ort-flow.md): allowedNode.txt,
+    onnxrtMetaData.txt, and each subgraph's net and I/O files copied under TI's names."""
+    from .backends.tidl.allowed_nodes import ort_artifact_files, write_files
+    from .backends.tidl.flow import partition_for_tidl
+    from .compiled import read_manifest
+
+    ort = partition_for_tidl(mod, options)[1].ort   # the partition compile_model made: the same inputs
+    entries = {e["function"]: e for e in read_manifest(folder)["subgraphs"]}
+    subgraphs = {}
+    for fn, entry in entries.items():
+        with open(os.path.join(folder, entry["net"]), "rb") as f_net, open(os.path.join(folder, entry["io"]), "rb") as f_io:
+            subgraphs[fn] = (f_net.read(), f_io.read())
+    files = ort_artifact_files(ort, subgraphs)
+    write_files(folder, files)
+    return sorted(files)
 
 
 #: compile_model's stages as the progress bar names them
@@ -131,13 +158,32 @@ def _subgraph_table(title: str, rows):
     return table
 
 
+def _inspect_allowed_nodes(path: str, as_json: bool) -> int:
+    from .backends.tidl.allowed_nodes import read_allowed_nodes
+    from .ir.text import printable
+
+    allowed = read_allowed_nodes(path)
+    if as_json:
+        sys.stdout.write(json.dumps(allowed.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    else:
+        for line in allowed.lines():
+            print(printable(line))
+    return 0
+
+
 def cmd_inspect(args) -> int:
+    from .backends.tidl.allowed_nodes import ALLOWED_NODES_FILE, looks_like_allowed_nodes
     from .cli import make_console
-    from .compiled import load_compiled
+    from .compiled import MANIFEST, load_compiled
     from .emulator.fixed.artifact_format import IO_MAGIC
     from .emulator.fixed.artifact_reader import read_io, read_network
 
     path = args.path
+    if os.path.isfile(path) and looks_like_allowed_nodes(path):
+        return _inspect_allowed_nodes(path, args.json)
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, MANIFEST)) \
+            and os.path.isfile(os.path.join(path, ALLOWED_NODES_FILE)):   # TI's artifacts folder
+        return _inspect_allowed_nodes(os.path.join(path, ALLOWED_NODES_FILE), args.json)
     entries = []   # (title, network artifact)
     if os.path.isdir(path):
         compiled = load_compiled(path)
@@ -185,6 +231,7 @@ def cmd_inspect(args) -> int:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
+    from .backends.tidl.options import FLOWS
     from .cli import add_model_arguments, subcommand
 
     p = subcommand(
@@ -207,6 +254,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "accuracy_level=0, debug_level=3, advanced_options:inference_mode=1, "
                         "advanced_options:num_cores=2, max_batch_size=6, ...); repeatable")
     p.add_argument("--out", metavar="DIR", help="the output folder (instead of -o DIR)")
+    p.add_argument("--flow", choices=FLOWS, default=None,
+                   help="which of TI's flows to follow: tvm (the default) or ort (TI's ONNX Runtime import: its "
+                        "grouping, and also allowedNode.txt, onnxrtMetaData.txt and subgraph_<N>_tidl_net.bin / "
+                        "_tidl_io_1.bin, copies of tidlx's files under TI's names)")
     p.add_argument("--calib", metavar="FILE",
                    help="calibration frames: an .npz of arrays by input name (frames on the batch axis) or a "
                         "folder of images (default: seeded random frames, with a warning)")
@@ -222,10 +273,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         subparsers, "inspect", "print the layer table of a compiled folder or one artifact file",
         "Read a compiled folder (every file checked) or one tidl_subgraph<N>_net.bin / _io_1.bin and print "
         "each subgraph's layers: type and activation, input and output shapes, element types, tensorScale, "
-        "roundBits, MACs.",
+        "roundBits, MACs. An allowedNode.txt (TI's or tidlx's), or a TI artifacts folder holding one: the ONNX "
+        "nodes of each TIDL subgraph.",
         ["tidlx inspect out/model_tidl", "tidlx inspect out/model_tidl/tidl_subgraph0_net.bin",
-         "tidlx inspect out/model_tidl --json"])
-    q.add_argument("path", metavar="DIR|FILE", help="a compiled folder or one artifact file")
+         "tidlx inspect out/model_tidl --json", "tidlx inspect artifacts/allowedNode.txt"])
+    q.add_argument("path", metavar="DIR|FILE", help="a compiled folder, one artifact file, or an allowedNode.txt")
     q.add_argument("--json", action="store_true", help="the table as JSON")
     q.set_defaults(func=cmd_inspect)
     return p

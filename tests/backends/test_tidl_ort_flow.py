@@ -126,6 +126,11 @@ def test_the_merge_searches_as_ti_does_and_appends_the_merged_units():
     g = group_units([0, 1, 2, 3], {0: True, 1: False, 2: True, 3: True}, {0: {"x"}, 1: {"t0"}, 2: set(), 3: {"t2"}},
                     {u: {f"t{u}"} for u in range(4)})
     assert g.groups == ((0, 2, 3),)
+    # a group reading only a later group's tensors (an order that is not topological) joins that group,
+    # its units appended after the later group's, in the later group's place
+    g = group_units([0, 1, 2], {0: True, 1: False, 2: True}, {0: {"t2"}, 1: {"t0"}, 2: {"x"}},
+                    {u: {f"t{u}"} for u in range(3)})
+    assert g.groups == ((2, 0),) and g.merges == ((2, 0),)
     # the count limit keeps the first groups of the list
     g = group_units(range(5), {u: u % 2 == 0 for u in range(5)}, {u: {"x"} for u in range(5)},
                     {u: {f"t{u}"} for u in range(5)}, max_num=2)
