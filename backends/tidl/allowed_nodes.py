@@ -257,6 +257,7 @@ class AllowedComparison:
     total_nodes: int
     tidlx_groups: Tuple[Tuple[int, ...], ...]
     differences: Tuple[NodeDifference, ...]
+    constant_nodes: int = 0      # Constant nodes of the model (ONNX Runtime makes them initializers)
 
     @property
     def same(self) -> bool:
@@ -277,10 +278,15 @@ class AllowedComparison:
             out.extend(f"    {d.text()}" for d in grouping)
         if not self.differences:
             out.append("  the same subgraphs, node for node")
+        elif self.constant_nodes:
+            out.append(f"  note: the model has {self.constant_nodes} Constant node(s); ONNX Runtime turns them into "
+                       f"initializers before TIDL numbers the nodes, so a real compile's indices skip them: compare "
+                       f"the model simplified (onnxsim) or as ONNX Runtime saved it (optimized_model_filepath)")
         return out
 
     def to_dict(self) -> Dict[str, Any]:
         return {"file": self.allowed.path, "same": self.same, "total_nodes": self.total_nodes,
+                "constant_nodes": self.constant_nodes,
                 "ti_subgraphs": [list(g) for g in self.allowed.groups],
                 "tidlx_subgraphs": [list(g) for g in self.tidlx_groups],
                 "differences": [d.to_dict() for d in self.differences]}
@@ -312,7 +318,8 @@ def compare_allowed(ort, allowed: AllowedNodes) -> AllowedComparison:
         elif ti is not None and ti_first[i] != ours_first[i]:
             out.append(NodeDifference(i, node.name, node.op_type, "grouping", ti, ours, None, ti_first[i],
                                       ours_first[i]))
-    return AllowedComparison(allowed, total, tuple(ort.ti_groups), tuple(out))
+    constants = sum(1 for n in ort.nodes if n.op_type == "Constant")
+    return AllowedComparison(allowed, total, tuple(ort.ti_groups), tuple(out), constants)
 
 
 __all__ = ["ALLOWED_NODES_FILE", "ORT_METADATA_FILE", "AllowedNodes", "AllowedNodesError", "AllowedComparison",

@@ -35,7 +35,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 from ..expr import Call, Function
 from ..module import IRModule
 from .gcpause import gc_paused
-from .graph import PartitionError, PartitionGraph, Ref, SupportOracle
+from .graph import PartitionError, PartitionGraph, SupportOracle
 from .outline import CompositeNamer, outline
 from .partitioner import PartitionResult, _as_module, _check_outcome, _result
 from .regions import PartitionLimits
