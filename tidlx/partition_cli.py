@@ -162,7 +162,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "Partition a model for TIDL as TI's TVM flow does (graph preparation, composites, support rules, "
         "deny/allow lists, batch limit, subgraph limits) and report the subgraphs, the ops left on the host and "
         "why. The answer starts with one verdict line; host ops are grouped by reason (--verbose: one row per "
-        "op).",
+        "op). With --flow ort, as TI's ONNX Runtime import groups the ONNX nodes (docs/ort-flow.md).",
         ["tidlx partition model.onnx", "tidlx partition model.onnx -o deny_list=nn.batch_norm -o max_num_subgraphs=4",
          "tidlx partition model.onnx --batch 6 -o max_batch_size=6",
          "tidlx partition resnet18.txt --params resnet18.params",

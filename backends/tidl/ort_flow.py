@@ -534,10 +534,12 @@ def run_ort_flow(mod: IRModule, options=None, strategy: str = "greedy"):
                             for r in result.regions]
             groups = _with_merged(region_units, merged)
 
+            host_of = {id(h.call): h for h in result.host_calls}
+
             def made_reason(u: int) -> Optional[str]:
                 if u not in units:
                     return "no call of it is left to partition"
-                hosts = [h for h in result.host_calls if h.call in set(units[u])]
+                hosts = [host_of[id(c)] for c in units[u] if id(c) in host_of]
                 first = next((h for h in hosts if not h.supported), hosts[0] if hosts else None)
                 return first.reason if first is not None else None
 

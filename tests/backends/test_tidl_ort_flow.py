@@ -213,6 +213,21 @@ def test_a_node_merged_by_graph_preparation_is_listed_with_its_neighbour():
     assert report.ort.verdicts[0].merged_into == 1 and "MergePadIntoConv" in report.ort.verdicts[0].reason
 
 
+def test_a_batch_norm_merged_into_a_gemm_is_listed_with_it():
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("tidl_partition_tests",
+                                                  os.path.join(os.path.dirname(__file__), "test_tidl_partition.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.bn_between_gemms()   # fc1 (Gemm), bn, fc2 (Gemm)
+    _, report = ort(model)
+    assert report.ort.groups == ((0, 1, 2),) and report.ort.verdicts[1].merged_into == 0
+    _, report = ort(model, {"deny_list:layer_type": "BatchNormalization"})
+    assert report.ort.groups == ((0,), (2,)) and report.ort.verdicts[1].state == "host"
+
+
 def test_nodes_folded_at_import_belong_to_no_subgraph():
     w = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32), "w")
     model = _model([helper.make_node("Constant", [], ["wc"], name="const", value=w),
