@@ -175,20 +175,22 @@ def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float,
 
 # ---- §5: bias --------------------------------------------------------------------------------
 
-def bias_scale(bias_abs_max: float, weight_bits: int, input_signed: bool, power_of_2: bool = False) -> float:
-    """§5.1 bias scale: ``2^(B - signed - 1) / absMax(bias)`` with B = 2 x weight bits (the bias container;
-    TIDL-NUMERICS.md, "Bias"), 0 for absMax < 1e-15; P2 rounds absMax up first (tidlx's choice)."""
+def bias_scale(bias_abs_max: float, weight_bits: int, power_of_2: bool = False) -> float:
+    """§5.1 bias scale: ``2^(wbits - 1) / absMax(bias)``, as TI's import quantizes a bias with
+    ``TIDL_QuantizeSignedMax`` at the weights' bit width (scale from ``TIDL_GetMaxQuantScale``,
+    tidl_import_quantize.cpp, TIDL 11.x); P2 rounds absMax up to a power of 2 first; 0 for
+    absMax < 1e-15 (a zero bias)."""
     if bias_abs_max < ABS_MAX_EPSILON:
         return 0.0
     if power_of_2:
         bias_abs_max = smallest_power_of_2_at_least(bias_abs_max)
-    return 2.0 ** (2 * weight_bits - int(input_signed) - 1) / bias_abs_max
+    return float(1 << (weight_bits - 1)) / bias_abs_max
 
 
 def quantize_bias(b, scale: float, weight_bits: int) -> np.ndarray:
-    """§5.2 bias quantization, tidlx's choice: round half away from zero as weights (TIDL-NUMERICS.md,
-    "Weights"), saturated to the 2 x weight-bits container ("Bias": 2 bytes a value for 8-bit weights)."""
-    lo, hi = saturation_bounds(2 * weight_bits, True)
+    """§5.2 bias quantization (TI's ``TIDL_QuantizeSignedMax``, TIDL 11.x): round half away from zero
+    with a truncating cast, saturated to the weights' width: int8 for 8-bit weights, int16 for 16-bit."""
+    lo, hi = saturation_bounds(weight_bits, True)
     arr = _floats(b, "bias")
     return np.clip(np.trunc(arr * float(scale) + 0.5 * np.sign(arr)), lo, hi).astype(np.int64)
 
@@ -212,10 +214,11 @@ def bias_b_max(weight_bits: int, input_bits: int, input_signed: bool) -> int:
 
 
 def split_bias(bias_q, isf, weight_bits: int, input_bits: int, input_signed: bool) -> Tuple[np.ndarray, np.ndarray]:
-    """§5.4: the bias as ``biasA x biasB`` (TIDL-NUMERICS.md, "Bias"): isf > biasBMax: biasA =
-    trunc(b isf) / biasBMax (truncating), biasB = biasBMax; 1 < isf <= biasBMax: biasA = b, biasB =
-    (int) isf; else biasA = (int)(b isf), biasB = 1. biasA saturates to int16 (8-bit weights) or int32
-    (16-bit), tidlx's choice for "int16-ish". ``bias_q`` from quantize_bias, ``isf`` per channel or one."""
+    """§5.4: the bias as ``biasA x biasB`` (TI's ``TIDL_conv2dBiasSplit``, tidl_commonUtils.c, TIDL 11.x):
+    isf > biasBMax: biasA = trunc(b isf) / biasBMax (truncating), biasB = biasBMax; 1 < isf <= biasBMax:
+    biasA = b, biasB = (int) isf; else biasA = (int)(b isf), biasB = 1. biasA is clamped to the weights'
+    width (TI's [-(255/2 + 1), 255/2] for 8-bit weights, int16 for 16-bit; only the first case can
+    exceed it). ``bias_q`` from quantize_bias, ``isf`` per channel or one."""
     b = np.asarray(bias_q)
     if b.dtype.kind not in "iu":
         raise FixedPointError(f"split_bias: the bias must be quantized integers, got {b.dtype}")
@@ -224,7 +227,7 @@ def split_bias(bias_q, isf, weight_bits: int, input_bits: int, input_signed: boo
     if (factor < 0).any():
         raise FixedPointError("split_bias: inScaleFactor must be >= 0")
     b_max = bias_b_max(weight_bits, input_bits, input_signed)
-    a_lo, a_hi = saturation_bounds(2 * weight_bits, True)
+    a_lo, a_hi = saturation_bounds(weight_bits, True)
     # trunc(b isf) in float64, held in int64 (beyond +-2^62 every case saturates biasA anyway)
     scaled = np.clip(np.trunc(b * factor), -2.0 ** 62, 2.0 ** 62).astype(np.int64)
     big = np.sign(scaled) * (np.abs(scaled) // b_max)   # C's integer division truncates toward zero

@@ -371,7 +371,7 @@ class _Quantizer:
             abs_max, ws = scale_of(w)
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
         in_signed = self.signed_of(layer.inputs[0])
-        bs = nx.bias_scale(bias_abs_max, wbits, in_signed, self.power_of_2)
+        bs = nx.bias_scale(bias_abs_max, wbits, self.power_of_2)
         found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs)
         self.plans[layer.index] = found
         return found
@@ -554,8 +554,7 @@ class _Quantizer:
         bounds, act = self.bounds(layer, out)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
-        # the input's real signedness (a max pool passes its input's type on, whatever its range says)
-        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
+        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:
                 self.float_biases[layer.index] = aff.bias
@@ -602,7 +601,7 @@ class _Quantizer:
         bounds, act = self.bounds(layer, out)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
-        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, x.signed, self.power_of_2)
+        bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
@@ -718,7 +717,7 @@ class _Quantizer:
         bounds, act = self.bounds(layer, out)
         wq = nx.quantize_weights(gamma, ws, wbits)
         has_bias = bool(np.any(beta != 0))
-        bias_scale = nx.bias_scale(float(np.abs(beta).max()), wbits, True, self.power_of_2) if has_bias else 0.0
+        bias_scale = nx.bias_scale(float(np.abs(beta).max()), wbits, self.power_of_2) if has_bias else 0.0
         if has_bias and bias_scale > 0:
             bq = nx.quantize_bias(beta, bias_scale, wbits)
             bias_a, bias_b = nx.split_bias(bq, nx.in_scale_factor(ws, pre_scale, bias_scale), wbits, out_bits, True)

@@ -111,8 +111,15 @@ def test_conv_with_bias_and_batch_norm_folded(bits):
     assert out.element_type == (0 if bits == 8 else 2)   # U8 / U16
     assert conv.bounds == (0, 2 ** bits - 1)
     in_accumulator = conv.bias_a * conv.bias_b
+    bias_scale = nx.bias_scale(float(np.abs(b_folded).max()), bits)     # §5: TI's bias at the weights' width
+    assert conv.bias_scale == bias_scale
+    bq = nx.quantize_bias(b_folded, bias_scale, bits)
+    want_a, want_b = nx.split_bias(bq, nx.in_scale_factor(ws, x.scale, bias_scale), bits, x.bits, x.signed)
+    assert np.array_equal(conv.bias_a, want_a) and np.array_equal(conv.bias_b, want_b)
+    # about b x weightScale x inScale: within one step of b_q (1/256 of absMax at 8 bit) and biasB's
+    # truncated isf (isf is about 15 here at 8 bit)
     wanted = b_folded * ws * x.scale
-    assert np.abs(in_accumulator - wanted).max() <= 0.01 * np.abs(wanted).max()
+    assert np.abs(in_accumulator - wanted).max() <= 0.1 * np.abs(wanted).max()
 
 
 def test_coverage_model_records():

@@ -207,7 +207,7 @@ def @main(%x: Tensor[(1, 4, 8, 8), float32]) {
 
 
 def test_mixed_precision_a_16_bit_layer_between_8_bit_ones():
-    """§3: the middle conv named in both lists has 16-bit weights (int16, a 32-bit bias) and a 16-bit
+    """§3: the middle conv named in both lists has 16-bit weights (int16, an int16 bias) and a 16-bit
     output; its neighbours stay 8 bit and the last conv reads the 16-bit tensor as it is (no convert
     layer between widths)."""
     r = np.random.default_rng(3)
@@ -226,9 +226,10 @@ def test_mixed_precision_a_16_bit_layer_between_8_bit_ones():
     assert (first.weight_bits, middle.weight_bits, last.weight_bits) == (8, 16, 8)
     assert middle.weights.dtype == np.int16 and first.weights.dtype == last.weights.dtype == np.int8
     assert [sub.tensors[layer.outputs[0]].bits for layer in (first, middle, last)] == [8, 16, 8]
-    # the 16-bit layer's bias in its int64 accumulator domain: b x weightScale x inScale
+    # the 16-bit layer's bias in its int64 accumulator domain: about b x weightScale x inScale, within
+    # biasB's truncated isf (§5.4: isf is about 21 here, biasB 21)
     wanted = params[2].astype(np.float64) * middle.weight_scale * sub.tensors[middle.inputs[0]].scale
-    assert np.abs(middle.bias_a * middle.bias_b - wanted).max() <= 1e-3 * np.abs(wanted).max()
+    assert np.abs(middle.bias_a * middle.bias_b - wanted).max() <= 0.05 * np.abs(wanted).max()
     seen = {}
     mixed.run(x, fixed_observers=[lambda o: seen.setdefault(o.layer.name, o)])
     assert seen[last.name].inputs[0].dtype == np.int16 and seen[last.name].outputs[0].dtype == np.int8

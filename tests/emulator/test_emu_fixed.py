@@ -91,8 +91,10 @@ def test_fixed_point_is_deterministic(small):
             assert a.dtype == np.float32 and np.array_equal(a, b) and np.array_equal(a, c)
 
 
-# Measured: 40.7 dB at 8 bit, 74.9 dB at 16 bit on this model and input (softmax probabilities).
-SMALL_SQNR_8 = 36.0
+# Measured: 33.9 dB at 8 bit, 73.3 dB at 16 bit on this model and input (softmax probabilities); the
+# bias at the weights' width (docs/numerics.md §5: an 8-bit bias, biasB the truncated isf) costs about
+# 5 dB at 8 bit here (38.8 dB with a 16-bit bias).
+SMALL_SQNR_8 = 31.0
 SMALL_SQNR_GAIN_16 = 30.0
 
 

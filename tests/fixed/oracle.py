@@ -386,16 +386,14 @@ def limit_weight_range_median(w, abs_max, bits):
     return abs_max
 
 
-def bias_scale(bias_abs_max, weight_bits, input_signed, p2):
-    if bias_abs_max < 1e-15:
-        return 0.0
-    if p2:
-        bias_abs_max = float(_power_at_least(bias_abs_max))
-    return 2.0 ** (2 * weight_bits - (1 if input_signed else 0) - 1) / bias_abs_max
+def bias_scale(bias_abs_max, weight_bits, p2):
+    """§5.1: the weights' scale rule at the weights' width, on the bias's absMax."""
+    return weight_scale(bias_abs_max, weight_bits, p2)
 
 
 def quantize_bias(b, scale, weight_bits):
-    return quantize_weights(b, scale, 2 * weight_bits)
+    """§5.2: as weights, at the weights' width."""
+    return quantize_weights(b, scale, weight_bits)
 
 
 def split_bias(bias_q, isf, weight_bits, input_bits, input_signed):
@@ -403,7 +401,7 @@ def split_bias(bias_q, isf, weight_bits, input_bits, input_signed):
         b_max = 127 if input_signed else 255
     else:
         b_max = 255 if (input_signed and input_bits == 8) else 65535
-    lo, hi = bounds(2 * weight_bits, True)
+    lo, hi = bounds(weight_bits, True)
     a_out, b_out = [], []
     for b, f in zip(bias_q, isf):
         b, f = int(b), float(f)

@@ -86,8 +86,8 @@ def test_bias_rules_match_oracle(data):
     channels = data.draw(st.integers(1, 6))
     b = np.array(data.draw(st.lists(st.floats(-100, 100, width=32), min_size=channels, max_size=channels)), np.float32)
     abs_max = float(np.abs(b.astype(np.float64)).max())
-    bscale = nx.bias_scale(abs_max, weight_bits, input_signed, p2)
-    assert bscale == oracle.bias_scale(abs_max, weight_bits, input_signed, p2)
+    bscale = nx.bias_scale(abs_max, weight_bits, p2)
+    assert bscale == oracle.bias_scale(abs_max, weight_bits, p2)
     bq = nx.quantize_bias(b, bscale, weight_bits)
     np.testing.assert_array_equal(bq, oracle.quantize_bias(b, bscale, weight_bits))
     # inScaleFactor over the split's three cases: below 1, up to biasBMax, above it
@@ -100,6 +100,32 @@ def test_bias_rules_match_oracle(data):
     ws, in_scale = data.draw(scales), data.draw(scales)
     assert nx.clip_weight_scale_for_bias(ws, in_scale, abs_max, weight_bits, input_signed, p2) == \
         oracle.clip_weight_scale_for_bias(ws, in_scale, abs_max, weight_bits, input_signed, p2)
+
+
+def test_bias_at_the_weights_width():
+    """TIDL-CONFORMANCE §3.2's example: b = 1.234, absMax(b) = 2, weightScale 256, inScale 32, unsigned
+    input: biasScale 128/2 = 64, b_q 79, isf 128 -> biasA 79, biasB 128, 10112 in the accumulator; with
+    roundBits 7 and a bias-free accumulator of 66 the output is 80."""
+    bscale = nx.bias_scale(2.0, 8)
+    assert bscale == 64.0
+    bq = nx.quantize_bias(np.array([1.234]), bscale, 8)
+    assert bq.tolist() == [79]
+    isf = nx.in_scale_factor(256.0, 32.0, bscale)
+    assert isf.tolist() == 128.0
+    bias_a, bias_b = nx.split_bias(bq, np.array([isf]), 8, 8, False)
+    assert (bias_a.tolist(), bias_b.tolist()) == ([79], [128])
+    acc = arith.bias_multiply(bias_a, bias_b, 32)
+    assert acc.tolist() == [10112]
+    assert arith.round_sat(66 + acc, 7, 0, 255).tolist() == [80]
+    # int8 for 8-bit weights: the largest |b| lands on 128 and saturates; int16 for 16-bit weights
+    assert nx.quantize_bias(np.array([2.0, -2.0]), bscale, 8).tolist() == [127, -128]
+    assert nx.bias_scale(2.0, 16) == 16384.0 and nx.bias_scale(3.0, 8, power_of_2=True) == 32.0
+    assert nx.quantize_bias(np.array([2.0, -2.0]), 16384.0, 16).tolist() == [32767, -32768]
+    # isf > biasBMax: biasA clamped to [-128, 127] (127 x 1000 / 255 = 498 before the clamp)
+    bias_a, bias_b = nx.split_bias(np.array([127, -128, 3]), np.array([1000.0] * 3), 8, 8, False)
+    assert (bias_a.tolist(), bias_b.tolist()) == ([127, -128, 11], [255, 255, 255])
+    bias_a, bias_b = nx.split_bias(np.array([32767]), np.array([70000.0]), 16, 16, False)
+    assert (bias_a.tolist(), bias_b.tolist()) == ([32767], [65535])
 
 
 @settings(max_examples=300, **SETTINGS)
