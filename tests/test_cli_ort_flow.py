@@ -75,9 +75,12 @@ def test_partition_of_a_cyclic_grouping(models, capsys):
     (["-o", "flow=onnx"], "option flow='onnx' is not allowed"),
     (["--flow", "ort", "--strategy", "all"], "comparing strategies is a question of the TVM flow"),
     (["--flow", "tvm", "--compare-allowed", "allowedNode.txt"], "--compare-allowed compares with TI's ONNX Runtime"),
+    (["-o", "flow=tvm", "--compare-allowed", "{same}"], "--compare-allowed (flow ort) and -o flow=tvm name different"),
 ])
-def test_partition_flow_errors(models, capsys, argv, message):
-    code, out, err = run(capsys, "partition", models["chain"], *argv)
+def test_partition_flow_errors(models, tmp_path, capsys, argv, message):
+    same = tmp_path / "allowedNode.txt"
+    same.write_text("0\n")
+    code, out, err = run(capsys, "partition", models["chain"], *[a.format(same=same) for a in argv])
     assert code == 2 and out == "" and err.startswith("tidlx: error: ") and message in err
     assert err.count("\n") == 1
 

@@ -47,7 +47,8 @@ def flow_options(option_values, flow_flag, what: str = "--flow"):
     if flow_flag is None:
         return options, given
     if named and given != flow_flag:
-        raise TidlxError(f"{what} {flow_flag} and -o {FLOW_OPTION}={given} name different flows: give one")
+        flag_text = f"{what} {flow_flag}" + (")" if what.endswith("(flow") else "")
+        raise TidlxError(f"{flag_text} and -o {FLOW_OPTION}={given} name different flows: give one")
     if not named:
         options.append(f"{FLOW_OPTION}={flow_flag}")
     return options, flow_flag
@@ -91,7 +92,8 @@ def cmd_partition(args) -> int:
                              "use it with --flow ort, or without --flow")
         flag = "ort"
         allowed = read_allowed_nodes(args.compare_allowed)   # a bad file is an error before the model loads
-    options, flow = flow_options(args.option, flag)
+    what = "--flow" if args.flow is not None or args.compare_allowed is None else "--compare-allowed (flow"
+    options, flow = flow_options(args.option, flag, what)
     compare = args.compare or args.strategy == "all"
     if compare and args.svg:
         raise TidlxError("--svg draws one partition: choose a --strategy instead of comparing all")
