@@ -158,3 +158,14 @@ def test_compare_allowed_of_another_model(models, tmp_path, capsys):
     path.write_text("1\n1\n40\n")
     code, out, err = run(capsys, "partition", models["chain"], "--compare-allowed", path)
     assert code == 2 and "lists node 40, and the model has 5 node(s)" in err
+
+
+def test_compare_follows_the_ort_flow(models, capsys):
+    """``tidlx compare --flow ort`` quantizes the subgraphs of TI's ONNX Runtime grouping."""
+    code, out, err = run(capsys, "compare", models["three_runs"], "--flow", "ort", "-o", "max_num_subgraphs=2",
+                         "-o", "accuracy_level=0", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["subgraphs"] == ["tidl_0", "tidl_1"]
+    code, _, err = run(capsys, "compare", models["chain"], "--flow", "tvm", "-o", "flow=ort")
+    assert code == 2 and "name different flows" in err

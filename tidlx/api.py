@@ -53,7 +53,9 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
                              f"(its initializers)")
         from .frontends.onnx import from_onnx
 
-        return from_onnx(path, batch=batch, shapes=shapes, opset=opset)
+        mod = from_onnx(path, batch=batch, shapes=shapes, opset=opset)
+        mod.attrs[ONNX_SOURCE_ATTR] = path   # TI's ONNX Runtime flow numbers the file's nodes (read when asked)
+        return mod
     if ext in RELAY_SUFFIXES:
         given = [name for name, value in (("batch", batch), ("shapes", shapes), ("opset", opset))
                  if value is not None]
@@ -72,6 +74,9 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
         return parse_relay(text, params=params, source_name=path)
     raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
 
+
+#: The module attribute holding the path of the ONNX file a module was loaded from.
+ONNX_SOURCE_ATTR = "onnx_source"
 
 #: A params key that fills the meta table instead of binding a parameter by name.
 _META_KEY = re.compile(r"meta\[relay\.Constant\]\[(\d+)\]")

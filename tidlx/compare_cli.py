@@ -139,9 +139,16 @@ def cmd_compare(args) -> int:
     for option, path in (("--calib", args.calib), ("--input", args.input)):
         if path is not None and not os.path.exists(path):
             raise TidlxError(f"{option} {path}: no such file or folder")
-    options = TidlOptions.from_strings(list(args.option))  # a bad option is an error before loading the model
+    from .backends.tidl.flow import resolve_options
+    from .partition_cli import attach_nodes, flow_options
+
+    option_values, flow = flow_options(list(args.option), args.flow)
+    resolve_options(option_values)   # a bad option is an error before loading the model
+    options = option_values if flow == "ort" else TidlOptions.from_strings(option_values)
     mean, scale = float_list(args.mean, "--mean"), float_list(args.scale, "--scale")
     mod = load_model(args)
+    if flow == "ort":
+        attach_nodes(mod, args.model)
     with progress_bar(sys.stderr.isatty()) as progress:
         result = compare(mod, args.input, options, args.calib, frames=frames, isolated=args.isolated,
                          progress=progress, mean=mean, scale=scale)
@@ -194,6 +201,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
          "python -c \"import numpy as np; np.savez('frames.npz', img=np.random.rand(8, 3, 224, 224)"
          ".astype(np.float32))\"   (8 frames)"])
     add_model_arguments(p)
+    p.add_argument("--flow", choices=("tvm", "ort"), default=None,
+                   help="which of TI's flows partitions the model: tvm (the default) or ort (TI's ONNX Runtime "
+                        "import, docs/ort-flow.md)")
     p.add_argument("--calib", metavar="F",
                    help="calibration frames: an .npz with one array per input name, frames on the batch axis, or "
                         "a folder of .npy images (default: seeded random frames, with a warning)")

@@ -53,18 +53,19 @@ def _json_value(value):
 
 
 def option_records() -> List[Dict[str, Any]]:
-    """One record per option tidlx reads (TI's, in TI's order, then tidlx's ``disabled_passes``), with
+    """One record per option tidlx reads (TI's, in TI's order, then tidlx's ``disabled_passes`` and ``flow``), with
     ``JSON_KEYS``; ``default`` as TI's tools take it (names joined with commas; None: unset)."""
     from .backends.tidl.flow import resolve_options
-    from .backends.tidl.options import OPTIONS, TidlOptions
+    from .backends.tidl.options import DEFAULT_FLOW, FLOW_SPEC, OPTIONS, TidlOptions
 
     defaults = dict(TidlOptions().as_dict())
     _, passes = resolve_options(None)
     passes_spec = _disabled_passes_spec()
     defaults[passes_spec.name] = ",".join(passes)
+    defaults[FLOW_SPEC.name] = DEFAULT_FLOW
     closed = _closed_names()
     records = []
-    for spec in list(OPTIONS.values()) + [passes_spec]:
+    for spec in list(OPTIONS.values()) + [passes_spec, FLOW_SPEC]:
         names = closed.get(spec.name, ())
         if spec.kind == "names":
             allowed = f"a comma-separated list of {spec.values}" if spec.values else spec.allowed()

@@ -54,6 +54,8 @@ from .options import BatchLimit, OptionError, TidlOptions
 #: The module attribute holding the ONNX file's node list (``attach_onnx_nodes``): one tuple
 #: ``(name, op_type, inputs, outputs, aliases)`` per node of ``graph.node``, in order.
 ONNX_NODES_ATTR = "onnx_nodes"
+#: Where tidlx.load records the ONNX file a module came from (tidlx/api.py sets it; read here lazily).
+ONNX_SOURCE_ATTR = "onnx_source"
 
 #: TI's words for the result of its grouping (TIDL's import prints this line).
 SUMMARY_FORMAT = "Final number of subgraphs created are : {}, - Offloaded Nodes - {}, Total Nodes - {}"
@@ -142,6 +144,9 @@ def node_table(mod: IRModule) -> Tuple[Tuple[OnnxNode, ...], bool]:
     """``(nodes, exact)``: the ONNX node list recorded on ``mod`` (exact), or else the layers of its
     import in import order (not exact: a TidlxWarning says so)."""
     recorded = mod.attrs.get(ONNX_NODES_ATTR)
+    source = mod.attrs.get(ONNX_SOURCE_ATTR)
+    if not recorded and isinstance(source, str) and os.path.isfile(source):   # tidlx.load of an ONNX file
+        recorded = attach_onnx_nodes(mod, source).attrs[ONNX_NODES_ATTR]
     if recorded:
         nodes = []
         for i, entry in enumerate(recorded):

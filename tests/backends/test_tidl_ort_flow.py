@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -287,6 +288,18 @@ def test_node_indices_follow_the_files_node_order():
         _, unordered = tidlx.partition(from_onnx(breadth_first()), {"flow": "ort"})
     assert [n.name for n in unordered.ort.nodes] == ["A", "C", "B", "D", "E"]   # tidlx's import order
     assert not unordered.ort.exact
+
+
+def test_a_module_loaded_from_an_onnx_file_numbers_the_files_nodes(tmp_path):
+    """tidlx.load records the file, so the ORT flow reads its node order without attach_onnx_nodes."""
+    import warnings
+
+    path = tmp_path / "breadth_first.onnx"
+    onnx.save(breadth_first(), str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, report = tidlx.partition(tidlx.load(path), {"flow": "ort"})
+    assert [n.name for n in report.ort.nodes] == ["A", "B", "C", "D", "E"] and report.ort.exact
 
 
 def test_node_names_are_the_importers_layer_names():
