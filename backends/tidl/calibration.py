@@ -122,6 +122,9 @@ class CalibrationResult:
     network: TidlNetwork = field(compare=False, repr=False)
     #: the frames calibrated on (bias calibration runs them again in fixed point)
     data: Optional[CalibrationFrames] = field(default=None, compare=False, repr=False)
+    #: read from a quantization-parameters file (quant_proto.read): layer index -> its weight and bias
+    #: ranges and bias values from the file; None: calibrated
+    given: Optional[Mapping[int, Any]] = field(default=None, compare=False, repr=False)
 
     def by_name(self) -> Dict[str, TensorRange]:
         """The ranges by tensor name (layer names; ``:k`` for the k-th output of a layer)."""
@@ -409,6 +412,11 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
         warnings.warn("calibrate: the module has no Compiler=\"tidl\" subgraph (partition it with "
                       "tidlx.partition first): nothing to calibrate", TidlxWarning, stacklevel=2)
         return {}
+    if opts.quant_params_proto_path:
+        from . import quant_proto
+
+        if quant_proto.exists(opts.quant_params_proto_path):   # the file's ranges, no calibration run
+            return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level)
     data = load_frames(frames, partitioned, opts.calibration_frames, mean=mean, scale=scale, seed=seed)
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: no calibration frames")

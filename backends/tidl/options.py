@@ -170,6 +170,13 @@ _SPECS = (
     _spec("advanced_options:params_16bit_names_list", "params_16bit_names", "names",
           "layers whose parameters are 16 bit", steps=("quantization",), support="full",
           values="layer (ONNX node) names", note="mixed precision; a name matching no layer is a warning"),
+    _spec("advanced_options:quant_params_proto_path", "quant_params_proto_path", "str",
+          "TI's quantization-parameters file (TIDLNetQuantParams text format): written when absent, read when "
+          "present", steps=("calibration", "quantization"), support="partial", values="a file path",
+          note="absent: calibrates and writes it; present: skips calibration and bias calibration, every range "
+               "from the file, bias values from its value fields (docs/quant-proto.md); layers are named after "
+               "tidlx's tensors (ONNX node names), not TI's output tensor names; a PReLU slope range and the "
+               "parameters of layer norm and of element-wise layers with a constant are written, not read"),
     _spec("advanced_options:activation_clipping", "activation_clipping", "choice",
           "clip activation ranges (accuracy_level 9)", (0, 1), steps=("calibration",), support="full",
           note="at accuracy_level 9: 1 histogram ranges, 0 min/max (other levels: a warning, no effect)"),
@@ -344,6 +351,10 @@ def _check_value(spec: OptionSpec, value) -> None:
         return
     if spec.kind == "optional_int" and value is None:
         return
+    if spec.kind == "str":
+        if not isinstance(value, str):
+            raise _bad_value(spec, value)
+        return
     if spec.kind == "choice":
         if value not in spec.choices or isinstance(value, bool):
             raise _bad_value(spec, value)
@@ -418,6 +429,7 @@ class TidlOptions:
     max_subgraph_io: int = 32
     min_subgraph_macs: int = 1
     disabled_fusions: Tuple[str, ...] = ()
+    quant_params_proto_path: str = ""
 
     def __post_init__(self):
         for f in fields(self):

@@ -59,6 +59,7 @@ from ...ir.ops.transform import slice_ranges
 from ...ir.traversal import post_order
 from ...ir.types import TupleType
 from . import numerics as nx
+from . import quant_proto
 from .calibration import CalibrationResult, TensorRange
 from .composites import MEMBER, elu, gelu
 from .layer_params import ConvParams, PoolParams
@@ -364,12 +365,22 @@ class _Quantizer:
                 abs_max = nx.smallest_power_of_2_at_least(abs_max)
             return abs_max, nx.weight_scale(abs_max, wbits, self.power_of_2)
 
+        given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
         if self.is_per_channel(layer):   # §4.5: one scale per output channel
             per = [scale_of(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(a for a, _ in per), np.array([s for _, s in per])
+        elif given is not None and given.weight_abs_max is not None:
+            abs_max = given.weight_abs_max
+            if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
+                abs_max = nx.smallest_power_of_2_at_least(abs_max)
+            ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
         else:
             abs_max, ws = scale_of(w)
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
+        if given is not None and affine.has_bias and given.bias_abs_max is not None:
+            bias_abs_max = given.bias_abs_max
+            if given.bias_values is not None:
+                affine = dataclasses.replace(affine, bias=quant_proto.given_bias(given, affine.bias, where))
         in_signed = self.signed_of(layer.inputs[0])
         bs = nx.bias_scale(bias_abs_max, wbits, self.power_of_2)
         found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs)
@@ -975,6 +986,8 @@ class QuantizedModel:
     _kernels: Dict[str, Any] = field(default_factory=dict, repr=False)
     #: bias calibration's mean |float - fixed| channel-mean error before each iteration (empty: not run)
     bias_calibration_errors: Tuple[float, ...] = ()
+    #: (subgraph, layer index) -> the float bias the layer's bias was quantized from (after bias calibration)
+    float_biases: Mapping[Tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
 
     def kernel_set(self, host: str = "fast"):
         ks = self._kernels.get(host)
@@ -1001,6 +1014,8 @@ def quantize_model(partitioned: IRModule, options: TidlOptions,
     """Quantizes every TIDL subgraph of ``partitioned`` from ``calibration`` (``calibrate``'s result),
     then, when the calibration options have BiasCalib (accuracy_level 1, or 9 with bias_calibration),
     calibrates the biases over ``calibration_iterations`` (``calibrate_biases``)."""
+    if options.quant_params_proto_path and not quant_proto.from_proto(calibration):
+        return quant_proto.quantize_with_proto(partitioned, options, calibration)
     subgraphs: Dict[str, QuantizedSubgraph] = {}
     biases: Dict[Tuple[str, int], np.ndarray] = {}
     for net in build_networks(partitioned):
@@ -1010,8 +1025,9 @@ def quantize_model(partitioned: IRModule, options: TidlOptions,
         returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
         subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
         biases.update({(net.name, index): b for index, b in found.items()})
-    model = QuantizedModel(partitioned, subgraphs, options, dict(calibration))
-    if calibration_option_bits(options) & BIAS_CALIB_BIT and biases and options.calibration_iterations > 0:
+    model = QuantizedModel(partitioned, subgraphs, options, dict(calibration), float_biases=biases)
+    if calibration_option_bits(options) & BIAS_CALIB_BIT and biases and options.calibration_iterations > 0 \
+            and not quant_proto.from_proto(calibration):   # a file's biases are used as given
         model = calibrate_biases(model, biases, options.calibration_iterations)
     return model
 
@@ -1090,7 +1106,8 @@ def _with_biases(model: QuantizedModel, biases: Mapping[Tuple[str, int], np.ndar
             layers[i] = dataclasses.replace(layer, bias_a=bias_a, bias_b=bias_b)
         subgraphs[sg] = dataclasses.replace(sub, layers=tuple(layers))
     return QuantizedModel(model.module, subgraphs, model.options, model.calibration,
-                          bias_calibration_errors=tuple(errors))
+                          bias_calibration_errors=tuple(errors),
+                          float_biases={**model.float_biases, **biases})
 
 
 __all__ = ["QuantizationError", "QuantizedModel", "QuantizedSubgraph", "QuantizedLayer", "QuantizedTensor",

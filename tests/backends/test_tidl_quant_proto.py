@@ -1,0 +1,167 @@
+"""advanced_options:quant_params_proto_path: TI's TIDLNetQuantParams file, written when absent, read when present
+(docs/quant-proto.md)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tidlx
+from tidlx.backends.tidl.options import OPTIONS, TidlOptions
+from tidlx.backends.tidl.quant_proto import QuantProtoError, message_classes
+from tidlx.cli import main
+from tidlx.compiled import compile_model
+
+OPT = "advanced_options:quant_params_proto_path"
+
+
+@pytest.fixture(scope="module")
+def conv_relu(tmp_path_factory):
+    """x (1x3x8x8) -> Conv 'conv_node' (4 channels, 3x3, bias) -> Relu -> y."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32)
+    b = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "W", "B"], ["conv_out"], name="conv_node", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["conv_out"], ["y"], name="relu_node")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    path = tmp_path_factory.mktemp("model") / "conv_relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    calib = {"x": np.random.default_rng(1).standard_normal((4, 3, 8, 8)).astype(np.float32)}
+    return path, tidlx.load(str(path)), calib
+
+
+def _quiet_compile(mod, folder, options, calib):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile_model(mod, folder, options=options, calib=calib)
+
+
+def test_write_then_read_gives_byte_identical_artifacts(conv_relu, tmp_path):
+    _, mod, calib = conv_relu
+    proto = tmp_path / "q.prototxt"
+    opts = {OPT: str(proto), "advanced_options:calibration_iterations": 3}
+    a = Path(_quiet_compile(mod, tmp_path / "a", opts, calib))
+    text = proto.read_text()
+    assert 'layer_name: "x"' in text and 'layer_type: "TIDL_DataLayer"' in text
+    assert 'layer_name: "conv_node"' in text and 'layer_type: "TIDL_ConvolutionLayer"' in text
+    assert "value:" in text and "weights {" in text
+    # read mode: no calibration run (no frames needed: calibrating on None would warn about random frames)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = Path(compile_model(mod, tmp_path / "b", options=opts, calib=None))
+    assert proto.read_text() == text            # read, not rewritten
+    names = sorted(p.name for p in a.iterdir() if p.suffix == ".bin")
+    assert names and names == sorted(p.name for p in b.iterdir() if p.suffix == ".bin")
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    # deterministic: writing again gives the same text
+    proto.unlink()
+    _quiet_compile(mod, tmp_path / "c", opts, calib)
+    assert proto.read_text() == text
+
+
+HAND = """num_layers: 2
+quant_type: SYMMETRIC
+calib_type: PERTENSOR
+layers {
+  layer_name: "x"
+  layer_type: "TIDL_DataLayer"
+  bit_depth: 1
+  outputs { min: -4 max: 4 size: 1 element_type: 1 }
+}
+layers {
+  layer_name: "conv_node"
+  layer_type: "TIDL_ConvolutionLayer"
+  bit_depth: 1
+  outputs { min: 0 max: 8 size: 1 element_type: 0 }
+  weights { min: -1 max: 0.5 size: 1 element_type: 1 }
+  bias { min: -0.25 max: 0.5 size: 4 element_type: 1 value: 0.5 value: -0.25 value: 0.125 value: 0 }
+}
+"""
+
+
+def test_hand_written_ranges_give_the_scales_of_the_rules(conv_relu, tmp_path):
+    _, mod, _ = conv_relu
+    proto = tmp_path / "hand.prototxt"
+    proto.write_text(HAND)
+    q = tidlx.quantize(mod, {OPT: str(proto), "accuracy_level": 0})
+    sub = q.subgraphs["tidl_0"]
+    data, conv = sub.layers[0], sub.layers[1]
+    # data convert (§6.1): accScale 1 * 2^7 = 128; [-4, 4] signed: m = 512 (a power of 2) - 1 = 511,
+    # d = 511 / 2^7 = 3.99, p = 4, roundBits 2, tensorScale 128 / 4 = 32 (§6.3, §6.4)
+    assert data.round_bits == 2 and sub.tensors[0].scale == 32.0 and sub.tensors[0].signed
+    # conv: weightScale 2^7 / max(|-1|, |0.5|) = 128 (§4.1); bias clip 2^14 / 0.5 / 32 = 1024 > 128 (§4.4);
+    # accScale 128 * 32 = 4096; [0, 8] unsigned: m = 32768, d = 128, roundBits 7, tensorScale 32
+    assert conv.weight_scale == 128.0 and conv.acc_scale == 4096.0
+    assert conv.round_bits == 7 and sub.tensors[1].scale == 32.0 and not sub.tensors[1].signed
+    # bias: biasScale 2^7 / 0.5 = 256 (§5.1), the file's values quantized (§5.2): 128 saturates to 127;
+    # inScaleFactor 128 * 32 / 256 = 16 (§5.3) -> biasA = b_q, biasB = 16 (§5.4)
+    assert conv.bias_scale == 256.0
+    assert list(conv.bias_a) == [127, -64, 32, 0] and list(conv.bias_b) == [16, 16, 16, 16]
+    assert q.bias_calibration_errors == ()
+
+
+def _bad(tmp_path, text):
+    proto = tmp_path / "bad.prototxt"
+    proto.write_text(text)
+    return proto
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.replace("min: 0 max: 8", "min: 0 max: 8 oops: 1"), r"bad\.prototxt:14:\d+: .*oops"),
+    (lambda t: t.replace("  outputs { min: 0 max: 8 size: 1 element_type: 0 }\n", ""),
+     r"bad\.prototxt:11: layer 'conv_node' has 0 outputs entries"),
+    (lambda t: t.replace("min: 0 max: 8", "min: 0"), r"layer 'conv_node', outputs 0 has no max"),
+    (lambda t: t.replace("min: 0 max: 8", "min: 0 max: 3.4028235e38"),
+     r"bad\.prototxt:11: layer 'conv_node', outputs 0 has max 3\.40282e\+38: FLT_MAX"),
+    (lambda t: t.replace("min: -4 max: 4", "min: -3.4028235e38 max: 4"), r"outputs 0 has min -3\.40282e\+38"),
+    (lambda t: t.replace("size: 4 element_type: 1 value: 0.5", "size: 5 element_type: 1 value: 0.5"),
+     r"layer 'conv_node', bias has size 5 but 4 value"),
+    (lambda t: t.replace("min: 0 max: 8", "min: 9 max: 8"), r"outputs 0 has min 9 > max 8"),
+    (lambda t: t.replace("min: -1 max: 0.5", "min: 1 max: 0.5"), r"weights has min 1 > max 0\.5"),
+    (lambda t: t.replace('"conv_node"', '"conv_nod"'), r"bad\.prototxt:11: layer 'conv_nod' "
+                                                       r"\(TIDL_ConvolutionLayer\) is not a layer .*closest: conv_node"),
+    (lambda t: t.replace('"TIDL_ConvolutionLayer"', '"TIDL_PoolingLayer"'),
+     r"layer 'conv_node' \(TIDL_PoolingLayer\) is not a layer of the model; the model's layer 'conv_node' is a "
+     r"TIDL_ConvolutionLayer"),
+    (lambda t: t.split("layers {\n  layer_name: \"conv_node\"")[0],
+     r"no entry for layer 'conv_node' \(TIDL_ConvolutionLayer\)"),
+])
+def test_a_malformed_or_inadequate_file_is_one_clean_error(conv_relu, tmp_path, capsys, change, message):
+    path, mod, _ = conv_relu
+    proto = _bad(tmp_path, change(HAND))
+    with pytest.raises(QuantProtoError, match=message):
+        tidlx.quantize(mod, {OPT: str(proto), "accuracy_level": 0})
+    assert main(["compile", str(path), "-o", str(tmp_path / "out"), "-o", f"{OPT}={proto}", "-o",
+                 "accuracy_level=0"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "bad.prototxt" in err
+
+
+def test_the_messages_have_tis_field_numbers():
+    net_cls, layer_cls, tensor_cls = message_classes()
+    assert {f.name: f.number for f in net_cls.DESCRIPTOR.fields} == \
+        {"num_layers": 1, "quant_type": 2, "calib_type": 3, "layers": 4}
+    assert {f.name: f.number for f in layer_cls.DESCRIPTOR.fields} == \
+        {"layer_name": 1, "layer_type": 2, "bit_depth": 3, "outputs": 4, "weights": 5, "bias": 6, "slope": 7}
+    assert {f.name: f.number for f in tensor_cls.DESCRIPTOR.fields} == \
+        {"min": 1, "max": 2, "size": 3, "element_type": 4, "scale": 5, "zero_point": 6, "value": 7}
+    t = tensor_cls()
+    assert t.max == np.float32(3.4028234664e38) and layer_cls().bit_depth == 8
+    assert net_cls().SerializeToString() == b""
+
+
+def test_the_option_and_its_metadata():
+    spec = OPTIONS[OPT]
+    assert spec.origin == "TI" and spec.steps == ("calibration", "quantization")
+    assert spec.support == "partial" and spec.support_note
+    assert TidlOptions.from_dict({OPT: "a.prototxt"}).quant_params_proto_path == "a.prototxt"
+    assert TidlOptions().quant_params_proto_path == ""
