@@ -32,18 +32,34 @@ TI's defaults are 20 calibration frames and 50 bias calibration iterations: far 
 script may take (calibration is about linear in frames, bias calibration in frames x iterations), so
 the per-frame and per-pass costs are printed to scale from.
 
-Latency, alternating in one process after one warm-up run each (``--rounds`` rounds: one run of the
-TVM model, then ``--repeat`` runs of each onnxruntime session), medians:
+Latency, each engine in its own processes (``bench_compile.py --engine tvm|onnxruntime --model M
+--feed F.npz --threads N``: load, ``--warmup`` runs, ``--repeat`` timed runs, one JSON line), as
+bench_float.py and bench_fixed.py time theirs:
 
 * the whole model built by apache-tvm for x86 (``tidl="inline"``: TVM's default ``tvm.compile``
-  pipeline, no tuning) against onnxruntime (CPU, 2 intra-op threads, and 1 thread) on the same ONNX
-  file; their largest output difference is printed, so both compute the same thing;
+  pipeline, no tuning) against onnxruntime (CPU) on the same ONNX file, at 2 threads and at 1 thread
+  (onnxruntime's ``intra_op_num_threads``; TVM's ``TVM_NUM_THREADS``, which changes nothing for the
+  untuned code: it has no parallel loops). This process builds the TVM model once (the "TVM build
+  x86, whole model" stage) and writes it with ``export_library`` (a shared library; its export time
+  is printed); a TVM process loads it (``tvm.runtime.load_module``) into a new relax
+  ``VirtualMachine`` and times runs that make TVM tensors of the input, call ``main`` and turn the
+  outputs into numpy arrays, as ``TvmModel.run`` does. An onnxruntime process creates its session
+  (bench_float.py's runner). For each thread count ``--rounds`` processes per engine run,
+  alternating which engine goes first; a TVM process times 1 warm-up run and ``--tvm-repeat`` runs
+  (a run of the full model takes tens of seconds, and the library is compiled ahead of time: no
+  first-run compilation to wait out), an onnxruntime process 2 warm-up runs and ``--repeat`` runs. A
+  figure is the median of the process medians, the ratio TVM / onnxruntime is printed with its
+  spread over the rounds, and the largest output difference between the two (the outputs the first
+  TVM and onnxruntime processes saved, relative to the largest |output|) shows both compute the same
+  thing. With ``--dlight`` a third engine joins the 2-thread rounds: the same model built with
+  dlight's CPU rules, exported and run the same way;
 * the partitioned model as TVM built it (``build(partitioned)``, TIDL subgraphs in tidlx's fast
-  float kernels): its whole run, and its host part alone (the run minus the time inside the TIDL
-  subgraphs' external calls: TVM's kernels, its VM and the copies at the calls). The TIDL subgraphs
-  are not run in fixed point here: ``build(qmodel)`` runs them on the plain fixed-point layers
-  (``run_subgraph``'s default kernels: 52.7 s a run on this model, where a fixed-point pass of bias
-  calibration takes about 0.5 s), which would dominate the script's time.
+  float kernels), timed in this process once the latency processes are done (one warm-up run, then
+  ``--repeat`` runs; medians): its whole run, and its host part alone (the run minus the time
+  inside the TIDL subgraphs' external calls: TVM's kernels, its VM and the copies at the calls).
+  The TIDL subgraphs are not run in fixed point here: ``build(qmodel)`` runs them on the plain
+  fixed-point layers (``run_subgraph``'s default kernels: 52.7 s a run on this model, where a
+  fixed-point pass of bias calibration takes about 0.5 s), which would dominate the script's time.
 
 TVM's default CPU pipeline legalizes each op into plain TIR loops and schedules none of them: no
 tiling, vectorization or threads (tuning with meta_schedule is TVM's way to get speed; dlight's CPU
@@ -55,15 +71,18 @@ reported as it is.
 No goals are set; the script prints the figures and exits 0 whenever it ran. The
 machine may be shared: the load average is printed before and after.
 
-Run: ``.venv/bin/python benchmarks/bench_compile.py [--quick] [--rounds N] [--dlight]``.
+Run: ``.venv/bin/python benchmarks/bench_compile.py [--quick] [--rounds N] [--repeat N] [--tvm-repeat N]
+[--dlight]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,9 +92,15 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-ORT_THREADS = 2
-FULL = dict(calib_frames=4, bias_iterations=4, rounds=3, repeat=5)
-QUICK = dict(calib_frames=2, bias_iterations=1, rounds=1, repeat=2)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_float  # noqa: E402  (same folder; benchmarks is not a package)
+from bench_fixed import _relative_difference  # noqa: E402
+
+ENGINES = ("tvm", "onnxruntime")
+THREAD_COUNTS = (bench_float.ORT_THREADS, 1)
+TVM_WARMUP = 1   # the library is compiled ahead of time; one run before timing is enough
+FULL = dict(calib_frames=4, bias_iterations=4, rounds=3, repeat=5, tvm_repeat=1)
+QUICK = dict(calib_frames=2, bias_iterations=1, rounds=1, repeat=2, tvm_repeat=2)
 
 
 @dataclass
@@ -92,6 +117,7 @@ class Results:
     model: str
     stages: List[Stage] = field(default_factory=list)
     latency_ms: Dict[str, float] = field(default_factory=dict)
+    processes: Dict[str, List[dict]] = field(default_factory=dict)   # the child processes' JSON lines
     max_output_difference: float = float("nan")
     host_ops: int = 0
     load_before: float = 0.0
@@ -107,14 +133,70 @@ def _timed(fn: Callable):
     return out, time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def _ort_session(path: str, threads: int):
-    import onnxruntime as ort
+# --- one engine in this process (--engine) ----------------------------------------------------
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+def _tvm_runner(lib_path: str, feed: dict, threads: int):
+    """(run(), load ms): the library TVM exported, loaded into a new relax VM; a run makes TVM tensors
+    of the inputs (in the order of the model's inputs), calls main and turns the outputs into numpy
+    arrays, as TvmModel.run does."""
+    if threads:
+        os.environ["TVM_NUM_THREADS"] = str(threads)  # TVM's thread pool reads it when it starts
+    t0 = time.perf_counter()
+    import tvm
+    from tvm import relax
 
+    from tidlx.backends.tvm.build import _flatten
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), tvm.cpu())
+    arrays = [np.ascontiguousarray(a) for a in feed.values()]
+    run = lambda: _flatten(vm["main"](*[tvm.runtime.tensor(a) for a in arrays]))  # noqa: E731
+    return run, (time.perf_counter() - t0) * 1e3
+
+
+def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int,
+                outputs_path: str = "", threads: int = 0) -> dict:
+    """Times ``repeat`` runs of one engine after ``warmup`` runs (the first one timed apart); what the
+    child process prints. onnxruntime is bench_float.py's own runner and loop."""
+    if engine == "onnxruntime":
+        result = bench_float.time_engine("onnxruntime", model_path, feed_path, repeat, warmup, outputs_path,
+                                         threads)
+    elif engine == "tvm":
+        run, load_ms = _tvm_runner(model_path, bench_float._load_feed(feed_path), threads)
+        t0 = time.perf_counter()
+        outputs = run()
+        first_ms = (time.perf_counter() - t0) * 1e3
+        if outputs_path:
+            np.savez(outputs_path, *outputs)
+        for _ in range(warmup - 1):
+            run()
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - t) * 1e3)
+        result = {"engine": engine, "model": os.path.basename(model_path), "load_ms": load_ms,
+                  "first_ms": first_ms, "times_ms": times, "median_ms": statistics.median(times)}
+    else:
+        raise ValueError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINES)})")
+    result.update(threads=threads, pid=os.getpid())
+    return result
+
+
+def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, threads: int,
+              outputs_path: str = "") -> dict:
+    """One engine in a new process of this script; its JSON line."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--engine", engine, "--model", model_path, "--feed", feed_path,
+           "--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads)]
+    if outputs_path:
+        cmd += ["--save-outputs", outputs_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{engine} process failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1])  # the JSON line is last; anything before it is the engine's own chatter
+
+
+# --- the compile flow and the comparison (default) --------------------------------------------
 
 class _SubgraphClock:
     """Times the TIDL subgraphs' external calls of a TvmModel: its runners, wrapped before its VM
@@ -161,18 +243,15 @@ def _dlight_pipeline(target):
     return _pipeline
 
 
-def _dlight_runner(mod, feed_arrays):
+def _dlight_executable(mod):
+    """The whole model (tidl="inline") built for x86 with dlight's CPU rules."""
     import tvm
-    from tvm import relax
 
     from tidlx.backends.tvm import to_relax
     from tidlx.backends.tvm.build import target_of
 
     target = target_of("x86")
-    executable = tvm.compile(to_relax(mod, tidl="inline"), target=target, relax_pipeline=_dlight_pipeline(target))
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    args = [tvm.runtime.tensor(a) for a in feed_arrays]
-    return lambda: vm["main"](*args)
+    return tvm.compile(to_relax(mod, tidl="inline"), target=target, relax_pipeline=_dlight_pipeline(target))
 
 
 def _print_stages(results: Results) -> None:
@@ -183,9 +262,13 @@ def _print_stages(results: Results) -> None:
         print(f"  {s.name:<50}{s.wall:9.3f}{cpu}  {s.note}")
 
 
+def _threads_text(threads: int) -> str:
+    return f"{threads} thread{'s' if threads > 1 else ''}"
+
+
 def run(quick: bool = False, rounds: Optional[int] = None, repeat: Optional[int] = None,
         calib_frames: Optional[int] = None, bias_iterations: Optional[int] = None, dlight: bool = False,
-        workdir: Optional[str] = None) -> Results:
+        tvm_repeat: Optional[int] = None, workdir: Optional[str] = None) -> Results:
     import tidlx
     from tidlx.backends.tidl.artifacts import folder_files, write_folder
     from tidlx.backends.tidl.calibration import _options, calibrate
@@ -195,7 +278,7 @@ def run(quick: bool = False, rounds: Optional[int] = None, repeat: Optional[int]
 
     settings = dict(QUICK if quick else FULL)
     for key, value in (("rounds", rounds), ("repeat", repeat), ("calib_frames", calib_frames),
-                       ("bias_iterations", bias_iterations)):
+                       ("bias_iterations", bias_iterations), ("tvm_repeat", tvm_repeat)):
         if value is not None:
             settings[key] = value
     frames_n, iterations = settings["calib_frames"], settings["bias_iterations"]
@@ -277,58 +360,99 @@ def run(quick: bool = False, rounds: Optional[int] = None, repeat: Optional[int]
         stages.append(Stage("TVM deploy folder x86", wall, cpu, "deploy_graph/params/lib, C driver"))
         _print_stages(results)
 
-        # --- latency -------------------------------------------------------------------------------
+        # --- latency: each engine in its own processes -------------------------------------------
         x = rng.standard_normal(dims).astype(np.float32)
         feed = {input_name: x}
-        clock = _SubgraphClock(host_model)
-        ort_2, ort_1 = _ort_session(onnx_path, ORT_THREADS), _ort_session(onnx_path, 1)
-        engines: Dict[str, Callable] = {
-            "tvm": lambda: inline_model.run(feed),
-            "onnxruntime": lambda: ort_2.run(None, feed),
-            "onnxruntime_1": lambda: ort_1.run(None, feed),
-            "tvm_partitioned": lambda: host_model.run(feed),
-        }
+        feed_path = os.path.join(folder, "feed.npz")
+        np.savez(feed_path, **feed)
+        libs = {"tvm": os.path.join(folder, "tvm_inline.so")}
+        _, export_wall, _ = _timed(lambda: inline_model.executable.export_library(libs["tvm"]))
+        del inline_model
+        print(f"TVM whole model written with export_library in {export_wall:.1f} s "
+              f"({os.path.getsize(libs['tvm']) / 2**20:.1f} MiB)")
         if dlight:
-            _, wall, _ = _timed(lambda: engines.__setitem__("tvm_dlight", _dlight_runner(mod, [x])))
+            executable, wall, _ = _timed(lambda: _dlight_executable(mod))
+            libs["tvm_dlight"] = os.path.join(folder, "tvm_inline_dlight.so")
+            executable.export_library(libs["tvm_dlight"])
+            del executable
             print(f"  (TVM build with dlight's CPU rules: {wall:.1f} s)")
-        warm = {name: fn() for name, fn in engines.items()}
-        tvm_out = np.asarray(warm["tvm"][0])
-        ort_out = np.asarray(warm["onnxruntime"][0])
-        results.max_output_difference = float(np.abs(tvm_out - ort_out).max() / max(np.abs(ort_out).max(), 1e-30))
 
-        times: Dict[str, List[float]] = {name: [] for name in engines}
-        host_times: List[float] = []
         load_timed = os.getloadavg()[0]
-        for _ in range(settings["rounds"]):
-            for name in engines:
-                reps = settings["repeat"] if name.startswith("onnxruntime") else 1
-                for _ in range(reps):
-                    clock.seconds = 0.0
-                    _, wall, _ = _timed(engines[name])
-                    times[name].append(wall)
-                    if name == "tvm_partitioned":
-                        host_times.append(wall - clock.seconds)
-        results.latency_ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+        n_rounds, ort_repeat, t_repeat = settings["rounds"], settings["repeat"], settings["tvm_repeat"]
+        children: Dict[tuple, List[dict]] = {}
+        outputs = {e: os.path.join(folder, f"{e}_outputs.npz") for e in ENGINES}
+        for round_ in range(n_rounds):
+            for threads in THREAD_COUNTS:
+                keys = list(ENGINES) + (["tvm_dlight"] if dlight and threads == THREAD_COUNTS[0] else [])
+                if round_ % 2:
+                    keys.reverse()   # alternate which engine goes first
+                for key in keys:
+                    engine = "onnxruntime" if key == "onnxruntime" else "tvm"
+                    save = outputs[key] if key in outputs and round_ == 0 and threads == THREAD_COUNTS[0] else ""
+                    line = (run_child("tvm", libs[key], feed_path, t_repeat, TVM_WARMUP, threads, save)
+                            if engine == "tvm" else
+                            run_child("onnxruntime", onnx_path, feed_path, ort_repeat, bench_float.WARMUP,
+                                      threads, save))
+                    children.setdefault((key, threads), []).append(line)
+        results.max_output_difference = _relative_difference(outputs["tvm"], outputs["onnxruntime"])
+        medians: Dict[tuple, List[float]] = {}
+        for (key, threads), lines in children.items():
+            name = key if threads == THREAD_COUNTS[0] else f"{key}_{threads}"
+            results.processes[name] = lines
+            medians[key, threads] = [line["median_ms"] for line in lines]
+            results.latency_ms[name] = statistics.median(medians[key, threads])
+        load_children = os.getloadavg()[0]
+
+        # the partitioned model, in this process (no other engine timed here)
+        clock = _SubgraphClock(host_model)
+        host_model.run(feed)
+        part_times: List[float] = []
+        host_times: List[float] = []
+        for _ in range(ort_repeat):
+            clock.seconds = 0.0
+            _, wall, _ = _timed(lambda: host_model.run(feed))
+            part_times.append(wall)
+            host_times.append(wall - clock.seconds)
+        results.latency_ms["tvm_partitioned"] = 1e3 * statistics.median(part_times)
         results.latency_ms["tvm_partitioned_host"] = 1e3 * statistics.median(host_times)
         results.load_after = os.getloadavg()[0]
+
         ms = results.latency_ms
-        print(f"latency, x86, batch 1 (medians, alternating in one process: {settings['rounds']} run(s) of each "
-              f"TVM model, {settings['rounds'] * settings['repeat']} of each onnxruntime session)")
-        print(f"  TVM whole model (default tvm.compile, untuned)  {ms['tvm']:10.1f} ms")
-        if "tvm_dlight" in ms:
-            print(f"  TVM whole model, dlight CPU rules               {ms['tvm_dlight']:10.1f} ms   "
-                  f"speed-up over the default {ms['tvm'] / ms['tvm_dlight']:.2f}x")
-        print(f"  onnxruntime, {ORT_THREADS} threads                         {ms['onnxruntime']:10.1f} ms")
-        print(f"  onnxruntime, 1 thread                           {ms['onnxruntime_1']:10.1f} ms")
-        print(f"  ratio TVM / onnxruntime                         {ms['tvm'] / ms['onnxruntime']:10.1f}x   "
-              f"(at 1 thread: {ms['tvm'] / ms['onnxruntime_1']:.1f}x)")
-        print(f"  largest output difference TVM vs onnxruntime    {results.max_output_difference:10.1e}   "
-              f"(of the largest |output|)")
-        print(f"  partitioned model via TVM (TIDL: float emulator) {ms['tvm_partitioned']:10.1f} ms")
-        print(f"    of which the host part (TVM code, VM, copies){ms['tvm_partitioned_host']:10.3f} ms   "
+        tvm_lines = [line for (key, _), lines in children.items() if key != "onnxruntime" for line in lines]
+        ort_lines = children["onnxruntime", THREAD_COUNTS[0]] + children["onnxruntime", THREAD_COUNTS[1]]
+        print(f"latency, x86, batch 1: each engine in its own processes ({os.path.basename(__file__)} "
+              f"--engine tvm|onnxruntime), {n_rounds} per engine and thread count, alternating which goes "
+              f"first; a TVM process {TVM_WARMUP} warm-up run then {t_repeat} timed, an onnxruntime process "
+              f"{bench_float.WARMUP} warm-up runs then {ort_repeat} timed; figures are medians of the process "
+              f"medians")
+        print(f"  in a new process (medians): import tvm, load the library, start the VM "
+              f"{statistics.median(line['load_ms'] for line in tvm_lines):.0f} ms; import onnxruntime and "
+              f"create the session {statistics.median(line['load_ms'] for line in ort_lines):.0f} ms")
+        print(f"  {'':<48}{'median ms':>11}{'process medians':>22}")
+        for threads in THREAD_COUNTS:
+            suffix = "" if threads == THREAD_COUNTS[0] else f"_{threads}"
+            tvm_m, ort_m = medians["tvm", threads], medians["onnxruntime", threads]
+            per_round = [a / b for a, b in zip(tvm_m, ort_m)]
+            print(f"  {_threads_text(threads)}:")
+            print(f"    {'TVM whole model (default tvm.compile, untuned)':<46}{ms['tvm' + suffix]:11.1f}"
+                  f"{bench_float._spread(tvm_m):>22}")
+            if ("tvm_dlight", threads) in medians:
+                print(f"    {'TVM whole model, dlight CPU rules':<46}{ms['tvm_dlight' + suffix]:11.1f}"
+                      f"{bench_float._spread(medians['tvm_dlight', threads]):>22}   speed-up over the default "
+                      f"{ms['tvm' + suffix] / ms['tvm_dlight' + suffix]:.2f}x")
+            print(f"    {'onnxruntime':<46}{ms['onnxruntime' + suffix]:11.1f}{bench_float._spread(ort_m):>22}")
+            print(f"    ratio TVM / onnxruntime {ms['tvm' + suffix] / ms['onnxruntime' + suffix]:.1f}x "
+                  f"(per round {min(per_round):.1f}-{max(per_round):.1f}x)")
+        print(f"  largest output difference TVM vs onnxruntime {results.max_output_difference:.1e} "
+              f"(of the largest |output|; {_threads_text(THREAD_COUNTS[0])}, the first processes' outputs)")
+        print(f"partitioned model via TVM (TIDL: float emulator), in this process after the others, "
+              f"{ort_repeat} runs after 1 warm-up run (medians)")
+        print(f"  whole run                                       {ms['tvm_partitioned']:10.1f} ms")
+        print(f"  of which the host part (TVM code, VM, copies)   {ms['tvm_partitioned_host']:10.3f} ms   "
               f"({results.host_ops} op(s); the rest: the TIDL subgraphs in tidlx's float emulator)")
-        print(f"load average (1 min): {results.load_before:.2f} at the start, {load_timed:.2f} before the timed "
-              f"runs, {results.load_after:.2f} after, on {os.cpu_count()} CPUs")
+        print(f"load average (1 min): {results.load_before:.2f} at the start, {load_timed:.2f} before the "
+              f"latency processes, {load_children:.2f} after them, {results.load_after:.2f} at the end, on "
+              f"{os.cpu_count()} CPUs")
         return results
     finally:
         if own_dir is not None:
@@ -338,16 +462,42 @@ def run(quick: bool = False, rounds: Optional[int] = None, repeat: Optional[int]
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny model, fewer frames and runs (the test)")
-    parser.add_argument("--rounds", type=int, help="rounds of alternating latency runs")
-    parser.add_argument("--repeat", type=int, help="onnxruntime runs per round")
+    parser.add_argument("--rounds", type=int,
+                        help="latency processes per engine and thread count (default 3, quick 1)")
+    parser.add_argument("--repeat", type=int, help="timed runs per onnxruntime process, and of the partitioned "
+                                                   "model (default 5, quick 2); with --engine: timed runs")
+    parser.add_argument("--tvm-repeat", type=int, help="timed runs per TVM process (default 1, quick 2)")
     parser.add_argument("--calib-frames", type=int, help="calibration frames")
     parser.add_argument("--bias-iterations", type=int, help="bias calibration iterations")
     parser.add_argument("--dlight", action="store_true", help="also TVM with dlight's CPU schedule rules")
+    child = parser.add_argument_group("one engine in this process (what the latency comparison spawns)")
+    child.add_argument("--engine", choices=ENGINES)
+    child.add_argument("--model", help="tvm: the library TVM exported; onnxruntime: the ONNX file")
+    child.add_argument("--feed", help="the inputs, an .npz (in the order of the model's inputs)")
+    child.add_argument("--warmup", type=int, default=bench_float.WARMUP, help="runs before the timed ones")
+    child.add_argument("--save-outputs", default="", help="write the first run's outputs to this .npz")
+    child.add_argument("--threads", type=int, default=0,
+                       help="tvm: TVM_NUM_THREADS; onnxruntime: intra-op threads (0: each engine's default)")
     args = parser.parse_args(argv)
+
+    if args.engine:
+        if not (args.model and args.feed):
+            parser.error("--engine needs --model and --feed")
+        repeat = FULL["repeat"] if args.repeat is None else args.repeat
+        if args.warmup < 0 or repeat < 1 or args.threads < 0:
+            parser.error("--warmup and --threads must be >= 0, --repeat >= 1")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            print(json.dumps(time_engine(args.engine, args.model, args.feed, repeat, args.warmup,
+                                         args.save_outputs, args.threads)))
+        return 0
+    if any(v is not None and v < 1 for v in (args.rounds, args.repeat, args.tvm_repeat)):
+        parser.error("--rounds, --repeat and --tvm-repeat must be >= 1")
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the flow's notes on the model, not about the timing
-        run(args.quick, args.rounds, args.repeat, args.calib_frames, args.bias_iterations, args.dlight)
+        run(args.quick, args.rounds, args.repeat, args.calib_frames, args.bias_iterations, args.dlight,
+            args.tvm_repeat)
     print(f"bench_compile: {time.perf_counter() - started:.0f} s in all")
     return 0
 
