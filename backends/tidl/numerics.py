@@ -387,18 +387,38 @@ def eltwise_multipliers(out_scale: float, round_bits_: int, in_scales: Sequence[
     return tuple(result)
 
 
-def bias_saturation_guard(round_bits_: int, tensor_scale_: float, consumer_weight_scale: float,
-                          consumer_bias_scale: float, consumer_weight_bits: int, output_signed: bool) -> int:
-    """§6.6 the bias-saturation guard (TIDL-NUMERICS.md, "Feature-map scales"; off with calibration bit
-    BiasRange 64): E = 256 for 8-bit consumers, 32768 for wider, halved for a signed output; while
-    tensorScale x maxConsumerWeightScale / biasScale > E halve and count n; roundBits += (n+1)/2."""
-    if consumer_bias_scale == 0:
-        return int(round_bits_)
-    limit = (256.0 if consumer_weight_bits == 8 else 32768.0) / (2.0 if output_signed else 1.0)
-    ratio = float(tensor_scale_) * float(consumer_weight_scale) / float(consumer_bias_scale)
+#: §6.6: TI's ratio for a consumer without a bias, and the least ratio (``TIDL_maxWeightScale``'s 1/256)
+GUARD_NO_BIAS_RATIO = 1.0 / 256.0
+#: §6.6: the ratio TI's guard takes for an output whose scale ReLU6/Clip forces (``TIDL_UpdateScaleFactors``)
+GUARD_CLIP_RATIO = 0.0001
+
+
+def consumer_weight_to_bias_scale(weight_scale_: float, bias_scale_: float, per_channel: bool = False) -> float:
+    """§6.6: one consumer's ratio in TI's ``TIDL_maxWeightScale`` (tidl_import_quantize.cpp, TIDL 11.x):
+    ``weightScale / biasScale`` (§4.1's unclipped weight scale, §5.1's bias scale); 1/256 without a bias
+    (bias scale 0); a per-channel depthwise convolution takes 1/256 in place of its weight scale."""
+    if bias_scale_ == 0:
+        return GUARD_NO_BIAS_RATIO
+    return (GUARD_NO_BIAS_RATIO if per_channel else float(weight_scale_)) / float(bias_scale_)
+
+
+def max_weight_to_bias_scale(ratios: Iterable[float]) -> float:
+    """§6.6: TI's ``TIDL_maxWeightScale``: the largest of 1/256 and the consumers' ratios (a consumer that
+    is not a convolution, deconvolution, inner product or batch norm counts as 1/256)."""
+    return max([GUARD_NO_BIAS_RATIO] + [float(r) for r in ratios])
+
+
+def bias_saturation_guard(round_bits_: int, tensor_scale_: float, weight_to_bias: float, consumer_weight_bits: int,
+                          output_signed: bool) -> int:
+    """§6.6 the bias-saturation guard (TI's ``TIDL_UpdateScaleFactors``, TIDL 11.x): E = 256 when the
+    consumers' smallest weight width is 8 bits, 32768 when wider, halved for a signed output; while
+    tensorScale x ratio > E, halve tensorScale and count n; roundBits += (n + 1) / 2. ``weight_to_bias``
+    is ``max_weight_to_bias_scale``'s ratio (``GUARD_CLIP_RATIO`` for a ReLU6/Clip-forced output)."""
+    limit = (256.0 if consumer_weight_bits <= 8 else 32768.0) / (2.0 if output_signed else 1.0)
+    scale = float(tensor_scale_)
     halvings = 0
-    while ratio > limit:
-        ratio /= 2
+    while scale * float(weight_to_bias) > limit:
+        scale /= 2
         halvings += 1
     return int(round_bits_) + (halvings + 1) // 2
 

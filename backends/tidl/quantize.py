@@ -394,20 +394,32 @@ class _Quantizer:
         prm: ConvParams = layer.params
         return prm.groups > 1 and prm.groups == prm.in_channels
 
-    def guarded(self, tid: int, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
-        """§6.6 on the producer of tensor ``tid``: roundBits raised so that its consumers' biases fit."""
-        biased = [c for c in self.consumers.get(tid, ()) if c.type in WEIGHTED and not _is_tensor_product(c)]
-        plans = [self.plan(c) for c in biased]
-        plans = [p for p in plans if p.bias_scale > 0]
-        if not plans:
+    def guarded(self, layer: TidlLayer, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
+        """§6.6 on the layer's output (TI's guard in ``TIDL_UpdateScaleFactors``): roundBits raised so that
+        its consumers' biases fit; not with BiasRange 64 nor at roundBits 0; a ReLU6/Clip-forced output
+        takes TI's ratio 0.0001."""
+        if self.bias_range or round_bits == 0:
             return round_bits, []
-        ts = nx.tensor_scale(acc_scale, round_bits)
-        raised = nx.bias_saturation_guard(round_bits, ts, max(float(np.max(p.weight_scale)) for p in plans),
-                                          min(p.bias_scale for p in plans), min(p.weight_bits for p in plans),
+        consumers = self.consumers.get(layer.outputs[0], ())
+        if self.forced_clip(layer) is not None:
+            ratio = nx.GUARD_CLIP_RATIO
+        else:
+            ratio = nx.max_weight_to_bias_scale(self.weight_to_bias(c) for c in consumers)
+        weight_bits = min((self.widths(c)[0] for c in consumers), default=self.opts.tensor_bits)
+        raised = nx.bias_saturation_guard(round_bits, nx.tensor_scale(acc_scale, round_bits), ratio, weight_bits,
                                           signed)
         notes = [f"roundBits {round_bits} -> {raised} for the bias of its consumers (bias-saturation guard)"] \
             if raised != round_bits else []
         return raised, notes
+
+    def weight_to_bias(self, consumer: TidlLayer) -> float:
+        """§6.6: a consumer's weightScale / biasScale in TI's ``TIDL_maxWeightScale`` (1/256 for a layer
+        without weights)."""
+        if consumer.type not in WEIGHTED or _is_tensor_product(consumer):
+            return nx.GUARD_NO_BIAS_RATIO
+        p = self.plan(consumer)
+        return nx.consumer_weight_to_bias_scale(float(np.max(p.weight_scale)), p.bias_scale,
+                                                self.is_per_channel(consumer))
 
     def output_tensor(self, layer: TidlLayer, k: int, bits: int, signed: bool, scale: float) -> QuantizedTensor:
         t = self.net.tensors[layer.outputs[k]]
@@ -479,7 +491,7 @@ class _Quantizer:
             slopes = self.prelu_slopes(layer)
             lo, hi = nx.prelu_pre_range(rng.min, rng.max, slopes)
             rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)   # a PReLU output is signed (§8.10.1)
-            rb, notes = self.guarded(layer.outputs[0], rb, acc_scale, True)
+            rb, notes = self.guarded(layer, rb, acc_scale, True)
             extra = {"prelu_slopes": nx.quantize_prelu_slopes(slopes, PRELU_SLOPE_SHIFT),
                      "prelu_shift": PRELU_SLOPE_SHIFT}
             return rb, True, nx.tensor_scale(acc_scale, rb), extra, notes
@@ -497,12 +509,13 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc_scale, out_bits)
         return rb, signed, nx.tensor_scale(acc_scale, rb), {}, notes
 
-    def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, List[str]]:
-        """§6.3 (+ §6.6) for a layer's one output: (roundBits, signed, notes)."""
+    def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int,
+                    guard: bool = True) -> Tuple[int, bool, List[str]]:
+        """§6.3 (+ §6.6 unless ``guard`` is False) for a layer's one output: (roundBits, signed, notes)."""
         rng = self.range_of(layer.outputs[0])
         signed = nx.feature_map_is_signed(rng.min)
         rb = nx.round_bits(acc_scale, rng.min, rng.max, out_bits, signed)
-        rb, notes = self.guarded(layer.outputs[0], rb, acc_scale, signed)
+        rb, notes = self.guarded(layer, rb, acc_scale, signed) if guard else (rb, [])
         return rb, signed, notes
 
     # -- layer by layer
@@ -643,7 +656,7 @@ class _Quantizer:
         _, out_bits = self.widths(layer)
         q = nx.average_pool_q(prm.kernel, prm.strides, x.bits, prm.global_pool)
         acc = nx.acc_scale_average_pool(x.scale, q)
-        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        rb, signed, notes = self.requantized(layer, acc, out_bits, guard=False)   # §6.6: not for average pools
         out = self.output_tensor(layer, 0, out_bits, signed, nx.tensor_scale(acc, rb))
         bounds, act = self.bounds(layer, out)
         attrs["q"] = q

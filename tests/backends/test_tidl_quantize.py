@@ -174,6 +174,47 @@ def test_p2_scales_are_powers_of_2():
     assert math.frexp(sub.compute_layers()[0].weight_scale)[0] == 0.5
 
 
+GUARD = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.conv2d(%0, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %2 = nn.bias_add(%1, meta[relay.Constant][2]);
+  %3 = nn.avg_pool2d(%0, pool_size=[2, 2], strides=[2, 2]);
+  %4 = nn.conv2d(%3, meta[relay.Constant][3], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %5 = nn.bias_add(%4, meta[relay.Constant][4]);
+  (%2, %5)
+}
+'''
+
+
+def test_bias_saturation_guard_reads_ti_ratio_and_skips_average_pools():
+    """§6.6: conv0 feeds conv1 and an average pool; conv1 and conv2 (after the pool) have small weights
+    and large biases (weightScale / biasScale = absMax(b) / absMax(w) = 400 with TI's bias scale), so
+    conv0's roundBits goes up by the guard's count over §6.3's; the pool's does not (TI skips average
+    pools)."""
+    r = np.random.default_rng(5)
+    w0 = (r.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
+    small = np.full((4, 4, 3, 3), 0.01, np.float32) * np.sign(r.standard_normal((4, 4, 3, 3))).astype(np.float32)
+    big = np.array([4.0, -2.0, 1.0, 3.0], np.float32)
+    mod = tidlx.parse_relay(GUARD, params=[w0, small, big, small, big])
+    q = _quantize(mod, {"x": _frames((1, 3, 8, 8), 4, seed=6)}, tensor_bits=8, accuracy_level=0)
+    sub = q.subgraphs["tidl_0"]
+    conv0, conv1, pool, conv2 = sub.compute_layers()
+    assert (conv0.type, conv1.type, pool.type, conv2.type) == ("Conv", "Conv", "Pool", "Conv")
+    ratio = nx.consumer_weight_to_bias_scale(nx.weight_scale(0.01, 8), nx.bias_scale(4.0, 8))
+    assert ratio == pytest.approx(400.0)
+    for layer, guarded in ((conv0, True), (pool, False)):
+        out = sub.tensors[layer.outputs[0]]
+        rng = q.calibration["tidl_0"].tensors[layer.outputs[0]]
+        rb = nx.round_bits(layer.acc_scale, rng.min, rng.max, 8, out.signed)
+        if guarded:
+            assert rb > 0
+            rb = nx.bias_saturation_guard(rb, nx.tensor_scale(layer.acc_scale, rb), ratio, 8, out.signed)
+            assert any("bias-saturation guard" in n for n in layer.notes)
+        assert layer.round_bits == rb, layer.name
+    assert not any("bias-saturation guard" in n for n in pool.notes)
+
+
 def test_calibration_option_bits():
     assert calibration_option_bits(TidlOptions(accuracy_level=1)) == 7
     assert calibration_option_bits(TidlOptions(accuracy_level=0)) == 0

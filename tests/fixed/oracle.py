@@ -475,13 +475,23 @@ def eltwise_multipliers(out_scale, rb, in_scales):
     return tuple(math.trunc(out_scale * 2 ** rb / s) for s in in_scales)
 
 
-def bias_saturation_guard(rb, ts, consumer_ws, consumer_bs, consumer_weight_bits, output_signed):
-    if consumer_bs == 0:
-        return rb
+def consumer_weight_to_bias_scale(ws, bs, per_channel):
+    """§6.6: weightScale / biasScale; 1/256 without a bias; 1/256 in place of a per-channel depthwise
+    consumer's weight scale."""
+    if bs == 0:
+        return 1 / 256
+    return (1 / 256 if per_channel else ws) / bs
+
+
+def max_weight_to_bias_scale(ratios):
+    return max([1 / 256] + list(ratios))
+
+
+def bias_saturation_guard(rb, ts, ratio, consumer_weight_bits, output_signed):
     e = (256 if consumer_weight_bits == 8 else 32768) / (2 if output_signed else 1)
-    r, n = ts * consumer_ws / consumer_bs, 0
-    while r > e:
-        r /= 2
+    t, n = ts, 0
+    while t * ratio > e:
+        t /= 2
         n += 1
     return rb + (n + 1) // 2
 

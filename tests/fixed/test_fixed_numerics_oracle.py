@@ -175,11 +175,41 @@ def test_sum_keeps_round_bits_without_a_forced_scale():
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(st.integers(0, 20), scales, scales, st.one_of(scales, st.just(0.0)), st.sampled_from([8, 16]), st.booleans())
-def test_bias_saturation_guard_matches_oracle(rb, ts, cws, cbs, cbits, signed):
+@given(st.integers(0, 20), scales, st.lists(st.tuples(scales, st.one_of(scales, st.just(0.0)), st.booleans()),
+                                            max_size=3), st.sampled_from([8, 16]), st.booleans())
+def test_bias_saturation_guard_matches_oracle(rb, ts, consumers, cbits, signed):
     count("bias_saturation_guard")
-    assert nx.bias_saturation_guard(rb, ts, cws, cbs, cbits, signed) == \
-        oracle.bias_saturation_guard(rb, ts, cws, cbs, cbits, signed)
+    ratios = [nx.consumer_weight_to_bias_scale(ws, bs, pc) for ws, bs, pc in consumers]
+    assert ratios == [oracle.consumer_weight_to_bias_scale(ws, bs, pc) for ws, bs, pc in consumers]
+    ratio = nx.max_weight_to_bias_scale(ratios)
+    assert ratio == oracle.max_weight_to_bias_scale(ratios) and ratio >= 1 / 256
+    for r in (ratio, nx.GUARD_CLIP_RATIO):
+        assert nx.bias_saturation_guard(rb, ts, r, cbits, signed) == \
+            oracle.bias_saturation_guard(rb, ts, r, cbits, signed)
+
+
+def test_bias_saturation_guard_with_ti_ratio():
+    """TIDL-CONFORMANCE §3.5's example: a consumer conv with weightScale 1024 and absMax(bias) 4 (TI's
+    biasScale 32, ratio 32) reads an unsigned tensor of tensorScale 16: 16 x 32 = 512 > 256, so the
+    producer's roundBits goes up by 1 (tensorScale 8), and §4.4 then keeps the consumer's weight scale
+    1024 (8192 / 8); at tensorScale 16 it would clip it to 512."""
+    bs = nx.bias_scale(4.0, 8)
+    ratio = nx.max_weight_to_bias_scale([nx.consumer_weight_to_bias_scale(1024.0, bs)])
+    assert (bs, ratio) == (32.0, 32.0)
+    rb = nx.bias_saturation_guard(5, 16.0, ratio, 8, False)
+    assert rb == 6 and nx.tensor_scale(16.0 * 2 ** 5, rb) == 8.0
+    assert nx.clip_weight_scale_for_bias(1024.0, 8.0, 4.0, 8, False) == (1024.0, False)
+    assert nx.clip_weight_scale_for_bias(1024.0, 16.0, 4.0, 8, False) == (512.0, True)
+    # signed output: E = 128; 16-bit consumers: E = 32768
+    assert nx.bias_saturation_guard(5, 16.0, ratio, 8, True) == 6   # 512 -> 256 -> 128: n = 2, +1
+    assert nx.bias_saturation_guard(5, 16.0, ratio, 16, False) == 5
+    # without a bias, or per-channel depthwise: 1/256 (at most tensorScale 65536 unsigned passes)
+    assert nx.consumer_weight_to_bias_scale(1024.0, 0.0) == 1 / 256
+    assert nx.consumer_weight_to_bias_scale(1024.0, 32.0, per_channel=True) == 1 / 256 / 32
+    assert nx.bias_saturation_guard(0, 65536.0, 1 / 256, 8, False) == 0
+    assert nx.bias_saturation_guard(0, 131072.0, 1 / 256, 8, False) == 1
+    # a ReLU6/Clip-forced output: TI's 0.0001
+    assert nx.bias_saturation_guard(5, 16.0, nx.GUARD_CLIP_RATIO, 8, False) == 5
 
 
 @settings(max_examples=300, **SETTINGS)
