@@ -10,6 +10,22 @@
 
 The hidden size is the last dimension of ``recurrence_weight``. Absent ONNX inputs (B,
 initial_h, initial_c) are zeros, filled in by the importer.
+
+    nn.dynamic_quantize_lstm(data, weight, recurrence_weight, bias, initial_h, initial_c,
+                             weight_scale, weight_zero_point, recurrence_scale,
+                             recurrence_zero_point, direction=, clip=)
+      data               (seq_length, batch, input_size) float32
+      weight             (num_directions, input_size, 4 * hidden)   int8 or uint8, gates i, o, f, c
+      recurrence_weight  (num_directions, hidden, 4 * hidden)       the dtype of weight
+      bias, initial_h/_c as nn.lstm (float32)
+      *_scale            (num_directions,) or (num_directions, 4 * hidden) float32
+      *_zero_point       the shape of the matching scale, the dtype of the weight
+    -> as nn.lstm
+
+onnxruntime's contrib op com.microsoft.DynamicQuantizeLSTM: nn.lstm whose two matrix products
+quantize their float operand to uint8 at run time (its own range, as DynamicQuantizeLinear) and
+multiply it with the integer weights (emulator/reference/op_rnn.py). The weights are stored
+transposed with respect to nn.lstm's, as onnxruntime stores them.
 """
 
 from __future__ import annotations
@@ -75,3 +91,50 @@ def lstm_rel(arg_types, attrs):
 
 define_op("nn.lstm", num_inputs=6, attrs=LSTMAttrs, type_rel=lstm_rel,
           arg_names=("data", "weight", "recurrence_weight", "bias", "initial_h", "initial_c"))
+
+
+# --- nn.dynamic_quantize_lstm ---------------------------------------------------------------------
+
+QUANTIZED_WEIGHT_DTYPES = ("int8", "uint8")
+
+
+def dynamic_quantize_lstm_rel(arg_types, attrs):
+    data = tensor_arg(arg_types, 0, "data")
+    weight = tensor_arg(arg_types, 1, "weight")
+    recurrence = tensor_arg(arg_types, 2, "recurrence_weight")
+    check_dtype(data, ("float32",), "data")
+    check_dtype(weight, QUANTIZED_WEIGHT_DTYPES, "weight")
+    if recurrence.dtype != weight.dtype:
+        raise TidlxTypeError(f"recurrence_weight has dtype {recurrence.dtype} but weight has {weight.dtype}")
+    dirs = num_directions(attrs.direction)
+    if weight.ndim != 3 or recurrence.ndim != 3:
+        raise TidlxTypeError(f"weight and recurrence_weight must be 3-D, got shapes {weight.shape} and "
+                             f"{recurrence.shape}")
+    hidden = recurrence.shape[1]
+    if data.ndim == 3 and (weight.shape != (dirs, data.shape[2], 4 * hidden)
+                           or recurrence.shape != (dirs, hidden, 4 * hidden)):
+        raise TidlxTypeError(f"weight must be (num_directions={dirs}, input_size={data.shape[2]}, 4 * hidden) and "
+                             f"recurrence_weight (num_directions, hidden, 4 * hidden), got {weight.shape} and "
+                             f"{recurrence.shape}")
+    # nn.lstm's checks on the other operands, with the weights in nn.lstm's layout
+    as_lstm = [data, TensorType((dirs, 4 * hidden, weight.shape[1]), "float32"),
+               TensorType((dirs, 4 * hidden, hidden), "float32")] + list(arg_types[3:6])
+    out = lstm_rel(as_lstm, attrs)
+    for i, (what, dtype) in enumerate((("weight_scale", "float32"), ("weight_zero_point", weight.dtype),
+                                       ("recurrence_scale", "float32"), ("recurrence_zero_point", weight.dtype))):
+        t = tensor_arg(arg_types, 6 + i, what)
+        if t.dtype != dtype:
+            raise TidlxTypeError(f"{what} must have dtype {dtype}, got {t.dtype}")
+        if t.shape not in ((dirs,), (dirs, 4 * hidden)):
+            raise TidlxTypeError(f"{what} must have shape ({dirs},) (one value per direction) or ({dirs}, "
+                                 f"{4 * hidden}) (one per column), got {t.shape}")
+    for a, b in ((6, 7), (8, 9)):
+        if arg_types[a].shape != arg_types[b].shape:
+            raise TidlxTypeError(f"{('weight', 'recurrence')[a // 8]}_scale and its zero point must have the same "
+                                 f"shape, got {arg_types[a].shape} and {arg_types[b].shape}")
+    return out
+
+
+define_op("nn.dynamic_quantize_lstm", num_inputs=10, attrs=LSTMAttrs, type_rel=dynamic_quantize_lstm_rel,
+          arg_names=("data", "weight", "recurrence_weight", "bias", "initial_h", "initial_c", "weight_scale",
+                     "weight_zero_point", "recurrence_scale", "recurrence_zero_point"))

@@ -1,5 +1,6 @@
 """Ops that TIDL has no layer for and that always run on the host (facet ``tidl.no_layer``: the
-body of their host reason): recurrent layers and the dynamically quantized integer ops."""
+body of their host reason): recurrent layers (also onnxruntime's dynamically quantized LSTM) and the
+dynamically quantized integer ops."""
 
 from __future__ import annotations
 
@@ -12,3 +13,6 @@ DYNAMIC_QUANTIZATION = ("dynamically quantized ops run on the host: TIDL quantiz
                         "(import the float model and let TIDL calibrate it)")
 for _name in ("dynamic_quantize_linear", "nn.conv2d_integer", "nn.matmul_integer"):
     register_op_attr(_name, TIDL_NO_LAYER, DYNAMIC_QUANTIZATION)
+
+register_op_attr("nn.dynamic_quantize_lstm", TIDL_NO_LAYER,
+                 "runs on the host (Arm): dynamically quantized LSTM (onnxruntime contrib op), TIDL has no LSTM layer")

@@ -190,7 +190,19 @@ def _lstm(seq, batch, size, hidden, dirs):
             U(dirs, batch, hidden), U(dirs, batch, hidden)]
 
 
+def _dynamic_quantize_lstm(seq, batch, size, hidden, dirs, per_column, dtype="int8"):
+    scale_shape = (dirs, 4 * hidden) if per_column else (dirs,)
+    weights = Q8 if dtype == "int8" else U8
+    zero_point = np.zeros(scale_shape, dtype) if dtype == "int8" else np.full(scale_shape, 121, dtype)
+    return [U(seq, batch, size), weights(dirs, size, 4 * hidden), weights(dirs, hidden, 4 * hidden),
+            U(dirs, 8 * hidden), U(dirs, batch, hidden), U(dirs, batch, hidden),
+            U(*scale_shape, low=0.005, high=0.02), zero_point, U(*scale_shape, low=0.005, high=0.02), zero_point]
+
+
 CASES.update({
+    "nn.dynamic_quantize_lstm": [(_dynamic_quantize_lstm(4, 1, 3, 5, 1, False), {}),
+                                 (_dynamic_quantize_lstm(3, 2, 4, 3, 2, True, "uint8"),
+                                  {"direction": "bidirectional", "clip": 0.7})],
     "nn.lstm": [(_lstm(4, 2, 3, 5, 1), {}), (_lstm(3, 1, 2, 4, 1), {"direction": "reverse", "clip": 0.5}),
                 (_lstm(3, 2, 3, 4, 2), {"direction": "bidirectional"})],
     "nn.conv2d_integer": [([U8(1, 3, 6, 5), Q8(4, 3, 3, 3), _q(7, "uint8"), _q([1, -2, 0, 3], "int8")],
