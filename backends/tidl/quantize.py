@@ -1045,9 +1045,9 @@ def quantize_model(partitioned: IRModule, options: TidlOptions,
     return model
 
 
-#: Bias calibration's step factor (tidlx's choice: TIDL-NUMERICS.md gives its schedule, not its value;
-#: every layer is corrected at once, and on BEVDet 1.0 overshoots down a chain of layers and diverges).
-BIAS_CALIBRATION_FACTOR = 0.25
+#: Bias calibration's step factor: TI's import default ``biasCalibrationFactor`` 0.05 (its
+#: ``setDefaultParams``, TIDL 11.x; the import tool's help text still says 0.1).
+BIAS_CALIBRATION_FACTOR = 0.05
 
 
 def bias_calibration_factor(iteration: int, iterations: int) -> float:

@@ -496,6 +496,12 @@ def bias_saturation_guard(rb, ts, ratio, consumer_weight_bits, output_signed):
     return rb + (n + 1) // 2
 
 
+def bias_calibration_factor(i, n):
+    """§9.3: 0.05, divided by 10 in the first and the last n // 10 iterations."""
+    edge = n // 10
+    return 0.05 / 10 if i < edge or i >= n - edge else 0.05
+
+
 def depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale):
     result = []
     for w in weight_scales:

@@ -260,6 +260,15 @@ def test_ti_resnet18_global_average_pool():
     assert nx.tensor_scale(acc, rb) == pytest.approx(33.17, rel=1e-12)
 
 
+@settings(max_examples=100, **SETTINGS)
+@given(st.integers(0, 120))
+def test_bias_calibration_factor_matches_oracle(n):
+    count("bias_calibration_factor")
+    from tidlx.backends.tidl.quantize import bias_calibration_factor
+    assert [bias_calibration_factor(i, n) for i in range(n)] == \
+        pytest.approx([oracle.bias_calibration_factor(i, n) for i in range(n)], rel=1e-15)
+
+
 def test_fixed_facts():
     assert nx.quantization_style(0) == nx.NP2_FIXED == 2 and nx.quantization_style(1) == nx.P2_DYNAMIC == 3
     with pytest.raises(FixedPointError, match="asymmetric"):
