@@ -73,6 +73,8 @@ PER_CHANNEL_WEIGHT_BIT = 8
 BIAS_RANGE_BIT = 64
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
+#: accuracy_level 0: BiasRange 64 alone (min/max ranges; no §4.4 bias clip, no §6.6 guard).
+ACCURACY_LEVEL_0_OPTIONS = BIAS_RANGE_BIT
 
 #: Activations the fixed point runs as saturation (docs/numerics.md §8.10); HardSigmoid's alpha/beta are
 #: folded into the layer's affine part, leaving a clip to [0, 1].
@@ -127,15 +129,15 @@ class QuantizationError(TidlxError):
 
 
 def calibration_option_bits(options: TidlOptions) -> int:
-    """The calibration option bits TI's import uses: 7 at accuracy_level 1, 0 at 0; at 9 the advanced
-    options (activation_clipping -> ActRange 1, weight_clipping -> WeightRange 2, bias_calibration ->
-    BiasCalib 4, channel_wise_quantization -> PerChannelWeight 8)."""
+    """The calibration option bits TI's import uses (its OSRT option map, TIDL 11.x): 7 at accuracy_level 1,
+    BiasRange 64 at 0; at 9 the advanced options (activation_clipping -> ActRange 1, weight_clipping ->
+    WeightRange 2, bias_calibration -> BiasCalib 4, channel_wise_quantization -> PerChannelWeight 8)."""
     if options.accuracy_level == 1:
         return ACCURACY_LEVEL_1_OPTIONS
     if options.accuracy_level == 9:
         return (int(bool(options.activation_clipping)) | 2 * int(bool(options.weight_clipping))
                 | 4 * int(bool(options.bias_calibration)) | 8 * int(bool(options.channel_wise_quantization)))
-    return 0
+    return ACCURACY_LEVEL_0_OPTIONS
 
 
 def data_convert_acc_scale(out_bits: int) -> float:
@@ -552,7 +554,7 @@ class _Quantizer:
         ws = p.weight_scale
         if isinstance(ws, np.ndarray):
             return self.weighted_per_channel(layer, p, x, out_bits)
-        if layer.type in ("Conv", "Deconv") and p.affine.has_bias:   # §4.4: conv/deconv only
+        if layer.type in ("Conv", "Deconv") and p.affine.has_bias and not self.bias_range:   # §4.4: conv/deconv
             ws, clipped = nx.clip_weight_scale_for_bias(ws, in_scale, p.bias_abs_max, p.weight_bits, x.signed,
                                                         self.power_of_2)
             if clipped:

@@ -100,8 +100,7 @@ def test_conv_with_bias_and_batch_norm_folded(bits):
     b_folded = (b.astype(np.float64) - mean) * k + beta
     x = sub.tensors[sub.inputs[0]]
     assert x.scale == nx.tensor_scale(data_convert_acc_scale(bits), sub.layers[0].round_bits)
-    ws = nx.weight_scale(nx.weight_abs_max(w_folded), bits)
-    ws, _ = nx.clip_weight_scale_for_bias(ws, x.scale, float(np.abs(b_folded).max()), bits, x.signed)
+    ws = nx.weight_scale(nx.weight_abs_max(w_folded), bits)   # accuracy_level 0 is BiasRange 64: no §4.4 clip
     assert conv.weight_scale == ws
     assert conv.weights.dtype == (np.int8 if bits == 8 else np.int16)
     assert np.array_equal(conv.weights, nx.quantize_weights(w_folded, ws, bits))
@@ -197,7 +196,10 @@ def test_bias_saturation_guard_reads_ti_ratio_and_skips_average_pools():
     small = np.full((4, 4, 3, 3), 0.01, np.float32) * np.sign(r.standard_normal((4, 4, 3, 3))).astype(np.float32)
     big = np.array([4.0, -2.0, 1.0, 3.0], np.float32)
     mod = tidlx.parse_relay(GUARD, params=[w0, small, big, small, big])
-    q = _quantize(mod, {"x": _frames((1, 3, 8, 8), 4, seed=6)}, tensor_bits=8, accuracy_level=0)
+    # accuracy_level 9 without its four options: min/max ranges, and no BiasRange 64 (level 0's) to skip the guard
+    q = _quantize(mod, {"x": _frames((1, 3, 8, 8), 4, seed=6)}, tensor_bits=8, accuracy_level=9,
+                  **{f"advanced_options:{k}": 0 for k in ("activation_clipping", "weight_clipping", "bias_calibration",
+                                                           "channel_wise_quantization")})
     sub = q.subgraphs["tidl_0"]
     conv0, conv1, pool, conv2 = sub.compute_layers()
     assert (conv0.type, conv1.type, pool.type, conv2.type) == ("Conv", "Conv", "Pool", "Conv")
@@ -213,11 +215,17 @@ def test_bias_saturation_guard_reads_ti_ratio_and_skips_average_pools():
             assert any("bias-saturation guard" in n for n in layer.notes)
         assert layer.round_bits == rb, layer.name
     assert not any("bias-saturation guard" in n for n in pool.notes)
+    # accuracy_level 0 (BiasRange 64): neither the guard nor §4.4's clip
+    q0 = _quantize(mod, {"x": _frames((1, 3, 8, 8), 4, seed=6)}, tensor_bits=8, accuracy_level=0)
+    conv0, conv1 = q0.subgraphs["tidl_0"].compute_layers()[:2]
+    rng = q0.calibration["tidl_0"].tensors[conv0.outputs[0]]
+    assert conv0.round_bits == nx.round_bits(conv0.acc_scale, rng.min, rng.max, 8, rng.min < 0)
+    assert conv1.weight_scale == nx.weight_scale(float(np.abs(small).max()), 8) and not conv1.notes
 
 
 def test_calibration_option_bits():
     assert calibration_option_bits(TidlOptions(accuracy_level=1)) == 7
-    assert calibration_option_bits(TidlOptions(accuracy_level=0)) == 0
+    assert calibration_option_bits(TidlOptions(accuracy_level=0)) == 64      # BiasRange, TI's OSRT map
     assert calibration_option_bits(TidlOptions(accuracy_level=9, activation_clipping=0, weight_clipping=1,
                                                bias_calibration=0)) == 2
 

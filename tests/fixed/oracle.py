@@ -496,6 +496,16 @@ def bias_saturation_guard(rb, ts, ratio, consumer_weight_bits, output_signed):
     return rb + (n + 1) // 2
 
 
+def calibration_option_bits(level, activation_clipping=1, weight_clipping=1, bias_calibration=1, channel_wise=0):
+    """§9: accuracy_level 0 -> BiasRange 64, 1 -> 7, 9 -> ActRange 1, WeightRange 2, BiasCalib 4,
+    PerChannelWeight 8 from the advanced options."""
+    if level == 0:
+        return 64
+    if level == 1:
+        return 1 + 2 + 4
+    return activation_clipping * 1 + weight_clipping * 2 + bias_calibration * 4 + channel_wise * 8
+
+
 def bias_calibration_factor(i, n):
     """§9.3: 0.05, divided by 10 in the first and the last n // 10 iterations."""
     edge = n // 10

@@ -269,6 +269,17 @@ def test_bias_calibration_factor_matches_oracle(n):
         pytest.approx([oracle.bias_calibration_factor(i, n) for i in range(n)], rel=1e-15)
 
 
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from([0, 1, 9]), st.integers(0, 1), st.integers(0, 1), st.integers(0, 1), st.integers(0, 1))
+def test_calibration_option_bits_match_oracle(level, act, weight, bias, channel):
+    count("calibration_option_bits")
+    from tidlx.backends.tidl.options import TidlOptions
+    from tidlx.backends.tidl.quantize import calibration_option_bits
+    options = TidlOptions(accuracy_level=level, activation_clipping=act, weight_clipping=weight,
+                          bias_calibration=bias, channel_wise_quantization=channel)
+    assert calibration_option_bits(options) == oracle.calibration_option_bits(level, act, weight, bias, channel)
+
+
 def test_fixed_facts():
     assert nx.quantization_style(0) == nx.NP2_FIXED == 2 and nx.quantization_style(1) == nx.P2_DYNAMIC == 3
     with pytest.raises(FixedPointError, match="asymmetric"):
