@@ -39,7 +39,7 @@ def test_output_range_matches_oracle(lo, hi, widen, expansion):
 
 
 def test_inner_product_range_expands_the_max_only():
-    """TIDL-CONFORMANCE §3.8's example: logits [-12, 8] at accScale 10: TI expands the max only,
+    """docs/numerics.md §6.2's example: logits [-12, 8] at accScale 10: TI expands the max only,
     m = max(120, 100) = 120 -> roundBits 0 (signed 8 bit); expanding both ends (m = 150) gave 1."""
     lo, hi = nx.output_range(-12.0, 8.0, widen=True)
     assert (lo, hi) == (-12.0, 10.0)
@@ -103,7 +103,7 @@ def test_bias_rules_match_oracle(data):
 
 
 def test_bias_at_the_weights_width():
-    """TIDL-CONFORMANCE §3.2's example: b = 1.234, absMax(b) = 2, weightScale 256, inScale 32, unsigned
+    """docs/numerics.md §5.4's example: b = 1.234, absMax(b) = 2, weightScale 256, inScale 32, unsigned
     input: biasScale 128/2 = 64, b_q 79, isf 128 -> biasA 79, biasB 128, 10112 in the accumulator; with
     roundBits 7 and a bias-free accumulator of 66 the output is 80."""
     bscale = nx.bias_scale(2.0, 8)
@@ -154,7 +154,7 @@ def test_sum_concat_round_bits_and_multipliers_match_oracle(in_scales, top, out_
 
 
 def test_sum_keeps_round_bits_without_a_forced_scale():
-    """TIDL-CONFORMANCE §3.4's example: in-scales 10 and 13, an 8-bit signed sum of range [-20, 30]:
+    """docs/numerics.md §6.5's example: in-scales 10 and 13, an 8-bit signed sum of range [-20, 30]:
     accScale 640, roundBits 8 kept (TI lowers only for a ReLU6/Clip output), tensorScale 2.5,
     multipliers (64, 49); x1 = 100, x2 = -77 give 10 (lowering to 7 gave 11)."""
     acc = nx.acc_scale_eltwise_sum([10.0, 13.0], 8)
@@ -189,7 +189,7 @@ def test_bias_saturation_guard_matches_oracle(rb, ts, consumers, cbits, signed):
 
 
 def test_bias_saturation_guard_with_ti_ratio():
-    """TIDL-CONFORMANCE §3.5's example: a consumer conv with weightScale 1024 and absMax(bias) 4 (TI's
+    """docs/numerics.md §6.6's example: a consumer conv with weightScale 1024 and absMax(bias) 4 (TI's
     biasScale 32, ratio 32) reads an unsigned tensor of tensorScale 16: 16 x 32 = 512 > 256, so the
     producer's roundBits goes up by 1 (tensorScale 8), and §4.4 then keeps the consumer's weight scale
     1024 (8192 / 8); at tensorScale 16 it would clip it to 512."""
