@@ -7,7 +7,7 @@
         print(r.network.tensors[tensor_id].name, rng.min, rng.max, rng.method, rng.frames)
     r.by_name()["conv1"]                        # TensorRange(min=0.0, max=4.137, method='histogram', ...)
 
-How (TI's flow, ``../shared/TIDL-NOTES.md``): the whole partitioned module runs in the float
+How (TI's flow): the whole partitioned module runs in the float
 emulator, host part included, so the values entering each subgraph are the ones the host
 computes, as TI's calibration graph exposes every subgraph boundary. An observer records, per
 subgraph of its ``TidlNetwork``, the value of each subgraph input and of each layer's output
@@ -16,7 +16,7 @@ a tensor of rank 0 or 1 whole: tidlx's choice). The kernels are the reference se
 (plain numpy: the same ranges on any machine and thread count); ``kernels="fast"`` is quicker
 on large models, its convolutions within 3e-5 of the output's largest value.
 
-Methods (``../shared/TIDL-NUMERICS.md``, "Calibration" and the Range rules of "Feature-map
+Methods (docs/numerics.md §9.1, and the range rules of §6.2 "Feature-map
 scales"):
 
 * ``accuracy_level`` 0: ``minmax``, the min and max over all frames.

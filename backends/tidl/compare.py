@@ -24,8 +24,8 @@ with a fixed-point observer. Figures (the definitions of ``metrics.py``, pooled 
   the layer's own error (``isolated_sqnr_db``), at the cost of a second fixed-point pass.
 
 This is the comparison TI's traces are read for by hand: ``debug_level`` 3 writes each layer's
-fixed-point output and level 4 its float form ``(q - zp) / scale`` (``../shared/TIDL-NUMERICS.md``,
-"Files and traces"), which users hold against a float run of the same layer. The dequantized value
+fixed-point output and level 4 its float form ``(q - zp) / scale`` (docs/artifacts.md, the traces),
+which users hold against a float run of the same layer. The dequantized value
 here is that float form (zero point 0: tidlx's styles are symmetric), kept in float64.
 
 SQNR pooled over frames is ``10 log10(sum ref^2 / sum (ref - fixed)^2)`` over all their values

@@ -9,7 +9,7 @@ Each op with a TIDL rule also has two facets registered here, next to the datacl
 TIDL can fuse into a layer as its activation) builds that activation. Every value is a plain
 Python value (ints, floats, strings, tuples), so layers compare and print deterministically.
 TI's numeric codes (pool type Max 0 / Avg 1, eltwise Prod 0 / Sum 1 / Max 2, resize Nearest 0
-/ Bilinear 1, the activation ids) come from TIDL's network record (``../shared/TIDL-NUMERICS.md``).
+/ Bilinear 1, the activation ids) come from TIDL's network record (docs/artifacts.md).
 """
 
 from __future__ import annotations
