@@ -139,8 +139,9 @@ _SPECS = (
     _spec("accuracy_level", "accuracy_level", "choice",
           "0 min/max calibration, 1 advanced bias calibration, 9 user-defined (advanced options)", (0, 1, 9),
           steps=("calibration", "quantization"), support="full",
-          note="TI's calibration option bits: 0 none (min/max ranges), 1 seven (histogram ranges, weight range "
-               "limiting, bias calibration), 9 from the four advanced options (each as its row says)"),
+          note="TI's calibration option bits: 0 is 64, BiasRange (min/max ranges; no weight-scale clip for the "
+               "bias, no bias-saturation guard), 1 seven (histogram ranges, weight range limiting, bias "
+               "calibration), 9 from the four advanced options (each as its row says)"),
     _spec("deny_list", "deny_list", "names", "Relay op names kept off TIDL", steps=("partition",), support="full",
           values="Relay op names (tidlx ops lists them)"),
     _spec("deny_list:layer_type", "deny_layer_types", "names", "ONNX op types kept off TIDL",
