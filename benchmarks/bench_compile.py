@@ -82,7 +82,6 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -184,16 +183,8 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
 
 def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, threads: int,
               outputs_path: str = "") -> dict:
-    """One engine in a new process of this script; its JSON line."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--engine", engine, "--model", model_path, "--feed", feed_path,
-           "--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads)]
-    if outputs_path:
-        cmd += ["--save-outputs", outputs_path]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{engine} process failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])  # the JSON line is last; anything before it is the engine's own chatter
+    """One engine in a new process of this script; its JSON line (bench_float's runner)."""
+    return bench_float.run_child(engine, model_path, feed_path, repeat, warmup, outputs_path, threads, script=__file__)
 
 
 # --- the compile flow and the comparison (default) --------------------------------------------

@@ -43,7 +43,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_float  # noqa: E402  (same folder; benchmarks is not a package)
 from bench_float import (ORT_THREADS, WARMUP, Weights, _load_feed, _make_runner, _spread,  # noqa: E402
                          blas_kernels_line, build_onnx)  # (same folder; benchmarks is not a package)
 
@@ -217,18 +217,9 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
 
 def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, threads: int,
               outputs_path: str = "", profile: bool = False) -> dict:
-    """One engine in a new process of this script; its JSON line."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--engine", engine, "--model", model_path, "--feed", feed_path,
-           "--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads)]
-    if outputs_path:
-        cmd += ["--save-outputs", outputs_path]
-    if profile:
-        cmd += ["--profile"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{engine} process failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])  # the JSON line is last; anything before it is the engine's own chatter
+    """One engine in a new process of this script; its JSON line (bench_float's runner)."""
+    return bench_float.run_child(engine, model_path, feed_path, repeat, warmup, outputs_path, threads, script=__file__,
+                                 extra=("--profile",) if profile else ())
 
 
 # --- where the time goes (--profile) ----------------------------------------------------------

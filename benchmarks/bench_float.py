@@ -31,6 +31,7 @@ import json
 import os
 import statistics
 import subprocess
+from typing import Sequence
 import sys
 import tempfile
 import time
@@ -201,11 +202,14 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
 # --- the comparison (default): one process per engine run ------------------------------------
 
 def run_child(engine: str, model_path: str, feed_path: str, repeat: int, warmup: int, outputs_path: str = "",
-              threads: int = 0) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--engine", engine, "--model", model_path, "--feed", feed_path,
+              threads: int = 0, script: str = __file__, extra: Sequence[str] = ()) -> dict:
+    """One engine in a new process of ``script`` (this one, or another benchmark with the same ``--engine``
+    child arguments), ``extra`` arguments appended; its JSON line."""
+    cmd = [sys.executable, os.path.abspath(script), "--engine", engine, "--model", model_path, "--feed", feed_path,
            "--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads)]
     if outputs_path:
         cmd += ["--save-outputs", outputs_path]
+    cmd += list(extra)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

@@ -36,8 +36,8 @@ from ..expr import Call, Function
 from ..module import IRModule
 from .gcpause import gc_paused
 from .graph import PartitionError, PartitionGraph, SupportOracle
-from .outline import CompositeNamer, outline
-from .partitioner import PartitionResult, _as_module, _check_outcome, _result
+from .outline import CompositeNamer
+from .partitioner import PartitionResult, _as_module, _check_outcome, _outline_regions, _result
 from .regions import PartitionLimits
 
 #: The name a PartitionResult of this module carries as its strategy.
@@ -213,16 +213,8 @@ def partition_in_order(func_or_mod: Union[IRModule, Function], supported: Suppor
         result = None
         if not cycles:
             _check_outcome(graph, regions, STRATEGY)
-            names = [f"{prefix}{k}" for k in range(len(regions))]
-            for name in names:
-                if name in mod:
-                    raise PartitionError(f"the module already has a function @{name}; pass another name_prefix")
-            region_io = [graph.region_io(r) for r in regions]
-            new_mod, composite_of = outline(graph, regions, names, compiler, region_io, composite_name)
-            if check:
-                from ..verify import verify
-
-                verify(new_mod)
+            names, region_io, new_mod, composite_of = _outline_regions(mod, graph, regions, prefix, compiler,
+                                                                       composite_name, check)
             result = _result(graph, regions, names, region_io, reasons, new_mod, STRATEGY, limits, compiler,
                              composite_of)
     return OrderedPartition(graph, units, unit_calls, unit_supported, grouping, regions, cycles, reasons, result)

@@ -210,6 +210,14 @@ def _partition(mod, supported, groups, strategy, run_strategy, limits, cost, com
     _check_outcome(graph, outcome.regions, strategy)
     regions = apply_limits(graph, [sorted(r) for r in outcome.regions if r], limits, reasons)
     regions.sort(key=lambda r: r[0])
+    names, region_io, new_mod, composite_of = _outline_regions(mod, graph, regions, prefix, compiler, composite_name,
+                                                               check)
+    return _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler, composite_of)
+
+
+def _outline_regions(mod, graph, regions, prefix, compiler, composite_name, check):
+    """Each region outlined as a ``{prefix}{k}`` function (a name the module holds already is an error):
+    ``(names, region_io, new module, composite_of)``; ``check`` verifies the new module."""
     names = [f"{prefix}{k}" for k in range(len(regions))]
     for name in names:
         if name in mod:
@@ -220,7 +228,7 @@ def _partition(mod, supported, groups, strategy, run_strategy, limits, cost, com
         from ..verify import verify
 
         verify(new_mod)
-    return _result(graph, regions, names, region_io, reasons, new_mod, strategy, limits, compiler, composite_of)
+    return names, region_io, new_mod, composite_of
 
 
 def _check_outcome(graph: PartitionGraph, regions: List[List[int]], strategy: str) -> None:
