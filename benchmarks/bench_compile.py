@@ -161,20 +161,7 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
                                          threads)
     elif engine == "tvm":
         run, load_ms = _tvm_runner(model_path, bench_float._load_feed(feed_path), threads)
-        t0 = time.perf_counter()
-        outputs = run()
-        first_ms = (time.perf_counter() - t0) * 1e3
-        if outputs_path:
-            np.savez(outputs_path, *outputs)
-        for _ in range(warmup - 1):
-            run()
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            run()
-            times.append((time.perf_counter() - t) * 1e3)
-        result = {"engine": engine, "model": os.path.basename(model_path), "load_ms": load_ms,
-                  "first_ms": first_ms, "times_ms": times, "median_ms": statistics.median(times)}
+        result = bench_float.time_runner(engine, model_path, run, load_ms, repeat, warmup, outputs_path)
     else:
         raise ValueError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINES)})")
     result.update(threads=threads, pid=os.getpid())

@@ -183,6 +183,13 @@ def time_engine(engine: str, model_path: str, feed_path: str, repeat: int, warmu
     """Times ``repeat`` runs of one engine after ``warmup`` runs; what the child process prints."""
     feed = _load_feed(feed_path)
     run, load_ms = _make_runner(engine, model_path, feed, threads)
+    return time_runner(engine, model_path, run, load_ms, repeat, warmup, outputs_path)
+
+
+def time_runner(engine: str, model_path: str, run, load_ms: float, repeat: int, warmup: int,
+                outputs_path: str = "") -> dict:
+    """The first run timed apart (its outputs saved to ``outputs_path``), ``warmup - 1`` more, then
+    ``repeat`` timed runs of ``run()``: the child process's JSON record."""
     t0 = time.perf_counter()
     outputs = run()
     first_ms = (time.perf_counter() - t0) * 1e3

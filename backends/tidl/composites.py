@@ -115,18 +115,17 @@ def _tensor_shape(expr: Expr):
     return t.shape if isinstance(t, TensorType) else None
 
 
-def _per_channel_operand(call: Call) -> bool:
-    """``call`` (add/multiply) combines a variable with a per-channel constant without growing
-    the variable's shape."""
+def _constant_operand(call: Call, fits) -> bool:
+    """``call`` combines one variable with one constant, without growing the variable's shape, and
+    ``fits(constant shape, output shape)``."""
     if len(call.args) != 2:
         return False
     consts = [a for a in call.args if isinstance(a, Constant)]
     variables = [a for a in call.args if not isinstance(a, Constant)]
-    if len(consts) != 1 or len(variables) != 1:
-        return False
     out = _tensor_shape(call)
-    return (out is not None and _tensor_shape(variables[0]) == out
-            and (is_channelwise(consts[0].data.shape, out) or _last_axis_constant(consts[0].data.shape, out)))
+    if len(consts) != 1 or len(variables) != 1 or out is None or _tensor_shape(variables[0]) != out:
+        return False
+    return fits(tuple(consts[0].data.shape), tuple(out))
 
 
 def _last_axis_constant(const_shape, out_shape) -> bool:
@@ -137,18 +136,21 @@ def _last_axis_constant(const_shape, out_shape) -> bool:
             and shape[-1] == out_shape[-1] > 1)
 
 
+def _inner_product_bias(const_shape, out_shape) -> bool:
+    """An inner product's bias: one value, or one per output feature (the last axis)."""
+    return (len(const_shape) <= len(out_shape) and all(d == 1 for d in const_shape[:-1])
+            and (not const_shape or const_shape[-1] in (1, out_shape[-1])))
+
+
+def _per_channel_operand(call: Call) -> bool:
+    """``call`` (add/multiply/...) combines a variable with a per-channel constant (or one along a
+    sequence's last axis) without growing the variable's shape."""
+    return _constant_operand(call, lambda c, o: is_channelwise(c, o) or _last_axis_constant(c, o))
+
+
 def _last_axis_operand(call: Call) -> bool:
-    """``call`` (add) combines a variable with a constant that varies only along the last axis (an
-    inner product's output features), without growing the variable's shape."""
-    if len(call.args) != 2:
-        return False
-    consts = [a for a in call.args if isinstance(a, Constant)]
-    variables = [a for a in call.args if not isinstance(a, Constant)]
-    out = _tensor_shape(call)
-    if len(consts) != 1 or len(variables) != 1 or out is None or _tensor_shape(variables[0]) != out:
-        return False
-    shape = tuple(consts[0].data.shape)
-    return len(shape) <= len(out) and all(d == 1 for d in shape[:-1]) and (not shape or shape[-1] in (1, out[-1]))
+    """``call`` (add) combines a variable with an inner product's bias, without growing its shape."""
+    return _constant_operand(call, _inner_product_bias)
 
 
 def _scalar(value: float) -> Pattern:
