@@ -30,6 +30,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ...ir.errors import TidlxError
+from ...ir.expr import Call, Tuple as TupleExpr
 from ...ir.module import IRModule
 from .layers import LAYER_TYPE_IDS, TidlLayer, TidlNetwork, build_networks
 
@@ -139,23 +140,60 @@ def message_classes():
 
 # -- names -------------------------------------------------------------------------------------------
 
+def _onnx_first_outputs(partitioned: IRModule) -> Dict[str, str]:
+    """ONNX node name -> its first output tensor's name, for a module loaded from an ONNX file (the
+    node list recorded on it, or read from the file it came from); empty otherwise."""
+    from .ort_flow import ONNX_NODES_ATTR, ONNX_SOURCE_ATTR, onnx_nodes
+
+    recorded = partitioned.attrs.get(ONNX_NODES_ATTR)
+    if recorded:
+        return {str(name): str(outputs[0]) for name, _, _, outputs, _ in recorded if outputs}
+    source = partitioned.attrs.get(ONNX_SOURCE_ATTR)
+    if isinstance(source, str) and os.path.isfile(source):
+        return {n.name: n.outputs[0] for n in onnx_nodes(source) if n.outputs}
+    return {}
+
+
+def _root_node(layer: TidlLayer) -> Optional[str]:
+    """The ONNX node of the call that makes the layer's output (a fused group's last call)."""
+    fn = layer.function
+    if fn is None:
+        return None
+    body = fn.body
+    root = body.fields[0] if isinstance(body, TupleExpr) and len(body.fields) == 1 else body
+    return root.layer if isinstance(root, Call) and root.layer else None
+
+
 def ti_layer_names(partitioned: IRModule, networks) -> Dict[Tuple[str, int], str]:
-    """(subgraph, layer index) -> the layer's name in the file. A data layer of a subgraph input that
-    is a model input is named after that input tensor (TI's ONNX import); every other layer is named
-    after its first output tensor, which tidlx names after the layer (the ONNX node name)."""
+    """(subgraph, layer index) -> the layer's name in the file, as TI's ONNX import names it: a data
+    layer of a subgraph input that is a model input after that input tensor; every other layer after
+    its first output tensor in the model, the first output of the ONNX node that makes the layer's
+    output (a fused group's last node). Where that is not known (not an ONNX model), or two layers of
+    one type would share it, the layer's tidlx name (its ONNX node's)."""
     from .calibration import CalibrationError, TidlTensorSources
 
     sources = TidlTensorSources(partitioned, networks, CalibrationError, "the quantization-parameters file")
     input_name = {(sg, tid): name for name, places in sources.from_inputs.items() for sg, tid in places}
+    first_output = _onnx_first_outputs(partitioned)
     names: Dict[Tuple[str, int], str] = {}
+    fallback: Dict[Tuple[str, int], str] = {}
+    types: Dict[Tuple[str, int], str] = {}
     for net in networks:
         for layer in net.layers:
             if not layer.outputs:
                 continue
+            key = (net.name, layer.index)
             tid = layer.outputs[0]
-            names[(net.name, layer.index)] = input_name.get((net.name, tid), net.tensors[tid].name) \
-                if layer.is_data else net.tensors[tid].name
-    return names
+            fallback[key] = net.tensors[tid].name
+            types[key] = layer.type
+            if layer.is_data:
+                names[key] = input_name.get((net.name, tid), fallback[key])
+            else:
+                names[key] = first_output.get(_root_node(layer) or "", fallback[key])
+    seen: Dict[Tuple[str, str], int] = {}
+    for key, name in names.items():
+        seen[(name, types[key])] = seen.get((name, types[key]), 0) + 1
+    return {key: (fallback[key] if seen[(name, types[key])] > 1 else name) for key, name in names.items()}
 
 
 # -- what read mode gives the quantizer ----------------------------------------------------------------

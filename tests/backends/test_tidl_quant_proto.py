@@ -22,7 +22,8 @@ OPT = "advanced_options:quant_params_proto_path"
 
 @pytest.fixture(scope="module")
 def conv_relu(tmp_path_factory):
-    """x (1x3x8x8) -> Conv 'conv_node' (4 channels, 3x3, bias) -> Relu -> y."""
+    """x (1x3x8x8) -> Conv 'conv_node' (4 channels, 3x3, bias) -> Relu -> y: one TIDL layer that TI names
+    after its output tensor, y."""
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32)
     b = (rng.standard_normal(4) * 0.1).astype(np.float32)
@@ -51,7 +52,7 @@ def test_write_then_read_gives_byte_identical_artifacts(conv_relu, tmp_path):
     a = Path(_quiet_compile(mod, tmp_path / "a", opts, calib))
     text = proto.read_text()
     assert 'layer_name: "x"' in text and 'layer_type: "TIDL_DataLayer"' in text
-    assert 'layer_name: "conv_node"' in text and 'layer_type: "TIDL_ConvolutionLayer"' in text
+    assert 'layer_name: "y"' in text and 'layer_type: "TIDL_ConvolutionLayer"' in text
     assert "value:" in text and "weights {" in text
     # read mode: no calibration run (no frames needed: calibrating on None would warn about random frames)
     with warnings.catch_warnings():
@@ -78,7 +79,7 @@ layers {
   outputs { min: -4 max: 4 size: 1 element_type: 1 }
 }
 layers {
-  layer_name: "conv_node"
+  layer_name: "y"
   layer_type: "TIDL_ConvolutionLayer"
   bit_depth: 1
   outputs { min: 0 max: 8 size: 1 element_type: 0 }
@@ -118,22 +119,22 @@ def _bad(tmp_path, text):
 @pytest.mark.parametrize("change, message", [
     (lambda t: t.replace("min: 0 max: 8", "min: 0 max: 8 oops: 1"), r"bad\.prototxt:14:\d+: .*oops"),
     (lambda t: t.replace("  outputs { min: 0 max: 8 size: 1 element_type: 0 }\n", ""),
-     r"bad\.prototxt:11: layer 'conv_node' has 0 outputs entries"),
-    (lambda t: t.replace("min: 0 max: 8", "min: 0"), r"layer 'conv_node', outputs 0 has no max"),
+     r"bad\.prototxt:11: layer 'y' has 0 outputs entries"),
+    (lambda t: t.replace("min: 0 max: 8", "min: 0"), r"layer 'y', outputs 0 has no max"),
     (lambda t: t.replace("min: 0 max: 8", "min: 0 max: 3.4028235e38"),
-     r"bad\.prototxt:11: layer 'conv_node', outputs 0 has max 3\.40282e\+38: FLT_MAX"),
+     r"bad\.prototxt:11: layer 'y', outputs 0 has max 3\.40282e\+38: FLT_MAX"),
     (lambda t: t.replace("min: -4 max: 4", "min: -3.4028235e38 max: 4"), r"outputs 0 has min -3\.40282e\+38"),
     (lambda t: t.replace("size: 4 element_type: 1 value: 0.5", "size: 5 element_type: 1 value: 0.5"),
-     r"layer 'conv_node', bias has size 5 but 4 value"),
+     r"layer 'y', bias has size 5 but 4 value"),
     (lambda t: t.replace("min: 0 max: 8", "min: 9 max: 8"), r"outputs 0 has min 9 > max 8"),
     (lambda t: t.replace("min: -1 max: 0.5", "min: 1 max: 0.5"), r"weights has min 1 > max 0\.5"),
-    (lambda t: t.replace('"conv_node"', '"conv_nod"'), r"bad\.prototxt:11: layer 'conv_nod' "
-                                                       r"\(TIDL_ConvolutionLayer\) is not a layer .*closest: conv_node"),
+    (lambda t: t.replace('"y"', '"yy"'), r"bad\.prototxt:11: layer 'yy' "
+                                                       r"\(TIDL_ConvolutionLayer\) is not a layer .*closest: y"),
     (lambda t: t.replace('"TIDL_ConvolutionLayer"', '"TIDL_PoolingLayer"'),
-     r"layer 'conv_node' \(TIDL_PoolingLayer\) is not a layer of the model; the model's layer 'conv_node' is a "
+     r"layer 'y' \(TIDL_PoolingLayer\) is not a layer of the model; the model's layer 'y' is a "
      r"TIDL_ConvolutionLayer"),
-    (lambda t: t.split("layers {\n  layer_name: \"conv_node\"")[0],
-     r"no entry for layer 'conv_node' \(TIDL_ConvolutionLayer\)"),
+    (lambda t: t.split("layers {\n  layer_name: \"y\"")[0],
+     r"no entry for layer 'y' \(TIDL_ConvolutionLayer\)"),
 ])
 def test_a_malformed_or_inadequate_file_is_one_clean_error(conv_relu, tmp_path, capsys, change, message):
     path, mod, _ = conv_relu
