@@ -644,8 +644,11 @@ def pad_with_zero_point(x, pads: Sequence[Tuple[int, int]], zero_point: int = 0)
 
 
 def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
-    """§8.12 data convert into a subgraph: ``q = clamp(floor(x tensorScale + 0.5))`` in float64
-    (TIDL-NUMERICS.md, "Runtime arithmetic": open, tidlx's choice round half up as roundSat)."""
+    """§8.12 data convert into a subgraph, as TI 11.x's DataConvert reference (``TIDL_refDataConvertNew``,
+    float source): ``val = float32(x * float32(tensorScale))`` (float32 product); ``val + 0.5`` when
+    ``val > 0``, else ``val - 0.5``, added in float64 and rounded to float32 (``tidl_sat``'s float
+    parameter); saturated to the output type; then truncated toward zero. So round half away from zero,
+    except where the float32 rounding of the sum carries it to the next integer."""
     arr = np.asarray(x)
     if arr.dtype.kind != "f":
         raise FixedPointError(f"data convert: expected a float array, got {arr.dtype}")
@@ -654,16 +657,22 @@ def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
     if not tensor_scale > 0:
         raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
     lo, hi = out.bounds
-    return np.clip(np.floor(arr.astype(np.float64) * float(tensor_scale) + 0.5), lo, hi).astype(out.dtype)
+    with np.errstate(over="ignore"):
+        val = (arr.astype(np.float32) * np.float32(tensor_scale)).astype(np.float64)
+    moved = np.where(val > 0, val + 0.5, val - 0.5).astype(np.float32)
+    return np.trunc(np.clip(moved, lo, hi)).astype(out.dtype)
 
 
 def data_convert_to_float(q, tensor_scale: float, zero_point: int = 0) -> np.ndarray:
-    """§8.12 data convert out of a subgraph: ``float32((q - zp) / tensorScale)`` (TIDL-NUMERICS.md,
-    "Scales and styles": x = (q - zero_point) / scale; "Files and traces": debug level 4's float form)."""
+    """§8.12 data convert out of a subgraph, as TI 11.x's DataConvert reference (``TIDL_refDataConvertNew``
+    with ``TIDL_dataConvertGetScaleAndBias``): ``s = float32(1 / float32(tensorScale))``, then
+    ``float32(q) * s + float32(-(zp * s))``, each operation in float32."""
     qi, _ = _tensor(q, "data convert input")
     if not tensor_scale > 0:
         raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
-    return ((qi - int(zero_point)).astype(np.float64) / float(tensor_scale)).astype(np.float32)
+    s = np.float32(1.0) / np.float32(tensor_scale)
+    bias = np.float32(0.0) - np.float32(zero_point) * s
+    return qi.astype(np.float32) * s + bias
 
 
 # ---- §8.10.1-2: the non-saturating activations -------------------------------------------------

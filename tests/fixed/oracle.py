@@ -323,14 +323,27 @@ def activation_bounds(bits, signed, activation, tensor_scale=None, clip_min=None
     return max(lo, min(qlo, hi)), min(hi, max(qhi, lo))
 
 
+def _f32(v):
+    return float(np.float32(v))
+
+
 def data_convert_to_fixed(x, tensor_scale, bits, signed):
+    """§8.12: float32 product, +-0.5 in double rounded to float32, saturate, truncate toward zero."""
     lo, hi = bounds(bits, signed)
-    return np.array([clamp(math.floor(float(v) * tensor_scale + 0.5), lo, hi) for v in np.ravel(x)],
-                    np.int64).reshape(np.shape(x))
+    s = _f32(tensor_scale)
+    out = []
+    for v in np.ravel(x):
+        val = _f32(_f32(v) * s)
+        t = _f32(val + 0.5) if val > 0 else _f32(val - 0.5)
+        t = clamp(t, lo, hi)
+        out.append(int(t))                          # int() truncates toward zero
+    return np.array(out, np.int64).reshape(np.shape(x))
 
 
 def data_convert_to_float(q, tensor_scale):
-    return np.array([np.float32(int(v) / tensor_scale) for v in np.ravel(q)], np.float32).reshape(np.shape(q))
+    """§8.12: q times the float32 reciprocal of the float32 tensorScale, the product in float32."""
+    r = np.float32(1) / np.float32(tensor_scale)
+    return np.array([np.float32(int(v)) * r for v in np.ravel(q)], np.float32).reshape(np.shape(q))
 
 
 # ---- import side: §4-§6, §8.1.1 ---------------------------------------------------------------

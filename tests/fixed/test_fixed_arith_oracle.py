@@ -347,8 +347,10 @@ def test_activation_bounds_and_data_convert_match_oracle(data):
     assert fx.activation_bounds(out, activation, scale, lo_c, hi_c) == \
         oracle.activation_bounds(bits, signed, activation, scale, lo_c, hi_c)
     ties = st.integers(-300, 300).map(lambda k: (k + 0.5) / scale)     # x * scale = k + 1/2 (exact for 2^e)
-    x = np.array(data.draw(st.lists(st.one_of(st.floats(-1e6, 1e6, width=32), ties), min_size=1, max_size=16)),
-                 np.float32)
+    # just inside a half: float32 rounds (k + 1/2 - ulp) + 1/2 up when the ulp is below that of the sum
+    near = st.integers(-300, 300).map(lambda k: float(np.nextafter(np.float32(k + 0.5), np.float32(0))) / scale)
+    x = np.array(data.draw(st.lists(st.one_of(st.floats(-1e6, 1e6, width=32), ties, near),
+                                    min_size=1, max_size=16)), np.float32)
     q = fx.data_convert_to_fixed(x, scale, out)
     assert_same(q, oracle.data_convert_to_fixed(x, scale, bits, signed), out)
     back = fx.data_convert_to_float(q, scale)
@@ -361,6 +363,19 @@ def test_round_sat_rounds_half_toward_plus_infinity():
     assert fx.round_sat(np.array([2, 6, -2, -6, 3, -3]), 2, -100, 100).tolist() == [1, 2, 0, -1, 1, -1]
     with pytest.raises(fx.FixedPointError, match=r"\[0, 62\]"):
         fx.round_sat(np.array([1]), -1, 0, 1)
+
+
+def test_data_convert_rounds_as_ti():
+    """§8.12's worked examples: half away from zero, the float32 sum, the float32 reciprocal."""
+    s8 = fx.FixedType(8, True)
+    assert fx.data_convert_to_fixed(np.array([-2.5, 2.5, -0.5, 0.5, 0.0, -1e9, 1e9], np.float32), 1.0,
+                                    s8).tolist() == [-3, 3, -1, 1, 0, -128, 127]
+    below_half = np.nextafter(np.float32(0.5), np.float32(0))          # 0.5 - 2^-25
+    assert fx.data_convert_to_fixed(np.array([below_half, -below_half]), 1.0, s8).tolist() == [1, -1]
+    # the product is rounded to float32 first: float32(0.35) * 10 is 3.4999999403953552 exactly, 3.5 in float32
+    assert fx.data_convert_to_fixed(np.array([0.35], np.float32), 10.0, s8).tolist() == [4]
+    back = fx.data_convert_to_float(np.array([9], np.int8), 10.0)
+    assert back.dtype == np.float32 and back.view(np.int32).item() == 0x3F666667   # 9 * float32(0.1)
 
 
 def test_int32_accumulator_wraps():
