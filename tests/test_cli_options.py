@@ -44,16 +44,16 @@ def table_rows(out):
 
 
 def test_every_option_tidlx_accepts_is_in_the_table_and_the_json(capsys):
-    """Every field of TidlOptions (by its TI name), tidlx's disabled_passes and flow: a new option is in the
+    """Every field of TidlOptions (by its TI name), tidlx's disabled_passes, flow and model_surgery: a new option is in the
     output, with where it acts and how much of it tidlx implements, or this test fails."""
     assert set(NAME_OF_FIELD) == set(FIELDS)   # every field has a spec, hence a TI name
-    expected = [NAME_OF_FIELD[f] for f in FIELDS] + [DISABLED_PASSES_OPTION, "flow"]
+    expected = [NAME_OF_FIELD[f] for f in FIELDS] + [DISABLED_PASSES_OPTION, "flow", "model_surgery"]
     code, out, err = run_cli(capsys, "options")
     assert code == 0 and not err, err
     rows = table_rows(out)
     assert sorted(rows) == sorted(expected)
     records = json_records(capsys)
-    assert [r["name"] for r in records] == list(OPTIONS) + [DISABLED_PASSES_OPTION, "flow"]
+    assert [r["name"] for r in records] == list(OPTIONS) + [DISABLED_PASSES_OPTION, "flow", "model_surgery"]
     assert sorted(r["field"] for r in records if r["field"]) == sorted(FIELDS)
     for r in records:
         assert r["changes"], r["name"]
@@ -67,7 +67,8 @@ def test_every_option_tidlx_accepts_is_in_the_table_and_the_json(capsys):
         assert cells[2] == r["allowed"] and cells[3] == r["changes"]
         assert cells[5].startswith(r["support"])
     assert {r["name"] for r in records if r["origin"] == "tidlx"} == \
-        {"max_batch_size", "max_subgraph_io", "min_subgraph_macs", "disabled_fusions", DISABLED_PASSES_OPTION, "flow"}
+        {"max_batch_size", "max_subgraph_io", "min_subgraph_macs", "disabled_fusions", DISABLED_PASSES_OPTION, "flow",
+         "model_surgery"}
 
 
 def test_json_has_the_fixed_keys_and_the_checks_of_the_specs(capsys):

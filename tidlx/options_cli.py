@@ -53,19 +53,20 @@ def _json_value(value):
 
 
 def option_records() -> List[Dict[str, Any]]:
-    """One record per option tidlx reads (TI's, in TI's order, then tidlx's ``disabled_passes`` and ``flow``), with
+    """One record per option tidlx reads (TI's, in TI's order, then tidlx's ``disabled_passes``, ``flow`` and ``model_surgery``), with
     ``JSON_KEYS``; ``default`` as TI's tools take it (names joined with commas; None: unset)."""
     from .backends.tidl.flow import resolve_options
-    from .backends.tidl.options import DEFAULT_FLOW, FLOW_SPEC, OPTIONS, TidlOptions
+    from .backends.tidl.options import DEFAULT_FLOW, FLOW_SPEC, MODEL_SURGERY_SPEC, OPTIONS, TidlOptions
 
     defaults = dict(TidlOptions().as_dict())
     _, passes = resolve_options(None)
     passes_spec = _disabled_passes_spec()
     defaults[passes_spec.name] = ",".join(passes)
     defaults[FLOW_SPEC.name] = DEFAULT_FLOW
+    defaults[MODEL_SURGERY_SPEC.name] = None   # unset: the flow decides (on with flow=ort, off with flow=tvm)
     closed = _closed_names()
     records = []
-    for spec in list(OPTIONS.values()) + [passes_spec, FLOW_SPEC]:
+    for spec in list(OPTIONS.values()) + [passes_spec, FLOW_SPEC, MODEL_SURGERY_SPEC]:
         names = closed.get(spec.name, ())
         if spec.kind == "names":
             allowed = f"a comma-separated list of {spec.values}" if spec.values else spec.allowed()

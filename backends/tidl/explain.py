@@ -164,4 +164,41 @@ def explain_function(target: Union[Function, IRModule], options: Optional[TidlOp
     return out
 
 
-__all__ = ["HostReason", "HOST_REASON_KINDS", "explain", "explain_function"]
+# -- TI's model surgery: which rule would move a host call to TIDL ----------------------------------
+
+def _softmax_channel_to_width(call: Call) -> bool:
+    """A softmax along the channel axis at rank 4 or more: after the rule, the softmax is along the
+    width axis and its transposes keep the batch axis, all of which TIDL takes (at rank 3 the
+    transposes would move axis 0, which TIDL's Transpose refuses)."""
+    from ...ir.passes.convert_softmax_axis_channel_to_width import channel_perm
+
+    return channel_perm(call) is not None and call.args[0].checked_type.ndim >= 4
+
+
+#: TI's model optimizer rule -> whether it rewrites a call the support rules refuse into calls they take.
+SURGERY_FIXES = {
+    "convert_softmax_axis_channel_to_width": _softmax_channel_to_width,
+}
+
+
+def surgery_hint(rule: str) -> str:
+    return f"TI model optimizer rule {rule} moves it to TIDL (on by default in the ORT flow; model_surgery=1)"
+
+
+def with_surgery_hints(reasons: Dict[Call, HostReason], rules: Sequence[str]) -> Dict[Call, HostReason]:
+    """``reasons`` with, on each call a support rule refuses and one of TI's model surgery ``rules``
+    (not applied) would move to TIDL, the rule named after the reason."""
+    out = dict(reasons)
+    for call, reason in reasons.items():
+        if reason.kind != "rule":
+            continue
+        for rule in rules:
+            fixes = SURGERY_FIXES.get(rule)
+            if fixes is not None and fixes(call):
+                out[call] = HostReason(reason.kind, f"{reason.message}; {surgery_hint(rule)}")
+                break
+    return out
+
+
+__all__ = ["HostReason", "HOST_REASON_KINDS", "explain", "explain_function", "with_surgery_hints", "SURGERY_FIXES",
+           "surgery_hint"]

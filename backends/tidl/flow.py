@@ -60,9 +60,9 @@ from ...ir.types import TensorType
 from ...emulator import registry as _emulator  # noqa: F401  (importing tidlx.emulator gives FoldConstant its evaluator)
 from .composites import Composite, find_composites
 from .context import RuleContext
-from .explain import HostReason, explain_function
-from .options import (DEFAULT_FLOW, FLOW_OPTION, OPTIONS, BatchLimit, OptionError, TidlOptions, parse_flow,
-                      parse_key_values)
+from .explain import HostReason, explain_function, with_surgery_hints
+from .options import (DEFAULT_FLOW, FLOW_OPTION, MODEL_SURGERY_OPTION, OPTIONS, BatchLimit, OptionError,
+                      TidlOptions, parse_flow, parse_key_values, parse_model_surgery)
 
 #: tidlx's own option (not TI's): preparation passes to skip, by name.
 DISABLED_PASSES_OPTION = "disabled_passes"
@@ -71,8 +71,17 @@ DISABLED_PASSES_OPTION = "disabled_passes"
 PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv",
                "MergePadIntoConv", "FoldBatchNormIntoDense")
 
+#: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
+#: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
+SURGERY_RULES = {
+    "ConvertSoftmaxAxisChannelToWidth": "convert_softmax_axis_channel_to_width",
+}
+SURGERY_PASSES = tuple(SURGERY_RULES)
+
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
+                                        "transposes",
     "FoldConstant": "computed at compile time (all its inputs are constants)",
     "RemoveIdentityOps": "an identity op (returns its input unchanged), dropped",
     "ConvertMaxMinToClip": "max/min with a constant, turned into a clip",
@@ -91,11 +100,11 @@ def _unknown(name: str) -> OptionError:
     from .options import suggest_option
 
     hint = list(suggest_option(name))
-    for own in (FLOW_OPTION, DISABLED_PASSES_OPTION):
+    for own in (FLOW_OPTION, DISABLED_PASSES_OPTION, MODEL_SURGERY_OPTION):
         if closest(name.strip(), [own], n=1):
             hint.insert(0, own)
     extra = f"; did you mean {' or '.join(repr(h) for h in hint[:3])}?" if hint else \
-        f"; valid options: {', '.join(list(OPTIONS) + [DISABLED_PASSES_OPTION, FLOW_OPTION])}"
+        f"; valid options: {', '.join(list(OPTIONS) + [DISABLED_PASSES_OPTION, FLOW_OPTION, MODEL_SURGERY_OPTION])}"
     return OptionError(f"unknown TIDL option '{name}'{extra}")
 
 
@@ -108,17 +117,18 @@ def _pass_names(value) -> Tuple[str, ...]:
         items = [part for v in value for part in v.split(",")]
     else:
         raise OptionError(f"option {DISABLED_PASSES_OPTION}={value!r} is not allowed: it must be a comma-separated "
-                          f"list of pass names ({', '.join(PREP_PASSES)})")
+                          f"list of pass names ({', '.join(PREP_PASSES + SURGERY_PASSES)})")
     names: List[str] = []
     for item in items:
         item = item.strip()
         if not item:
             continue
-        if item not in PREP_PASSES:
-            hint = closest(item, PREP_PASSES)
+        if item not in PREP_PASSES and item not in SURGERY_PASSES:
+            hint = closest(item, PREP_PASSES + SURGERY_PASSES)
             extra = f"; did you mean {', '.join(hint)}?" if hint else ""
             raise OptionError(f"option {DISABLED_PASSES_OPTION}: '{item}' is not a graph preparation pass{extra} "
-                              f"(the passes: {', '.join(PREP_PASSES)})")
+                              f"(the passes: {', '.join(PREP_PASSES)}; TI's model surgery: "
+                              f"{', '.join(SURGERY_PASSES)})")
         if item not in names:
             names.append(item)
     return tuple(names)
@@ -152,6 +162,16 @@ def resolve_flow(options: OptionsLike = None) -> str:
     return DEFAULT_FLOW
 
 
+def resolve_model_surgery(options: OptionsLike = None) -> bool:
+    """Whether TI's model surgery runs: tidlx's option ``model_surgery`` when given, else the flow's
+    default (on with ``flow=ort``, as TI's runner does; off with ``flow=tvm``)."""
+    values = _option_values(options)
+    for key, value in (values or {}).items():
+        if key.strip() == MODEL_SURGERY_OPTION:
+            return parse_model_surgery(value)
+    return resolve_flow(options) == "ort"
+
+
 def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str, ...]]:
     """``(TidlOptions, disabled preparation passes)`` from what users pass: None, a
     TidlOptions, a dict of TI option names (plus tidlx's ``disabled_passes`` and ``flow``, which
@@ -170,6 +190,8 @@ def resolve_options(options: OptionsLike = None) -> Tuple[TidlOptions, Tuple[str
             disabled = _pass_names(value)
         elif name == FLOW_OPTION:
             parse_flow(value)
+        elif name == MODEL_SURGERY_OPTION:
+            parse_model_surgery(value)
         elif name in OPTIONS:
             ti_values[name] = value
         else:
@@ -222,6 +244,8 @@ class Transformation:
     ops_after: Tuple[str, ...]
     into: Optional[str]
     message: str
+    #: TI's model optimizer rule the pass follows (TI's model surgery), else None.
+    rule: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -275,19 +299,22 @@ def _layer_ops(fn: Function) -> Dict[str, Tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str]) -> List[Pass]:
+def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False) -> List[Pass]:
     from ...ir.passes import PASSES
+    from ...ir.passes import SURGERY_PASSES as SURGERY
 
-    return [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
+    surgery = [SURGERY[name] for name in SURGERY_PASSES] if model_surgery else []
+    return surgery + [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
 
 
 def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = (),
-            timings: Optional[Dict[str, float]] = None) \
+            timings: Optional[Dict[str, float]] = None, model_surgery: bool = False) \
         -> Tuple[IRModule, List[PassRecord], List[Transformation]]:
     """Runs TI's graph preparation on ``mod``; returns the prepared module, what each pass did
     and the layers it removed or rewrote. Passes in ``disabled_passes`` or disabled by the
     PassContext in effect are skipped. ``timings`` (if given) gets the seconds of each pass
-    (``prepare.<pass name>``, the pass and its layer diff)."""
+    (``prepare.<pass name>``, the pass and its layer diff). ``model_surgery``: TI's model surgery
+    (``SURGERY_PASSES``) runs first."""
     current = PassContext.current()
     disabled = set(disabled_passes) | set(current.disabled_passes)
     ctx = PassContext(opt_level=current.opt_level, config=dict(current.config), disabled_passes=sorted(disabled),
@@ -298,7 +325,7 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     changes: List[Transformation] = []
     before = None  # the layers' ops of @main before the first pass that changes it, when one does
     with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
-        for p in _prep_passes(options, layer_types):
+        for p in _prep_passes(options, layer_types, model_surgery):
             if ctx.is_disabled(p.name):
                 records.append(PassRecord(p.name, "disabled", 0))
                 continue
@@ -344,6 +371,11 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
             else:
                 message = f"{'+'.join(ops)} '{layer}': {PASS_EFFECTS[pass_name]} by {pass_name}"
             out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message))
+        elif pass_name in SURGERY_RULES:
+            rule = SURGERY_RULES[pass_name]
+            message = (f"'{layer}': {'+'.join(ops)} -> {'+'.join(now)} by TI's {rule} rule "
+                       f"({pass_name}: {PASS_EFFECTS[pass_name]})")
+            out.append(Transformation(pass_name, layer, kind, "rewritten", ops, now, None, message, rule))
         else:
             message = f"'{layer}': {'+'.join(ops)} -> {'+'.join(now)} by {pass_name} ({PASS_EFFECTS[pass_name]})"
             out.append(Transformation(pass_name, layer, kind, "rewritten", ops, now, None, message))
@@ -385,6 +417,8 @@ class Analysis:
     batch: int
     batch_limit: BatchLimit
     timings: Dict[str, float] = field(default_factory=dict)
+    #: Whether TI's model surgery ran (option ``model_surgery``).
+    model_surgery: bool = False
 
     def oracle(self, call: Call) -> Optional[str]:
         reason = self.reasons.get(call)
@@ -465,7 +499,8 @@ def analyse(mod: IRModule, options: OptionsLike = None, *, batch_limit: Optional
     _check_names_against(mod, opts)
     t1 = time.perf_counter()
     pass_times: Dict[str, float] = {}
-    prepared, records, changes = prepare(mod, opts, disabled, pass_times)
+    surgery = resolve_model_surgery(options)
+    prepared, records, changes = prepare(mod, opts, disabled, pass_times, model_surgery=surgery)
     t2 = time.perf_counter()
     layer_types = dict(prepared.layer_types)
     ctx = RuleContext.for_function(prepared["main"], layer_types, find_groups=False)
@@ -480,10 +515,13 @@ def analyse(mod: IRModule, options: OptionsLike = None, *, batch_limit: Optional
         for pattern in _NAME_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern, category=TidlxWarning)
         reasons = explain_function(prepared, opts, ctx=ctx, batch_limit=batch_limit)
+    if not surgery and reasons:
+        reasons = with_surgery_hints(reasons, [rule for name, rule in SURGERY_RULES.items() if name not in disabled])
     t3 = time.perf_counter()
     return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,
                     {"options": t1 - t0, "prepare": t2 - t1, **pass_times, "composites": t_groups - t2,
-                     "rules": t3 - t_groups, "explain": t3 - t2})
+                     "rules": t3 - t_groups, "explain": t3 - t2}, model_surgery=surgery)
+
 
 
 def composite_name(calls: Sequence[Call], group: Optional[Composite]) -> str:
@@ -567,5 +605,5 @@ def compare_strategies(mod: IRModule, options: OptionsLike = None, strategies: O
 
 
 __all__ = ["run_flow", "analyse", "partition_analysis", "partition_for_tidl", "compare_strategies",
-           "resolve_options", "resolve_flow", "prepare", "composites_for", "list_denial", "model_batch", "Analysis", "FlowResult",
-           "Transformation", "PassRecord", "PREP_PASSES", "DISABLED_PASSES_OPTION"]
+           "resolve_options", "resolve_flow", "resolve_model_surgery", "prepare", "composites_for", "list_denial", "model_batch", "Analysis", "FlowResult",
+           "Transformation", "PassRecord", "PREP_PASSES", "SURGERY_PASSES", "SURGERY_RULES", "DISABLED_PASSES_OPTION"]

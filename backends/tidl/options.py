@@ -255,6 +255,35 @@ def parse_flow(value) -> str:
     raise OptionError(f"option {FLOW_OPTION}={value!r} is not allowed: it must be one of {', '.join(FLOWS)} "
                       f"(tvm: TI's TVM import, ort: TI's ONNX Runtime import)")
 
+#: tidlx's option ``model_surgery``: whether TI's ONNX model surgery (the rules of TI's model optimizer
+#: that are on by default, run by TI's runner before the import) rewrites the model first. Read beside
+#: TI's options like ``flow``; not a TidlOptions field. Unset, the flow decides: on with ``flow=ort``
+#: (TI's runner runs the surgery by default), off with ``flow=tvm``.
+MODEL_SURGERY_OPTION = "model_surgery"
+MODEL_SURGERY_SPEC = _spec(
+    MODEL_SURGERY_OPTION, "", "choice",
+    "TI's default ONNX model surgery before the import (1 on, 0 off); unset: on with flow=ort, as TI's "
+    "runner does, off with flow=tvm", (0, 1), origin="tidlx", steps=("partition",), support="partial",
+    note="the rules of TI's model optimizer that are on by default and apply to tidlx's IR, each a graph "
+         "preparation pass (docs/ort-flow.md, \"TI's model surgery\"); the others are not modelled")
+
+
+def parse_model_surgery(value) -> bool:
+    """The value of ``model_surgery`` (``0``/``1``, also ``True``/``False`` and their strings)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("0", "false", "off", "no"):
+            return False
+        if text in ("1", "true", "on", "yes"):
+            return True
+    raise OptionError(f"option {MODEL_SURGERY_OPTION}={value!r} is not allowed: it must be 0 or 1 (1: TI's default "
+                      f"model surgery before the import)")
+
+
 #: Options TIDL honours only at accuracy_level 9.
 _LEVEL9_ONLY = ("activation_clipping", "weight_clipping", "bias_calibration", "channel_wise_quantization")
 
@@ -597,4 +626,5 @@ def option_names() -> List[str]:
 
 __all__ = ["TidlOptions", "OptionError", "OptionSpec", "OPTIONS", "BatchLimit", "BATCH_ENV_VAR", "MAX_SUBGRAPHS",
            "PLATFORMS", "STEPS", "SUPPORT", "parse_value", "suggest_option", "onnx_layer_types", "option_names",
-           "FLOW_OPTION", "FLOWS", "DEFAULT_FLOW", "FLOW_SPEC", "parse_flow"]
+           "FLOW_OPTION", "FLOWS", "DEFAULT_FLOW", "FLOW_SPEC", "parse_flow",
+           "MODEL_SURGERY_OPTION", "MODEL_SURGERY_SPEC", "parse_model_surgery"]

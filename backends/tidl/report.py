@@ -448,7 +448,8 @@ class PartitionReport:
             "host_groups": [g.to_dict() for g in self.host_groups()],
             "transformations": [{"pass": t.pass_name, "layer": t.layer, "layer_type": t.layer_type,
                                  "change": t.change, "ops_before": list(t.ops_before),
-                                 "ops_after": list(t.ops_after), "into": t.into, "message": t.message}
+                                 "ops_after": list(t.ops_after), "into": t.into, "message": t.message,
+                                 "rule": t.rule}
                                 for t in self.transformations],
             "preparation": [{"pass": p.name, "status": p.status, "changes": p.changes} for p in self.passes],
         }

@@ -1,4 +1,5 @@
-"""The built-in passes, one per file. ``PASSES`` maps each name to its pass.
+"""The built-in passes, one per file. ``PASSES`` maps each name to its pass, ``SURGERY_PASSES`` the
+passes made after rules of TI's ONNX model optimizer.
 
     from tidlx.ir.passes import PASSES, FoldConstant
     new_mod = FoldConstant(mod)
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..transform import Pass, Sequential
+from .convert_softmax_axis_channel_to_width import ConvertSoftmaxAxisChannelToWidth
 from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
 from .fold_bn_dense import FoldBatchNormIntoDense
@@ -24,6 +26,12 @@ PASSES: Dict[str, Pass] = {p.name: p for p in (
     RemoveIdentityOps, ConvertMaxMinToClip, SplitAsymmetricStrideConv, MergePadIntoConv,
 )}
 
+#: The passes made after rules of TI's ONNX model optimizer (TI's model surgery), by name. They are
+#: not in ``PASSES``: the TIDL flow runs them before its graph preparation when asked to.
+SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
+    ConvertSoftmaxAxisChannelToWidth,
+)}
+
 
 def inference_pipeline() -> Sequential:
     """The standard preparation of an imported model: fold the BNs into their neighbours where
@@ -34,6 +42,7 @@ def inference_pipeline() -> Sequential:
                       name="InferencePipeline")
 
 
-__all__ = ["PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
+__all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
            "FoldBatchNormIntoDense", "inference_pipeline",
-           "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv"]
+           "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv",
+           "ConvertSoftmaxAxisChannelToWidth"]

@@ -1,0 +1,77 @@
+"""ConvertSoftmaxAxisChannelToWidth: a softmax along the channel axis becomes transpose -> softmax
+along the width axis -> transpose (TI's model optimizer rule ``convert_softmax_axis_channel_to_width``,
+on by default in TI's runner). TIDL normalizes along the width or the height axis only.
+
+    nn.softmax(x, axis=1)      # x: (N, C, H, W)
+    ->
+    %0 = transpose(x, axes=[0, 3, 2, 1]);       # (N, W, H, C)
+    %1 = nn.softmax(%0, axis=-1);
+    transpose(%1, axes=[0, 3, 2, 1])            # (N, C, H, W)
+
+The channel axis is axis -3 (the third from the right), at rank 3 or more, as TI's rule takes it
+(TI reads the axis as written in the ONNX node; the IR's axis is the same axis, whatever its
+sign). The transposes swap axes -3 and -1 and leave the others in place; the permutation is its
+own inverse, so both transposes use it. All three calls take the softmax's layer name (they are
+what the one ONNX node became).
+
+Exactness: the transposes move values without computing; the softmax sums the same values along
+its axis, so the float results agree to rounding.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..expr import Call
+from ..op import call
+from ..pattern import is_op
+from ..rewrite import RewriteTable
+from ..transform import module_pass
+from ..types import TensorType
+
+#: TI's name of the rule.
+TI_RULE = "convert_softmax_axis_channel_to_width"
+
+
+def channel_perm(call_: Call) -> Optional[List[int]]:
+    """The permutation swapping the channel and width axes when ``call_`` is a softmax along the
+    channel axis (axis -3) of a tensor of rank 3 or more, else None."""
+    if not isinstance(call_, Call) or call_.op_name != "nn.softmax":
+        return None
+    t = call_.args[0].checked_type
+    if not isinstance(t, TensorType) or t.ndim < 3:
+        return None
+    ndim = t.ndim
+    if call_.attrs.axis % ndim != ndim - 3:
+        return None
+    perm = list(range(ndim))
+    perm[-1], perm[-3] = perm[-3], perm[-1]
+    return perm
+
+
+def _convert(m):
+    softmax = m.expr
+    perm = channel_perm(softmax)
+    if perm is None:
+        return None
+    layer = softmax.layer
+    inner = call("transpose", softmax.args[0], axes=perm, layer=layer)
+    normed = call("nn.softmax", inner, axis=-1, layer=layer)
+    return call("transpose", normed, axes=perm, layer=layer)
+
+
+CONVERT_SOFTMAX_AXIS_CHANNEL_TO_WIDTH = RewriteTable([
+    ("softmax_along_channel", is_op("nn.softmax"), _convert),
+], name="ConvertSoftmaxAxisChannelToWidth")
+
+
+@module_pass("ConvertSoftmaxAxisChannelToWidth", opt_level=0)
+def convert_softmax_axis_channel_to_width(mod, ctx):
+    """Runs a channel-axis softmax along the width axis between two transposes (TI's
+    convert_softmax_axis_channel_to_width)."""
+    return CONVERT_SOFTMAX_AXIS_CHANNEL_TO_WIDTH.rewrite(mod)
+
+
+ConvertSoftmaxAxisChannelToWidth = convert_softmax_axis_channel_to_width
+
+__all__ = ["ConvertSoftmaxAxisChannelToWidth", "CONVERT_SOFTMAX_AXIS_CHANNEL_TO_WIDTH", "channel_perm", "TI_RULE"]

@@ -1,0 +1,111 @@
+"""TI's model surgery (tidlx's option ``model_surgery``): on by default in the ORT flow, off by
+default in the TVM flow; the report names each rewrite and, with the surgery off, the rule that
+would move a host op to TIDL."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tidlx
+from tidlx.backends.tidl.flow import resolve_model_surgery, resolve_options
+from tidlx.backends.tidl.options import MODEL_SURGERY_SPEC, OptionError
+from tidlx.backends.tidl.ort_flow import attach_onnx_nodes
+from tidlx.frontends.onnx import from_onnx
+from tidlx.models import bevdet_img_stage
+
+SOFTMAX = "/img_view_transformer/Softmax"
+RULE = "convert_softmax_axis_channel_to_width"
+HINT = "TI model optimizer rule convert_softmax_axis_channel_to_width moves it to TIDL (on by default in the ORT flow; model_surgery=1)"
+
+
+@pytest.fixture(scope="module")
+def bevdet():
+    model = bevdet_img_stage("resnet50", batch=1, tiny=True)
+    return attach_onnx_nodes(from_onnx(model), model)
+
+
+def test_option_defaults_follow_the_flow():
+    assert resolve_model_surgery({"flow": "ort"}) is True
+    assert resolve_model_surgery({}) is False and resolve_model_surgery(None) is False
+    assert resolve_model_surgery({"flow": "ort", "model_surgery": 0}) is False
+    assert resolve_model_surgery({"model_surgery": "1"}) is True
+    assert resolve_model_surgery(["flow=ort", "model_surgery=0"]) is False
+    resolve_options({"model_surgery": 1})   # read beside TI's options
+    with pytest.raises(OptionError, match="model_surgery=2"):
+        resolve_options({"model_surgery": 2})
+    with pytest.raises(OptionError, match="did you mean 'model_surgery'"):
+        resolve_options({"model_surgery_": 1})
+    assert MODEL_SURGERY_SPEC.origin == "tidlx" and MODEL_SURGERY_SPEC.choices == (0, 1)
+    assert MODEL_SURGERY_SPEC.support == "partial" and MODEL_SURGERY_SPEC.support_note
+
+
+def test_bevdet_depth_softmax_on_tidl_in_the_ort_flow(bevdet):
+    """The acceptance check: with TI's default surgery the depth softmax is on TIDL, and the report
+    says which rule moved it."""
+    _, report = tidlx.partition(bevdet, {"flow": "ort"})
+    assert not report.host_ops
+    assert report.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    (t,) = report.transformations
+    assert (t.pass_name, t.rule, t.layer, t.change) == ("ConvertSoftmaxAxisChannelToWidth", RULE, SOFTMAX, "rewritten")
+    assert t.ops_before == ("nn.softmax",) and t.ops_after == ("transpose", "nn.softmax", "transpose")
+    assert t.message == (f"'{SOFTMAX}': nn.softmax -> transpose+nn.softmax+transpose by TI's {RULE} rule "
+                         f"(ConvertSoftmaxAxisChannelToWidth: softmax along the channel axis, run along the width "
+                         f"axis between two transposes)")
+    assert "ConvertSoftmaxAxisChannelToWidth" in report.render_text() and RULE in report.render_text()
+    data = json.loads(report.to_json())
+    assert data["transformations"][0]["rule"] == RULE
+    assert data["preparation"][0] == {"pass": "ConvertSoftmaxAxisChannelToWidth", "status": "ran", "changes": 1}
+    assert all(v.state != "host" for v in report.ort.verdicts)
+
+
+def test_without_surgery_the_softmax_falls_back_and_names_the_rule(bevdet):
+    _, report = tidlx.partition(bevdet, {"flow": "ort", "model_surgery": 0})
+    (host,) = report.host_ops
+    assert host.layer == SOFTMAX and host.kind == "rule" and host.reason.endswith(HINT)
+    (verdict,) = [v for v in report.ort.verdicts if v.state == "host"]
+    assert verdict.reason.endswith(HINT)
+    assert not report.transformations
+    assert [p.name for p in report.passes][0] == "FoldConstant"   # no surgery pass ran
+
+
+def test_surgery_pass_disabled_by_name(bevdet):
+    _, report = tidlx.partition(bevdet, {"flow": "ort", "disabled_passes": "ConvertSoftmaxAxisChannelToWidth"})
+    (host,) = report.host_ops
+    assert host.layer == SOFTMAX and HINT not in host.reason
+    assert ("ConvertSoftmaxAxisChannelToWidth", "disabled") in [(p.name, p.status) for p in report.passes]
+
+
+def test_tvm_flow_partition_unchanged_by_default_and_surgery_on_request(bevdet):
+    plain, report = tidlx.partition(bevdet)
+    assert [h.layer for h in report.host_ops] == [SOFTMAX] and report.host_ops[0].reason.endswith(HINT)
+    assert not report.transformations and len(report.subgraphs) == 2
+    assert "ConvertSoftmaxAxisChannelToWidth" not in [p.name for p in report.passes]
+    _, with_surgery = tidlx.partition(bevdet, {"model_surgery": 1})
+    assert not with_surgery.host_ops and len(with_surgery.subgraphs) == 1
+    assert [t.rule for t in with_surgery.transformations] == [RULE]
+
+
+def test_surgery_keeps_the_outputs(bevdet):
+    from tidlx.backends.tidl.flow import analyse
+
+    prepared = analyse(bevdet, {"flow": "ort"}).prepared
+    unsurgered = analyse(bevdet, {"flow": "ort", "model_surgery": 0}).prepared
+    rng = np.random.default_rng(3)
+    inputs = {p.name_hint: rng.standard_normal(p.checked_type.shape).astype("float32")
+              for p in bevdet.main.params}
+    for got, want in zip(tidlx.emulate(prepared, inputs), tidlx.emulate(unsurgered, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_no_hint_where_the_rule_would_not_move_the_op():
+    """A rank-3 channel softmax: TI's rule applies, but its transposes would move axis 0, which
+    TIDL's Transpose refuses, so the report names no rule."""
+    mod = tidlx.parse_relay('#[version = "0.0.5"]\n'
+                            'def @main(%x: Tensor[(8, 4, 6), float32]) {\n'
+                            '  nn.softmax(%x, axis=0) /* span=sm:0:0 */\n}')
+    _, report = tidlx.partition(mod)
+    (host,) = report.host_ops
+    assert "model_surgery" not in host.reason
