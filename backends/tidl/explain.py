@@ -175,9 +175,17 @@ def _softmax_channel_to_width(call: Call) -> bool:
     return channel_perm(call) is not None and call.args[0].checked_type.ndim >= 4
 
 
+def _reducemean_to_matmul(call: Call) -> bool:
+    """A mean over H and W, or W, of a batch-1 4-D tensor: the MatMul (an inner product) takes it."""
+    from ...ir.passes.convert_reducemean_to_matmul import mean_form
+
+    return mean_form(call) is not None and int(call.args[0].checked_type.shape[0]) == 1
+
+
 #: TI's model optimizer rule -> whether it rewrites a call the support rules refuse into calls they take.
 SURGERY_FIXES = {
     "convert_softmax_axis_channel_to_width": _softmax_channel_to_width,
+    "convert_reducemean_to_matmul": _reducemean_to_matmul,
 }
 
 

@@ -74,12 +74,14 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 #: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
 #: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
 SURGERY_RULES = {
+    "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
     "ConvertSoftmaxAxisChannelToWidth": "convert_softmax_axis_channel_to_width",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "ConvertReduceMeanToMatmul": "mean over height and width (or width), a MatMul by a constant column of 1/n",
     "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
                                         "transposes",
     "FoldConstant": "computed at compile time (all its inputs are constants)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..transform import Pass, Sequential
+from .convert_reducemean_to_matmul import ConvertReduceMeanToMatmul
 from .convert_softmax_axis_channel_to_width import ConvertSoftmaxAxisChannelToWidth
 from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
@@ -29,7 +30,7 @@ PASSES: Dict[str, Pass] = {p.name: p for p in (
 #: The passes made after rules of TI's ONNX model optimizer (TI's model surgery), by name. They are
 #: not in ``PASSES``: the TIDL flow runs them before its graph preparation when asked to.
 SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
-    ConvertSoftmaxAxisChannelToWidth,
+    ConvertReduceMeanToMatmul, ConvertSoftmaxAxisChannelToWidth,
 )}
 
 
@@ -45,4 +46,4 @@ def inference_pipeline() -> Sequential:
 __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
            "FoldBatchNormIntoDense", "inference_pipeline",
            "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv",
-           "ConvertSoftmaxAxisChannelToWidth"]
+           "ConvertSoftmaxAxisChannelToWidth", "ConvertReduceMeanToMatmul"]

@@ -7,7 +7,7 @@ import pytest
 
 import tidlx
 import tidlx.ir as ir
-from tidlx.ir.passes import SURGERY_PASSES, ConvertSoftmaxAxisChannelToWidth
+from tidlx.ir.passes import SURGERY_PASSES, ConvertReduceMeanToMatmul, ConvertSoftmaxAxisChannelToWidth
 
 RNG = np.random.default_rng(11)
 HEADER = '#[version = "0.0.5"]\n'
@@ -26,7 +26,8 @@ def same_outputs(before, after):
 
 
 def check(pass_, before, after, **params):
-    mod = parse(before, **params)
+    """``params``: constants of ``after`` (the constants the pass makes)."""
+    mod = parse(before)
     out = pass_(mod)
     ir.assert_structural_equal(out, parse(after, **params), compare_layers=True)
     ir.verify(out)
@@ -40,7 +41,7 @@ def unchanged(pass_, text, **params):
 
 
 def test_surgery_passes_are_listed_by_name():
-    assert list(SURGERY_PASSES) == ["ConvertSoftmaxAxisChannelToWidth"]
+    assert list(SURGERY_PASSES) == ["ConvertReduceMeanToMatmul", "ConvertSoftmaxAxisChannelToWidth"]
 
 
 # -- ConvertSoftmaxAxisChannelToWidth ----------------------------------------------------------
@@ -90,4 +91,49 @@ def test_other_softmaxes_stay(shape, axis):
     unchanged(ConvertSoftmaxAxisChannelToWidth, f"""
 def @main(%x: {ty}) {{
   nn.softmax(%x, axis={axis}) /* span=sm:0:0 */
+}}""")
+
+
+# -- ConvertReduceMeanToMatmul -----------------------------------------------------------------
+
+X4 = "%x: Tensor[(1, 8, 4, 6), float32]"
+
+
+@pytest.mark.parametrize("keep,out", [("True", "[1, 8, 1, 1]"), ("False", "[1, 8]")])
+def test_mean_over_the_plane_is_a_matmul_by_a_constant_column(keep, out):
+    check(ConvertReduceMeanToMatmul, f"""
+def @main({X4}) {{
+  mean(%x, axis=[2, 3], keepdims={keep}) /* span=rm:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1, 24), float32]) {{
+  %0 = reshape(%x, newshape=[1, 1, 8, 24]) /* span=rm:0:0 */;
+  %1 = nn.dense(%0, %k, units=1) /* span=rm:0:0 */;
+  reshape(%1, newshape={out}) /* span=rm:0:0 */
+}}""", k=np.full((1, 24), 1 / 24, "float32"))
+
+
+def test_mean_over_the_width_is_a_matmul():
+    check(ConvertReduceMeanToMatmul, f"""
+def @main({X4}) {{
+  mean(%x, axis=[-1], keepdims=True) /* span=rm:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1, 6), float32]) {{
+  nn.dense(%x, %k, units=1) /* span=rm:0:0 */
+}}""", k=np.full((1, 6), 1 / 6, "float32"))
+
+
+@pytest.mark.parametrize("axes", ["[1]", "[2]", "[1, 2, 3]"])
+def test_other_means_stay(axes):
+    unchanged(ConvertReduceMeanToMatmul, f"""
+def @main({X4}) {{
+  mean(%x, axis={axes}, keepdims=True) /* span=rm:0:0 */
+}}""")
+
+
+def test_mean_of_a_layer_norm_stays():
+    unchanged(ConvertReduceMeanToMatmul, f"""
+def @main({X4}) {{
+  %0 = mean(%x, axis=[-1], keepdims=True) /* span=rm:0:0 */;
+  %1 = subtract(%x, %0) /* span=sub:0:0 */;
+  multiply(%1, %1) /* span=sq:0:0 */
 }}""")
