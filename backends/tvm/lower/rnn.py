@@ -20,6 +20,20 @@ def _index(ctx, x, axis: int, i: int):
     return ctx.emit(op.reshape(part, shape))
 
 
+def _cell(ctx, pre, c, clip):
+    """One LSTM step from its gate pre-activations (ONNX's i, o, f, c order; ``clip`` or None): the new
+    hidden and cell states."""
+    op = ctx.op
+    if clip is not None:
+        pre = ctx.emit(op.clip(pre, -float(clip), float(clip)))
+    parts = ctx.emit(op.split(pre, 4, axis=1))
+    i, o, f, g = (ctx.emit(ctx.relax.TupleGetItem(parts, k)) for k in range(4))
+    i, o, f = (ctx.emit(op.sigmoid(v)) for v in (i, o, f))
+    g = ctx.emit(op.tanh(g))
+    c = ctx.emit(op.add(ctx.emit(op.multiply(f, c)), ctx.emit(op.multiply(i, g))))
+    return ctx.emit(op.multiply(o, ctx.emit(op.tanh(c)))), c
+
+
 @lowers("nn.lstm")
 def lstm(ctx, call, args):
     x, w, r, b, h0, c0 = args
@@ -40,14 +54,7 @@ def lstm(ctx, call, args):
         steps = [None] * seq
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
             pre = ctx.emit(op.add(_index(ctx, projected, 0, t), ctx.emit(op.matmul(h, r_t))))
-            if a.clip is not None:
-                pre = ctx.emit(op.clip(pre, -float(a.clip), float(a.clip)))
-            parts = ctx.emit(op.split(pre, 4, axis=1))
-            i, o, f, g = (ctx.emit(ctx.relax.TupleGetItem(parts, k)) for k in range(4))
-            i, o, f = (ctx.emit(op.sigmoid(v)) for v in (i, o, f))
-            g = ctx.emit(op.tanh(g))
-            c = ctx.emit(op.add(ctx.emit(op.multiply(f, c)), ctx.emit(op.multiply(i, g))))
-            h = ctx.emit(op.multiply(o, ctx.emit(op.tanh(c))))
+            h, c = _cell(ctx, pre, c, a.clip)
             steps[t] = h
         ys.append(ctx.emit(op.stack(steps, axis=0)))
         hs.append(h)
@@ -103,14 +110,7 @@ def dynamic_quantize_lstm(ctx, call, args):
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
             pre = ctx.emit(op.add(_index(ctx, projected, 0, t), _quantized_product(ctx, h, r_d, rs_d)))
             pre = ctx.emit(op.add(pre, bias))
-            if a.clip is not None:
-                pre = ctx.emit(op.clip(pre, -float(a.clip), float(a.clip)))
-            parts = ctx.emit(op.split(pre, 4, axis=1))
-            i, o, f, g = (ctx.emit(ctx.relax.TupleGetItem(parts, k)) for k in range(4))
-            i, o, f = (ctx.emit(op.sigmoid(v)) for v in (i, o, f))
-            g = ctx.emit(op.tanh(g))
-            c = ctx.emit(op.add(ctx.emit(op.multiply(c, f)), ctx.emit(op.multiply(i, g))))
-            h = ctx.emit(op.multiply(ctx.emit(op.tanh(c)), o))
+            h, c = _cell(ctx, pre, c, a.clip)
             steps[t] = h
         ys.append(ctx.emit(op.stack(steps, axis=0)))
         hs.append(h)
