@@ -62,23 +62,11 @@ def split_output(values, out):
 
 def write_page(path: str, text: str) -> None:
     """Writes ``text`` to a temporary file beside ``path``, then renames it into place."""
-    import tempfile
+    from .backends.tidl.artifacts import write_file_atomically
 
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tidlx_report_", suffix=".html", dir=folder)
+        write_file_atomically(path, text)
     except OSError as exc:
-        raise TidlxError(f"{path}: cannot write the file ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise TidlxError(f"{path}: cannot write the file ({exc.strerror})") from None
 
 

@@ -204,14 +204,13 @@ def ort_artifact_files(ort, subgraphs) -> Dict[str, bytes]:
 
 def write_files(folder, files) -> None:
     """Writes each file into ``folder``, each one whole or not at all (a temporary file, renamed)."""
+    from .artifacts import write_file_atomically
+
     folder = os.fspath(folder)
     for name, data in sorted(files.items()):
         path = os.path.join(folder, name)
-        temp = path + ".tmp"
         try:
-            with open(temp, "wb") as f:
-                f.write(data)
-            os.replace(temp, path)
+            write_file_atomically(path, data)
         except OSError as exc:
             raise TidlxError(f"{path}: cannot be written ({exc.strerror or exc})") from None
 

@@ -392,6 +392,26 @@ def folder_files(qmodel, *, options: Sequence[str] = (), calibration: str = "ran
     return files
 
 
+def write_file_atomically(path: str, data) -> None:
+    """Writes ``data`` (bytes, or text as UTF-8 with ``\\n`` line ends) to ``path`` whole or not at all: a
+    temporary file beside it (mode 0644), then renamed into place. Raises OSError; the temporary file
+    does not stay behind."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def write_folder(files: Mapping[str, bytes], folder: str, *, force: bool = False) -> str:
     """Writes ``files`` as the folder ``folder``, atomically: into a temporary folder beside it, then
     renamed into place. An existing non-empty folder is replaced only with ``force``."""

@@ -437,17 +437,12 @@ def write(path: str, model, float_biases: Mapping[Tuple[str, int], np.ndarray]) 
     """Writes the file of ``model`` (atomically, UTF-8, text format as protobuf prints it)."""
     from google.protobuf import text_format
 
+    from .artifacts import write_file_atomically
+
     text = text_format.MessageToString(build_message(model, float_biases))
-    tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        write_file_atomically(path, text)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise QuantProtoError(f"{path}: cannot write the quantization-parameters file: {exc}") from None
 
 
