@@ -34,6 +34,20 @@ def _cell(ctx, pre, c, clip):
     return ctx.emit(op.multiply(o, ctx.emit(op.tanh(c)))), c
 
 
+def _direction(ctx, projected, h, c, seq, reverse, clip, recurrent, bias=None):
+    """The steps of one direction: gate pre-activations ``projected[t] + recurrent(h)`` (then ``+ bias``
+    when given), one ``_cell`` each, in time order or reversed; ``(Y of the direction, last h, last c)``."""
+    op = ctx.op
+    steps = [None] * seq
+    for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+        pre = ctx.emit(op.add(_index(ctx, projected, 0, t), recurrent(h)))
+        if bias is not None:
+            pre = ctx.emit(op.add(pre, bias))
+        h, c = _cell(ctx, pre, c, clip)
+        steps[t] = h
+    return ctx.emit(op.stack(steps, axis=0)), h, c
+
+
 @lowers("nn.lstm")
 def lstm(ctx, call, args):
     x, w, r, b, h0, c0 = args
@@ -50,13 +64,9 @@ def lstm(ctx, call, args):
         bias = ctx.emit(op.add(ctx.emit(op.strided_slice(b_d, axes=[0], begin=[0], end=[gates])),
                                ctx.emit(op.strided_slice(b_d, axes=[0], begin=[gates], end=[2 * gates]))))
         projected = ctx.emit(op.add(ctx.emit(op.matmul(x, w_t)), bias))
-        h, c = _index(ctx, h0, 0, d), _index(ctx, c0, 0, d)
-        steps = [None] * seq
-        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            pre = ctx.emit(op.add(_index(ctx, projected, 0, t), ctx.emit(op.matmul(h, r_t))))
-            h, c = _cell(ctx, pre, c, a.clip)
-            steps[t] = h
-        ys.append(ctx.emit(op.stack(steps, axis=0)))
+        y_d, h, c = _direction(ctx, projected, _index(ctx, h0, 0, d), _index(ctx, c0, 0, d), seq, reverse, a.clip,
+                               lambda h: ctx.emit(op.matmul(h, r_t)))
+        ys.append(y_d)
         hs.append(h)
         cs.append(c)
     y = ctx.emit(op.stack(ys, axis=1))
@@ -105,14 +115,9 @@ def dynamic_quantize_lstm(ctx, call, args):
         b_d = _index(ctx, b, 0, d)
         bias = ctx.emit(op.add(ctx.emit(op.strided_slice(b_d, axes=[0], begin=[0], end=[gates])),
                                ctx.emit(op.strided_slice(b_d, axes=[0], begin=[gates], end=[2 * gates]))))
-        h, c = _index(ctx, h0, 0, d), _index(ctx, c0, 0, d)
-        steps = [None] * seq
-        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            pre = ctx.emit(op.add(_index(ctx, projected, 0, t), _quantized_product(ctx, h, r_d, rs_d)))
-            pre = ctx.emit(op.add(pre, bias))
-            h, c = _cell(ctx, pre, c, a.clip)
-            steps[t] = h
-        ys.append(ctx.emit(op.stack(steps, axis=0)))
+        y_d, h, c = _direction(ctx, projected, _index(ctx, h0, 0, d), _index(ctx, c0, 0, d), seq, reverse, a.clip,
+                               lambda h: _quantized_product(ctx, h, r_d, rs_d), bias)
+        ys.append(y_d)
         hs.append(h)
         cs.append(c)
     y = ctx.emit(op.stack(ys, axis=1))
