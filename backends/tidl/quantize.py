@@ -706,7 +706,7 @@ class _Quantizer:
                               notes=tuple(notes))
 
     def layer_norm(self, layer: TidlLayer) -> QuantizedLayer:
-        """§8.13: TI's LayerNorm normalizes into a signed tensor at ``pre_scale`` (its range: at most
+        """§8.14: TI's LayerNorm normalizes into a signed tensor at ``pre_scale`` (its range: at most
         sqrt(W - 1) in magnitude, and no wider than the output's range mapped back through the scale and
         shift); the scale (gamma) and shift (beta) then run as a batch norm along the last axis (§4-§6:
         weights, bias, roundBits), in the same layer."""
@@ -714,23 +714,20 @@ class _Quantizer:
                     if isinstance(n, Call) and n.op_name == "nn.layer_norm")
         if layer.activation.type != "none":
             raise self.unsupported(layer, f"the {layer.activation.type} activation on a layer norm")
-        x = self.tensors[layer.inputs[0]]
         shape = self.net.tensors[layer.inputs[0]].shape
         width = int(shape[-1])
-        features = width
-        gamma = np.asarray(call.args[1].data, np.float64).reshape(-1) if call.attrs.scale else np.ones(features)
-        beta = np.asarray(call.args[2].data, np.float64).reshape(-1) if call.attrs.center else np.zeros(features)
-        gamma, beta = np.broadcast_to(gamma, (features,)).copy(), np.broadcast_to(beta, (features,)).copy()
-        _, out_bits = self.widths(layer)
-        wbits, _ = self.widths(layer)
+        gamma = np.asarray(call.args[1].data, np.float64).reshape(-1) if call.attrs.scale else np.ones(width)
+        beta = np.asarray(call.args[2].data, np.float64).reshape(-1) if call.attrs.center else np.zeros(width)
+        gamma, beta = np.broadcast_to(gamma, (width,)).copy(), np.broadcast_to(beta, (width,)).copy()
+        wbits, out_bits = self.widths(layer)
         rng = self.range_of(layer.outputs[0])
         bound = math.sqrt(max(width - 1, 1))
         nonzero = np.abs(gamma) > 0
         if nonzero.any():
             back = np.maximum(np.abs(rng.max - beta), np.abs(rng.min - beta))[nonzero] / np.abs(gamma[nonzero])
             bound = min(bound, float(back.max()))
-        pre_scale = nx.tensor_scale(nx.acc_scale_data_convert(1.0, out_bits), nx.round_bits(
-            nx.acc_scale_data_convert(1.0, out_bits), -bound, bound, out_bits, True))
+        convert = nx.acc_scale_data_convert(1.0, out_bits)   # the normalized values as a data convert's (§6.1)
+        pre_scale = nx.tensor_scale(convert, nx.round_bits(convert, -bound, bound, out_bits, True))
         abs_max = nx.weight_abs_max(gamma)
         if abs_max < nx.ABS_MAX_EPSILON:
             raise QuantizationError(f"{self.where(layer)}: every scale (gamma) of the layer norm is zero")
@@ -748,7 +745,7 @@ class _Quantizer:
             bq = nx.quantize_bias(beta, bias_scale, wbits)
             bias_a, bias_b = nx.split_bias(bq, nx.in_scale_factor(ws, pre_scale, bias_scale), wbits, out_bits, True)
         else:
-            bias_a, bias_b = np.zeros(features, np.int64), np.ones(features, np.int64)
+            bias_a, bias_b = np.zeros(width, np.int64), np.ones(width, np.int64)
         return QuantizedLayer(layer.index, layer.name, "LayerNorm", layer.type_id, layer.inputs, layer.outputs,
                               {"epsilon": float(call.attrs.epsilon), "axis": len(shape) - 1}, act, wq, wbits, ws,
                               bias_a, bias_b, bias_scale, int(rb), (), acc, bounds, tuple(notes),

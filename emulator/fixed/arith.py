@@ -316,7 +316,7 @@ def matmul(a, b, round_bits, out: FixedType, *, transpose_a: bool = False, trans
 
 
 def layer_norm_core(x, in_scale: float, out_scale: float, epsilon: float, out: FixedType) -> np.ndarray:
-    """§8.13 layer norm over the last axis, TIDL 11.x's integer-input path (``TIDL_refLayerNormCore``):
+    """§8.14 layer norm over the last axis, TIDL 11.x's integer-input path (``TIDL_refLayerNormCore``):
     per row of W values ``S1 = sum q``, ``S2 = sum q^2`` (int64); ``d = float32(W S2 - S1^2) + eps
     inScale^2 W^2`` (float32); ``r = 1 / sqrt(d)`` in float32, refined by one Newton-Raphson step for a
     16-bit input; ``r = outScale r``; each output ``round((float32(W) float32(q) - float32(S1)) r)``

@@ -203,7 +203,7 @@ def data_convert_kernel(layer, xs, tensors):
 
 @fixed_kernel("LayerNorm")
 def layer_norm_kernel(layer, xs, tensors):
-    """§8.13: the normalization into the signed pre-activation type at ``pre_scale``, then the scale and
+    """§8.14: the normalization into the signed pre-activation type at ``pre_scale``, then the scale and
     shift per feature as a batch norm along the last axis."""
     out = _out(layer, tensors).fixed_type
     x = xs[0]
