@@ -29,6 +29,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from ...emulator.fixed.arith import global_average_pool_multiplier
 from .quantize import QuantizedModel
 
 #: A saturation finding needs at least this share of a tensor's integers at the type's extremes (%).
@@ -83,11 +84,11 @@ def _pool_multiplier(sub, layer) -> Optional[str]:
     if layer.type != "Pool" or attrs.get("pool_type") != "Avg" or not attrs.get("global_pool") or "q" not in attrs:
         return None
     shape = sub.tensors[layer.inputs[0]].shape
-    if len(shape) < 3:
+    if len(shape) != 4:
         return None
-    area = int(np.prod(shape[2:]))
+    area = int(shape[2]) * int(shape[3])
     q = int(attrs["q"])
-    multiplier = ((1 << (q + 1)) + area) // (2 * area)
+    multiplier = global_average_pool_multiplier(shape[2], shape[3], q)   # the runtime's own rule
     factor = multiplier * area / float(1 << q)
     if multiplier == 0:
         return (f"a {'x'.join(str(d) for d in shape[2:])} map ({area} values) is averaged with the multiplier "
