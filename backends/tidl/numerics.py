@@ -566,6 +566,177 @@ def activation_table(kind: str, pre_scale: float, pre_bits: int, out_scale: floa
     return table
 
 
+# ---- §8.10.2: TI's own tables (TIDL 10.x/11.x import, 8-bit input and output) -------------------------
+
+#: TIDL versions whose 8-bit table activations are TI's import-side tables (tidl_version "08.06": tidlx's
+#: own tables above).
+TI_TABLE_VERSIONS = ("11.00", "10.01")
+#: The table activations TI's import tabulates for an 8-bit BatchNorm layer (TIDL_getQuantizeLUT).
+TI_TABLE_ACTIVATIONS = ("Sigmoid", "Tanh", "GELU", "ELU", "HardSigmoid")
+#: How a device computes them: "lut" (TDA4VM/J721E, J721S2, J784S4, J722S: a 256-entry table) or "pla"
+#: (AM62A, C7504 without a lookup unit: sigmoid as four line segments).
+TABLE_DEVICES = ("lut", "pla")
+#: TI's non-linear parameters (ELU's and hard sigmoid's alpha, beta) are integers in units of 2^-24.
+NON_LINEAR_PARAM_SCALE = 1 << 24
+#: AM62A's piecewise-linear sigmoid: per segment (|x| >= 5, >= 2.375, >= 1, below) the slope and offset
+#: in units of 2^-7, and the thresholds in units of 1/16 of the input's step.
+PLA_SIGMOID_SLOPES = (0, 4, 16, 32)
+PLA_SIGMOID_OFFSETS = (128, 108, 80, 64)
+PLA_SIGMOID_THRESHOLDS = (5.0, 2.375, 1.0)
+PLA_SIGMOID_THRESHOLD_SCALE = 16
+
+
+def uses_ti_tables(tidl_version: str, in_bits: int, out_bits: int) -> bool:
+    """§8.10.2: whether a table activation follows TI's rule: TIDL 10.x/11.x with 8-bit input and output
+    (16-bit layers, and every layer of ``tidl_version`` "08.06", keep tidlx's own tables)."""
+    return str(tidl_version) in TI_TABLE_VERSIONS and int(in_bits) == 8 and int(out_bits) == 8
+
+
+def table_device(target_device: Optional[str] = None) -> str:
+    """§8.10.2: "pla" for AM62A (TI's C7504 has no lookup unit), else "lut" (TDA4VM and the other C7x)."""
+    return "pla" if str(target_device or "").upper().replace("-", "") in ("AM62A", "J722S_AM62A") else "lut"
+
+
+def exp_taylor(x) -> np.ndarray:
+    """§8.10.2 TI's float32 exponential (TI: ``exp_taylor``): ``y = x / ln 2`` (float32 constant
+    1.4426950409), ``n = trunc(y)``, ``r = (y - n) * ln 2``; ``2^(y-n)`` as ``((1 + r + r²/2) + r³ *
+    0.1666667) + r⁴ * 0.0416667`` (r⁴ = r² * r²), times ``2^n``; 0 when ``n < -16``, FLT_MAX when ``n > 14``.
+    Every step float32, in that order."""
+    f = np.float32
+    x = np.asarray(x, np.float32)
+    y = (f(1.44269504090) * x).astype(np.float32)
+    n = np.trunc(y).astype(np.int64)
+    r = ((y - n.astype(np.float32)).astype(np.float32) * f(0.693147180559945)).astype(np.float32)
+    r2 = (r * r).astype(np.float32)
+    r3 = (r2 * r).astype(np.float32)
+    r4 = (r2 * r2).astype(np.float32)
+    t = ((f(1.0) + r).astype(np.float32) + (r2 * f(0.5)).astype(np.float32)).astype(np.float32)
+    t = (t + (r3 * f(0.1666667)).astype(np.float32)).astype(np.float32)
+    t = (t + (r4 * f(0.0416667)).astype(np.float32)).astype(np.float32)
+    # 2^16 shifted by n, then times 2^-16: exactly 2^n for -16 <= n <= 14
+    shift = np.where(n > 0, np.left_shift(1 << 16, np.clip(n, 0, 14)),
+                     np.right_shift(1 << 16, np.clip(-n, 0, 17))).astype(np.float32)
+    e = ((t * shift).astype(np.float32) * f(2.0 ** -16)).astype(np.float32)
+    e = np.where(n < -16, f(0.0), e)
+    return np.where(n > 14, np.finfo(np.float32).max, e).astype(np.float32)
+
+
+def refined_reciprocal_divide(x: float, y: float) -> float:
+    """§8.10.2 TI's import-side division (TI: ``div_sp``, double): ``r = 1 / y``, one Newton step ``r = r
+    * (2 - y * r)``, then ``x * r``; float64 throughout."""
+    r = 1.0 / float(y)
+    r = r * (2.0 - float(y) * r)
+    return float(x) * r
+
+
+def lut_input_value(q: int, zero_point: int, scale: float) -> float:
+    """§8.10.2 a table entry's input (TI: ``TIDL_dequantize``): ``(q - zero) / tensorScale`` in float32 (a
+    division, not a reciprocal product), then widened to float64."""
+    return float(np.float32(np.float32(q) - np.float32(zero_point)) / np.float32(scale))
+
+
+def lut_quantize(value: float, scale: float, zero_point: int, bits: int, signed: bool) -> int:
+    """§8.10.2 a table entry (TI: ``TIDL_quantize``): ``round(value * tensorScale + zero)`` in float64,
+    rounding halves away from zero (C's ``round``), clamped to the output type."""
+    v = float(value) * float(np.float32(scale)) + int(zero_point)
+    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
+    lo, hi = saturation_bounds(bits, signed)
+    return int(min(max(r, lo), hi))
+
+
+def non_linear_param(value: float) -> int:
+    """§8.10.2 ELU's alpha and hard sigmoid's alpha/beta as TI keeps them: integers in units of 2^-24
+    (TI's ``TIDL_NON_LIN_PARAM_SCALE``); tidlx's choice of rounding: half away from zero."""
+    v = float(value) * NON_LINEAR_PARAM_SCALE
+    return int(math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1))
+
+
+def lut_function(kind: str, x: float, alpha: float = 1.0, beta: float = 0.5) -> float:
+    """§8.10.2 the float64 function of TI's import-side table (TI: ``TIDL_NonLinearActOut``, TIDL 11.x):
+    sigmoid ``div_sp(1, exp_taylor(float32(-x)) + 1)``; tanh C's ``tanh``; GELU ``0.5 x (1 + erf(x *
+    0.70710678118))``; ELU ``x`` for ``x >= 0`` else ``a (exp(x) - 1)``; hard sigmoid ``clip(a x + b, 0,
+    1)``; ``a``, ``b`` the parameters through ``non_linear_param`` and back (``/ 2^24``)."""
+    if kind == "Sigmoid":
+        return refined_reciprocal_divide(1.0, float(exp_taylor(np.float32(-x))) + 1.0)
+    if kind == "Tanh":
+        return math.tanh(x)
+    if kind == "GELU":
+        return 0.5 * x * (1.0 + math.erf(x * 0.70710678118))
+    a = non_linear_param(alpha) / float(NON_LINEAR_PARAM_SCALE)
+    if kind == "ELU":
+        return x if not x < 0.0 else a * (math.exp(x) - 1.0)
+    if kind == "HardSigmoid":
+        b = non_linear_param(beta) / float(NON_LINEAR_PARAM_SCALE)
+        return min(max(a * x + b, 0.0), 1.0)
+    raise FixedPointError(f"activation {kind}: TI has no table for it ({', '.join(TI_TABLE_ACTIVATIONS)})")
+
+
+def ti_activation_table(kind: str, in_scale: float, in_signed: bool, out_scale: float, out_signed: bool,
+                        alpha: float = 1.0, beta: float = 0.5, in_zero_point: int = 0,
+                        out_zero_point: int = 0) -> np.ndarray:
+    """§8.10.2 TI's 256-entry table of an 8-bit activation layer (TI: ``TIDL_getQuantizeLUT`` through
+    ``TIDL_prepareLUTTable``, TIDL 10.x/11.x import), one entry per value ``q`` of the **input** type,
+    lowest first: ``lut_quantize(lut_function(lut_input_value(q)), out)``."""
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"activation table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(8, in_signed)
+    return np.array([lut_quantize(lut_function(kind, lut_input_value(q, in_zero_point, in_scale), alpha, beta),
+                                  out_scale, out_zero_point, 8, out_signed) for q in range(lo, hi + 1)], np.int64)
+
+
+def pla_sigmoid(q, in_scale: float, round_bits_: int, in_zero_point: int = 0) -> np.ndarray:
+    """§8.10.2 AM62A's 8-bit sigmoid, four line segments in integers (TI: ``TIDL_refSigmoidCore`` on
+    C7504, offsets by ``TIDL_refSigmoidProcess``), unsigned 8-bit out. With ``s = tensorScale`` of the
+    input: offsets ``o_k`` (``PLA_SIGMOID_OFFSETS``) become ``(uint8)(o_k * s / m)`` with ``m =
+    (uint8) s`` when ``s > 1``, else ``(uint8)(o_k * s)`` with ``m = 1`` (float32 products, truncated);
+    thresholds ``t_j = (uint32)(T_j * 16 * s)`` (T = 5, 2.375, 1). Per element ``a = |q - zero|``: the
+    segment k is the first with ``16 a >= t_k`` (else the last), ``v = slope_k * a + o_k * m``; below
+    the zero point ``v = o_0 * m - v``; ``out = roundSat(v, roundBits)`` to uint8. The accumulator's
+    scale is ``128 s``."""
+    s = np.float32(in_scale)
+    if s > 1:
+        m = int(np.uint8(int(s)))
+        offsets = [int(np.float32(np.float32(o) * s) / np.float32(m)) & 0xFF for o in PLA_SIGMOID_OFFSETS]
+    else:
+        m = 1
+        offsets = [int(np.float32(o) * s) & 0xFF for o in PLA_SIGMOID_OFFSETS]
+    thresholds = [int(np.float32(np.float32(t) * np.float32(PLA_SIGMOID_THRESHOLD_SCALE)) * s)
+                  for t in PLA_SIGMOID_THRESHOLDS]
+    qi = np.asarray(q, np.int64)
+    a = np.abs(qi - int(in_zero_point))
+    scaled = a * PLA_SIGMOID_THRESHOLD_SCALE
+    segment = np.where(scaled >= thresholds[0], 0, np.where(scaled >= thresholds[1], 1,
+                                                            np.where(scaled >= thresholds[2], 2, 3)))
+    slope = np.array(PLA_SIGMOID_SLOPES, np.int64)[segment]
+    offset = np.array(offsets, np.int64)[segment] * m
+    v = slope * a + offset
+    v = np.where(qi < int(in_zero_point), offsets[0] * m - v, v)
+    rb = int(round_bits_)
+    if rb > 0:
+        v = (v + (1 << (rb - 1))) >> rb
+    return np.clip(v, 0, 255).astype(np.int64)
+
+
+def pla_sigmoid_table(in_scale: float, in_signed: bool, round_bits_: int) -> np.ndarray:
+    """§8.10.2 ``pla_sigmoid`` over every value of the 8-bit input type, lowest first (the same integers
+    as TI's per-element arithmetic, as a table)."""
+    lo, hi = saturation_bounds(8, in_signed)
+    return pla_sigmoid(np.arange(lo, hi + 1), in_scale, round_bits_)
+
+
+def table_layer_acc_scale(kind: str, in_scale: float, bits: int) -> float:
+    """§8.10.2 the accumulator scale TI's import gives an activation BatchNorm layer (TI:
+    ``TIDL_UpdateScaleFactors``): its weight scale ``2^(bits-1)`` (a batch norm before sigmoid, tanh,
+    hard sigmoid or ELU) times the input's tensorScale; GELU: the input's tensorScale alone."""
+    return float(in_scale) if kind == "GELU" else float(in_scale) * float(1 << (int(bits) - 1))
+
+
+def table_layer_is_signed(kind: str) -> bool:
+    """§8.10.2 TI's output type of an activation BatchNorm layer: unsigned for sigmoid, signed (the batch
+    norm's own type) for the others."""
+    return kind != "Sigmoid"
+
+
 def depthwise_per_channel_scales(weight_scales, in_scale: float, tensor_scale_: float
                                  ) -> Tuple[float, np.ndarray, np.ndarray]:
     """§4.5/§8.1.1, tidlx's choice of the output scale and the per-channel weight scales: the output's

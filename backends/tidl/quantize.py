@@ -502,6 +502,9 @@ class _Quantizer:
             lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, alpha)
             rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)
             pre_scale = nx.tensor_scale(acc_scale, rb)
+            if nx.uses_ti_tables(self.tidl_version, out_bits, out_bits):
+                table, signed, out_scale, notes = self.ti_table(layer, kind, pre_scale, True, out_bits)
+                return rb, signed, out_scale, {"activation_table": table, "pre_scale": pre_scale}, notes
             if kind in nx.FIXED_RANGE_TABLES:
                 out_scale, signed = nx.table_output_scale(kind, out_bits)
             else:
@@ -510,6 +513,37 @@ class _Quantizer:
             return rb, signed, out_scale, {"activation_table": table, "pre_scale": pre_scale}, []
         rb, signed, notes = self.requantized(layer, acc_scale, out_bits)
         return rb, signed, nx.tensor_scale(acc_scale, rb), {}, notes
+
+    @property
+    def tidl_version(self) -> str:
+        return str(getattr(self.opts, "tidl_version", "11.00"))
+
+    @property
+    def device(self) -> str:
+        """§8.10.2: "lut" or "pla" (AM62A), from the options' target device when they name one."""
+        return nx.table_device(getattr(self.opts, "target_device", None))
+
+    def ti_table(self, layer: TidlLayer, kind: str, in_scale: float, in_signed: bool,
+                 out_bits: int) -> Tuple[np.ndarray, bool, float, List[str]]:
+        """§8.10.2 TI's 8-bit activation layer: (table over the input type, signed, tensorScale, notes).
+        The output's scale as TI's import gives an activation BatchNorm layer (accScale = 2^(bits-1) x the
+        input's scale, GELU: the input's scale; roundBits by §6.3 on the output's calibrated range, then
+        §6.6); the table by TI's import (``ti_activation_table``), or AM62A's piecewise-linear sigmoid."""
+        rng = self.range_of(layer.outputs[0])
+        params = dict(layer.activation.params)
+        signed = nx.table_layer_is_signed(kind)
+        acc = nx.table_layer_acc_scale(kind, in_scale, out_bits)
+        rb = nx.round_bits(acc, rng.min if signed else 0.0, rng.max, out_bits, signed)
+        rb, notes = self.guarded(layer, rb, acc, signed)
+        out_scale = nx.tensor_scale(acc, rb)
+        if self.device == "pla":
+            if kind != "Sigmoid":
+                raise self.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in "
+                                              f"float32 there; only the sigmoid's integer form is modelled)")
+            return nx.pla_sigmoid_table(in_scale, in_signed, rb), False, out_scale, notes
+        table = nx.ti_activation_table(kind, in_scale, in_signed, out_scale, signed,
+                                       float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
+        return table, signed, out_scale, notes
 
     def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int,
                     guard: bool = True) -> Tuple[int, bool, List[str]]:
@@ -844,6 +878,16 @@ class _Quantizer:
         requantized to the pre-activation type, then the activation's rule (§8.10.1, §8.10.2)."""
         x = self.tensors[layer.inputs[0]]
         _, out_bits = self.widths(layer)
+        kind = layer.activation.type
+        if kind in nx.TI_TABLE_ACTIVATIONS and nx.uses_ti_tables(self.tidl_version, x.bits, out_bits):
+            # TI's table is indexed by the input's own values (§8.10.2): no requantization before it
+            table, signed, out_scale, notes = self.ti_table(layer, kind, x.scale, x.signed, out_bits)
+            out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+            bounds, act = self.bounds(layer, out)
+            return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs,
+                                  {}, act, round_bits=0, acc_scale=nx.table_layer_acc_scale(kind, x.scale, out_bits),
+                                  bounds=bounds, notes=tuple(notes), activation_table=table, pre_scale=x.scale,
+                                  table_on_input=True)
         rb, signed, out_scale, extra, notes = self.activation_stage(layer, x.scale, out_bits)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)

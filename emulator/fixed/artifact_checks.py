@@ -156,6 +156,10 @@ class _Layer:
             self.int_array(layer.prelu_slopes, "the PReLU slopes", (0, 1), *_INT32)
         if layer.activation_table is not None:
             self.int_array(layer.activation_table, "the activation table", (1,), *_INT64)
+        if not isinstance(layer.table_on_input, (bool, np.bool_)):
+            raise self.fail(f"table_on_input is {layer.table_on_input!r}, not a bool")
+        if layer.table_on_input and layer.activation_table is None:
+            raise self.fail("table_on_input without an activation table")
         if layer.type in _WEIGHT_RANK and not (layer.type == "InnerProduct" and "transpose_b" in layer.attrs):
             self.weights()
 

@@ -123,6 +123,8 @@ def activation_kernel(layer, xs, tensors):
     arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
     if not has_own_activation(layer):
         raise FixedPointError(f"layer {layer.describe()}: a {layer.type} layer needs its slopes or its table")
+    if layer.table_on_input:    # TI's table over the input's own values (§8.10.2)
+        return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
     ptype, _ = pre_activation(layer, tensors)
     pre = arith.round_sat(xs[0], layer.round_bits, *ptype.bounds).astype(ptype.dtype)
     return [activate(layer, pre, tensors)]

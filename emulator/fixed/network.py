@@ -76,6 +76,9 @@ class QuantizedLayer:
       ReLU (§8.10.1). ``round_bits`` requantizes to the output's (signed) type and scale without the
       activation's bounds; negative values then become ``roundSat(pre * slope, prelu_shift)``, and
       ``bounds`` saturates the result.
+    * ``table_on_input`` True: a standalone Sigmoid/Tanh layer with TI's table (§8.10.2, TIDL 10.x/11.x,
+      8-bit): ``activation_table`` has one entry per value of the *input's* type and the output is
+      ``table[x - lo]`` (no requantization; ``round_bits`` 0, ``pre_scale`` the input's scale).
     * ``per_channel`` True: ``weight_scale`` and ``round_bits`` are arrays, one per output channel
       (per-channel depthwise weights, §4.5, §8.1.1).
 
@@ -106,6 +109,7 @@ class QuantizedLayer:
     prelu_slopes: Optional[np.ndarray] = None
     prelu_shift: int = 0
     per_channel: bool = False
+    table_on_input: bool = False
 
     def describe(self) -> str:
         return f"'{self.name}' ({self.type}{'+' + self.activation if self.activation != 'none' else ''})"

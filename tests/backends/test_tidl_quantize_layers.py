@@ -4,6 +4,7 @@ a model and run in fixed point against the float model."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -88,24 +89,31 @@ def test_layer_records():
     assert deconv.weights.shape == (8, 8, 2, 2) and deconv.attrs["strides"] == (2, 2)
     assert pad.attrs["pads"] == ((0, 0), (0, 0), (1, 0), (0, 2))
     assert d2s.attrs == {"block": 2, "mode": "DCR"}
-    # §8.10.2: fixed output scales, a table over the signed 8-bit pre-activation
-    for layer, scale, signed in ((sigmoid, 256.0, False), (tanh, 128.0, True), (bn, 256.0, False)):
+    # §8.10.2 (TIDL 11.x, 8 bit): TI's 256-entry tables; the output scale is 128 x the table's input scale
+    # over a power of 2 (an activation batch norm's accScale); sigmoid unsigned, tanh signed. A standalone
+    # layer's table is indexed by its input (roundBits 0), a fused one's by the requantized accumulator.
+    for layer, signed, on_input in ((sigmoid, False, True), (tanh, True, True), (bn, False, False)):
         out = sub.tensors[layer.outputs[0]]
-        assert (out.scale, out.signed) == (scale, signed)
-        assert layer.activation_table.shape == (256,)
-        assert layer.pre_scale == layer.acc_scale / 2 ** layer.round_bits
+        ratio = 128 * layer.pre_scale / out.scale
+        assert out.signed == signed and ratio >= 1 and math.frexp(ratio)[0] == 0.5, (layer.name, ratio)
+        assert layer.activation_table.shape == (256,) and layer.table_on_input == on_input
+        if on_input:
+            assert layer.round_bits == 0 and layer.pre_scale == sub.tensors[layer.inputs[0]].scale
+        else:
+            assert layer.pre_scale == layer.acc_scale / 2 ** layer.round_bits
     assert sub.tensors[d2s.outputs[0]].scale == sub.tensors[prelu.outputs[0]].scale
 
 
-def test_standalone_sigmoid_kernel_is_the_table_of_its_requantized_input():
+def test_standalone_sigmoid_kernel_is_the_table_of_its_input():
+    """§8.10.2 (TI 11.x): the runtime indexes the table by the input's own values."""
     q = _quantize(layers_model(), {"x": _frames(6, 1)}, tensor_bits=8)
     sub = q.subgraphs["tidl_0"]
     sigmoid = [layer for layer in sub.compute_layers() if layer.type == "Sigmoid"][0]
     seen = {}
     q.run({"x": _frames(1, 2)}, fixed_observers=[lambda o: seen.setdefault(o.layer.name, o)])
     obs = seen[sigmoid.name]
-    pre = arith.round_sat(obs.inputs[0], sigmoid.round_bits, -128, 127)
-    assert np.array_equal(obs.outputs[0], sigmoid.activation_table[pre + 128].astype(np.uint8))
+    lo = -128 if obs.inputs[0].dtype == np.int8 else 0
+    assert np.array_equal(obs.outputs[0], sigmoid.activation_table[obs.inputs[0].astype(np.int64) - lo].astype(np.uint8))
 
 
 # Measured (seed 1 calibration frames, seed 2 input): 8 bit 27.7 dB, 16 bit 67.1 dB (NP2); P2 see the print.

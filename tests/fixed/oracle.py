@@ -629,6 +629,82 @@ def activation_table(kind, pre_scale, bits, out_scale, out_signed, alpha=1.0):
     return table
 
 
+
+# ---- §8.10.2 TI's tables (TIDL 10.x/11.x, 8-bit) ----------------------------------------------------
+
+F32 = np.float32
+
+
+def ti_exp(x):
+    """TI's float32 exponential: n = trunc(x / ln 2), a 4th-order polynomial of the remainder, times 2^n
+    (math.ldexp: 2^n is exact), 0 below n = -16, FLT_MAX above n = 14."""
+    y = F32(F32(1.44269504090) * F32(x))
+    n = int(y)                                   # C's cast: toward zero
+    r = F32(F32(y - F32(n)) * F32(0.693147180559945))
+    r2 = F32(r * r)
+    poly = F32(F32(F32(1.0) + r) + F32(r2 * F32(0.5)))
+    poly = F32(poly + F32(F32(r2 * r) * F32(0.1666667)))
+    poly = F32(poly + F32(F32(r2 * r2) * F32(0.0416667)))
+    if n < -16:
+        return 0.0
+    if n > 14:
+        return float(np.finfo(np.float32).max)
+    return float(F32(math.ldexp(float(poly), n)))
+
+
+def ti_table_function(kind, x, alpha=1.0, beta=0.5):
+    def param(v):          # units of 2^-24, half away from zero
+        q = abs(Fraction(v) * 2 ** 24)
+        q = math.floor(q + Fraction(1, 2))
+        return (q if v >= 0 else -q) / 2 ** 24
+
+    if kind == "Sigmoid":
+        d = ti_exp(float(F32(-x))) + 1.0
+        r = 1.0 / d
+        return 1.0 * (r * (2.0 - d * r))
+    if kind == "Tanh":
+        return math.tanh(x)
+    if kind == "GELU":
+        return 0.5 * x * (1.0 + math.erf(x * 0.70710678118))
+    if kind == "ELU":
+        return x if x >= 0 else param(alpha) * (math.exp(x) - 1.0)
+    return clamp(param(alpha) * x + param(beta), 0.0, 1.0)
+
+
+def ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha=1.0, beta=0.5):
+    lo, hi = bounds(8, in_signed)
+    olo, ohi = bounds(8, out_signed)
+    table = []
+    for q in range(lo, hi + 1):
+        x = float(F32(F32(q) / F32(in_scale)))
+        v = ti_table_function(kind, x, alpha, beta) * float(F32(out_scale))
+        r = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+        table.append(clamp(r, olo, ohi))
+    return table
+
+
+def pla_sigmoid_table(in_scale, in_signed, rb):
+    """AM62A's four segments, per input value q: slopes 0, 4, 16, 32 and offsets 128, 108, 80, 64 (units of
+    2^-7), the offsets times the input scale split into an 8-bit part and an integer factor."""
+    s = F32(in_scale)
+    if s > 1:
+        factor = int(s) % 256
+        offsets = [int(F32(F32(o) * s) / F32(factor)) % 256 for o in (128, 108, 80, 64)]
+    else:
+        factor = 1
+        offsets = [int(F32(o) * s) % 256 for o in (128, 108, 80, 64)]
+    limits = [int(F32(F32(t) * F32(16)) * s) for t in (5.0, 2.375, 1.0)]
+    lo, hi = bounds(8, in_signed)
+    table = []
+    for q in range(lo, hi + 1):
+        a = abs(q)
+        k = next((i for i, t in enumerate(limits) if 16 * a >= t), 3)
+        v = (0, 4, 16, 32)[k] * a + offsets[k] * factor
+        if q < 0:
+            v = offsets[0] * factor - v
+        table.append(clamp(round_sat(v, rb, -(2 ** 62), 2 ** 62), 0, 255))
+    return table
+
 def lookup(pre, table, pre_lo):
     return np.array([table[int(p) - pre_lo] for p in pre.reshape(-1)], np.int64).reshape(pre.shape)
 

@@ -501,3 +501,34 @@ def test_sigmoid_table_saturates_and_is_monotonic():
     assert (np.diff(table) >= 0).all()
     with pytest.raises(fx.FixedPointError, match="256 entries"):
         fx.lookup_activation(np.zeros(2, np.int8), table[:10], fx.FixedType(8, False))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.data())
+def test_ti_tables_match_oracle(data):
+    """TI's 8-bit tables (§8.10.2, TIDL 10.x/11.x import) against the oracle's, and the runtime's lookup
+    by the input's own values."""
+    count("activation_table")
+    kind = data.draw(st.sampled_from(["Sigmoid", "Tanh", "GELU", "ELU", "HardSigmoid"]))
+    in_signed, out_signed = data.draw(st.booleans()), data.draw(st.booleans())
+    in_scale = data.draw(st.one_of(st.floats(0.5, 300.0), st.integers(0, 8).map(lambda e: 2.0 ** e)))
+    out_scale = data.draw(st.one_of(st.floats(20.0, 600.0), st.integers(5, 9).map(lambda e: 2.0 ** e)))
+    alpha, beta = data.draw(st.floats(0.05, 2.0)), data.draw(st.floats(0.0, 1.0))
+    table = nx.ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha, beta)
+    want = oracle.ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha, beta)
+    assert table.tolist() == want
+    x = data.draw(int_array((1, 2, 3), 8, in_signed))
+    out = fx.FixedType(8, out_signed)
+    lo = oracle.bounds(8, in_signed)[0]
+    assert_same(fx.lookup_activation(x, table, out), oracle.lookup(x, want, lo), out)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.data())
+def test_pla_sigmoid_matches_oracle(data):
+    """AM62A's piecewise-linear 8-bit sigmoid (§8.10.2) against the oracle's."""
+    count("activation_table")
+    in_signed = data.draw(st.booleans())
+    in_scale = data.draw(st.one_of(st.floats(0.25, 200.0), st.integers(0, 7).map(lambda e: 2.0 ** e)))
+    rb = data.draw(st.integers(0, 12))
+    assert nx.pla_sigmoid_table(in_scale, in_signed, rb).tolist() == oracle.pla_sigmoid_table(in_scale, in_signed, rb)
