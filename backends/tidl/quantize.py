@@ -61,7 +61,7 @@ from ...ir.types import TupleType
 from . import numerics as nx
 from . import quant_proto
 from .calibration import CalibrationResult, TensorRange
-from .composites import MEMBER, elu, gelu
+from .composites import MEMBER, elu, gelu, hard_sigmoid
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
@@ -200,6 +200,21 @@ def _activation_calls(layer: TidlLayer) -> set:
         raise QuantizationError(f"{layer.name}: the {layer.activation.type} activation is not in the form "
                                 f"its composite pattern matched")
     return {id(node) for key, node in match.names.items() if key.startswith(MEMBER) and isinstance(node, Call)}
+
+
+def _activation_only(layer: TidlLayer) -> bool:
+    """A BatchNorm layer that is a GELU, ELU or hard sigmoid alone (its composite's calls are all the
+    activation's): TI's activation BatchNorm layer of weight 1 and no bias."""
+    pattern = {"GELU": gelu, "ELU": elu, "HardSigmoid": hard_sigmoid}.get(layer.activation.type)
+    if layer.type != "BatchNorm" or pattern is None:
+        return False
+    body = layer.function.body
+    root = body.fields[0] if isinstance(body, TupleExpr) and len(body.fields) == 1 else body
+    match = pattern(wildcard()).match(root)
+    if match is None:
+        return False
+    members = {id(node) for key, node in match.names.items() if key.startswith(MEMBER) and isinstance(node, Call)}
+    return all(id(n) in members for n in post_order(body, enter_functions=False) if isinstance(n, Call))
 
 
 def _fold(layer: TidlLayer, where: str) -> _Affine:
@@ -417,7 +432,7 @@ class _Quantizer:
     def weight_to_bias(self, consumer: TidlLayer) -> float:
         """§6.6: a consumer's weightScale / biasScale in TI's ``TIDL_maxWeightScale`` (1/256 for a layer
         without weights)."""
-        if consumer.type not in WEIGHTED or _is_tensor_product(consumer):
+        if consumer.type not in WEIGHTED or _is_tensor_product(consumer) or self.is_table_layer(consumer):
             return nx.GUARD_NO_BIAS_RATIO
         p = self.plan(consumer)
         return nx.consumer_weight_to_bias_scale(float(np.max(p.weight_scale)), p.bias_scale,
@@ -576,8 +591,44 @@ class _Quantizer:
     def data_out(self, layer: TidlLayer) -> QuantizedLayer:
         return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (), {"direction": "out"})
 
+    def is_table_layer(self, layer: TidlLayer) -> bool:
+        """§8.10.2: a layer TI runs as its 8-bit table over the input's values: a Sigmoid/Tanh layer, or a
+        BatchNorm that is a GELU, ELU or hard sigmoid alone, with 8-bit input and output (TIDL 10.x/11.x)."""
+        if layer.activation.type not in nx.TI_TABLE_ACTIVATIONS or not layer.inputs:
+            return False
+        if not (layer.type in ("Sigmoid", "Tanh") or _activation_only(layer)):
+            return False
+        x = self.tensors.get(layer.inputs[0])
+        in_bits = x.bits if x is not None else self.widths(layer)[1]
+        return nx.uses_ti_tables(self.tidl_version, in_bits, self.widths(layer)[1])
+
+    def table_layer(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.10.2 TI's activation layer: the table over the input's own values, no requantization before it
+        (roundBits 0); a BatchNorm keeps weight 1 and bias 0 as its record (the runtime reads the table)."""
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        kind = layer.activation.type
+        table, signed, out_scale, notes = self.ti_table(layer, kind, x.scale, x.signed, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds = out.fixed_type.bounds
+        weights: Dict[str, Any] = {}
+        attrs: Dict[str, Any] = {}
+        if layer.type == "BatchNorm":
+            axis = int(layer.params.axis)
+            channels = int(self.net.tensors[layer.inputs[0]].shape[axis])
+            attrs = {"axis": axis}
+            weights = {"weights": np.ones(channels, np.int8), "weight_bits": 8, "weight_scale": 1.0,
+                       "bias_a": np.zeros(channels, np.int64), "bias_b": np.ones(channels, np.int64)}
+        return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs,
+                              attrs, kind.lower(), round_bits=0,
+                              acc_scale=nx.table_layer_acc_scale(kind, x.scale, out_bits), bounds=bounds,
+                              notes=tuple(notes), activation_table=table, pre_scale=x.scale, table_on_input=True,
+                              **weights)
+
     def weighted(self, layer: TidlLayer) -> QuantizedLayer:
         where = self.where(layer)
+        if self.is_table_layer(layer):
+            return self.table_layer(layer)
         p = self.plan(layer)
         x = self.tensors[layer.inputs[0]]
         if x.is_float:
@@ -878,16 +929,8 @@ class _Quantizer:
         requantized to the pre-activation type, then the activation's rule (§8.10.1, §8.10.2)."""
         x = self.tensors[layer.inputs[0]]
         _, out_bits = self.widths(layer)
-        kind = layer.activation.type
-        if kind in nx.TI_TABLE_ACTIVATIONS and nx.uses_ti_tables(self.tidl_version, x.bits, out_bits):
-            # TI's table is indexed by the input's own values (§8.10.2): no requantization before it
-            table, signed, out_scale, notes = self.ti_table(layer, kind, x.scale, x.signed, out_bits)
-            out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-            bounds, act = self.bounds(layer, out)
-            return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs,
-                                  {}, act, round_bits=0, acc_scale=nx.table_layer_acc_scale(kind, x.scale, out_bits),
-                                  bounds=bounds, notes=tuple(notes), activation_table=table, pre_scale=x.scale,
-                                  table_on_input=True)
+        if self.is_table_layer(layer):
+            return self.table_layer(layer)
         rb, signed, out_scale, extra, notes = self.activation_stage(layer, x.scale, out_bits)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)

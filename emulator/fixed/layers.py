@@ -110,6 +110,8 @@ def inner_product_kernel(layer, xs, tensors):
 
 @fixed_kernel("BatchNorm")
 def batch_norm_kernel(layer, xs, tensors):
+    if layer.table_on_input:    # TI's activation batch norm: its table over the input's values (§8.10.2)
+        return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                            bounds=bounds, axis=int(layer.attrs.get("axis", 1)))

@@ -139,3 +139,84 @@ def test_version_08_06_keeps_tidlx_tables(monkeypatch):
     sub = q.subgraphs["tidl_0"]
     layer = [lay for lay in sub.compute_layers() if lay.type == "Sigmoid"][0]
     assert not layer.table_on_input and sub.tensors[layer.outputs[0]].scale == 256.0
+
+
+ACTIVATIONS = {
+    "HardSigmoid": '''  %2 = multiply(%1, 0.2f);
+  %3 = add(%2, 0.5f);
+  clip(%3, a_min=0f, a_max=1f)''',
+    "GELU": '''  %2 = multiply(%1, 0.707107f);
+  %3 = erf(%2);
+  %4 = add(%3, 1f);
+  %5 = multiply(%1, 0.5f);
+  multiply(%5, %4)''',
+    "ELU": '''  %2 = exp(%1);
+  %3 = subtract(1f, %2);
+  %4 = nn.relu(%3);
+  %5 = multiply(%4, -0.7f);
+  %6 = nn.relu(%1);
+  add(%5, %6)''',
+}
+
+
+def _independent_entry(kind, x, out_scale):
+    """Entry of TI's table by the rules, in float64 with the exact exponential."""
+    if kind == "HardSigmoid":
+        y = min(max(round(0.2 * 2 ** 24) / 2 ** 24 * x + 0.5, 0.0), 1.0)
+    elif kind == "GELU":
+        y = 0.5 * x * (1.0 + math.erf(x * 0.70710678118))
+    else:
+        y = x if x >= 0 else round(0.7 * 2 ** 24) / 2 ** 24 * (math.exp(x) - 1.0)
+    v = y * float(np.float32(out_scale))
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
+@pytest.mark.parametrize("kind", sorted(ACTIVATIONS))
+def test_activation_batch_norm_is_tis_table_end_to_end(kind):
+    """A GELU, ELU or hard sigmoid after a conv: TI's activation BatchNorm layer, its table over the input's
+    values (§8.10.2), run in fixed point and close to float."""
+    text = HEAD.replace("  sigmoid(%1)", ACTIVATIONS[kind])
+    r = np.random.default_rng(4)
+    mod = tidlx.parse_relay(text, params=[(r.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32),
+                                          (r.standard_normal(4) * 0.2).astype(np.float32)])
+    q = _quantize(mod, {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)})
+    sub = q.subgraphs["tidl_0"]
+    layer = [lay for lay in sub.compute_layers() if lay.activation == kind.lower()][0]
+    assert layer.type == "BatchNorm" and layer.table_on_input and layer.round_bits == 0
+    x_t, y_t = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
+    assert y_t.signed
+    lo = -128 if x_t.signed else 0
+    want = [min(127, max(-128, _independent_entry(kind, float(np.float32(q) / np.float32(x_t.scale)), y_t.scale)))
+            for q in range(lo, lo + 256)]
+    assert layer.activation_table.tolist() == want
+    x = {"x": np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    seen = {}
+    out = q.run(x, fixed_observers=[lambda o: seen.setdefault(o.layer.name, o)])
+    obs = seen[layer.name]
+    assert np.array_equal(obs.outputs[0], np.array(want)[obs.inputs[0].astype(np.int64) - lo].astype(np.int8))
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    got = np.asarray(out[0] if isinstance(out, (list, tuple)) else out, np.float64)
+    assert np.abs(got - reference).max() < 0.1 * max(1.0, float(np.abs(reference).max()))
+
+
+def test_tables_travel_through_the_artifacts():
+    """The table layers (a standalone sigmoid, an activation batch norm) written to TIDL's network file,
+    read back (with its checks) and run: the same records, the same integers."""
+    from tidlx.backends.tidl.artifacts import NetworkInfo, encode_network
+    from tidlx.emulator.fixed.artifact_reader import read_network
+    from tidlx.emulator.fixed.layers import run_subgraph
+
+    x = [np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)]
+    for text in (HEAD.replace("  sigmoid(%1)", "  %2 = nn.relu(%1);\n  sigmoid(%2)"),
+                 HEAD.replace("  sigmoid(%1)", ACTIVATIONS["GELU"])):
+        r = np.random.default_rng(4)
+        mod = tidlx.parse_relay(text, params=[(r.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32),
+                                              (r.standard_normal(4) * 0.2).astype(np.float32)])
+        sub = _quantize(mod, {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)}
+                        ).subgraphs["tidl_0"]
+        back = read_network(encode_network(sub, NetworkInfo(7, 0, 1)), "net.bin").subgraph
+        tables = [(a, b) for a, b in zip(sub.layers, back.layers) if a.table_on_input]
+        assert len(tables) == 1 and tables[0][1].table_on_input
+        assert np.array_equal(tables[0][0].activation_table, tables[0][1].activation_table)
+        for got, want in zip(run_subgraph(back, x), run_subgraph(sub, x)):
+            assert np.array_equal(got, want)
