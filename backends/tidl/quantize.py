@@ -28,8 +28,9 @@ Anything else (another layer type, activation, or parameter combination) is a ``
 naming the layer: fixed point never falls back to float inside a TIDL subgraph.
 
 * Deconv (§8.2, one group); PReLU / leaky ReLU (§8.10.1) and Sigmoid / Tanh (§8.10.2, a table) as
-  activations of the weighted layers and as layers of their own; HardSigmoid as its affine part plus
-  Clip [0, 1]; Pad and DepthToSpace (§8.11).
+  activations of the weighted layers and as layers of their own; TIDL 10.x/11.x at 8 bits: TI's tables
+  over the input's values for Sigmoid/Tanh layers and for a GELU, ELU or HardSigmoid alone (a BatchNorm);
+  otherwise HardSigmoid as its affine part plus Clip [0, 1]; Pad and DepthToSpace (§8.11).
 * Per-channel depthwise weights with calibration bit 8 (§4.5), bias calibration with bit 4 over
   ``calibration_iterations`` (§9.3, ``calibrate_biases``), mixed precision by the 16-bit name lists (§3).
 
@@ -77,7 +78,7 @@ ACCURACY_LEVEL_1_OPTIONS = 7
 ACCURACY_LEVEL_0_OPTIONS = BIAS_RANGE_BIT
 
 #: Activations the fixed point runs as saturation (docs/numerics.md §8.10); HardSigmoid's alpha/beta are
-#: folded into the layer's affine part, leaving a clip to [0, 1].
+#: folded into the layer's affine part, leaving a clip to [0, 1] (unless it is TI's table layer, §8.10.2).
 SATURATING = ("none", "ReLU", "ReLU6", "Clip", "HardSigmoid")
 #: Activations with their own integer rule (§8.10.1 PReLU, §8.10.2 the tables).
 NON_SATURATING = ("PReLU",) + nx.TABLE_ACTIVATIONS
