@@ -220,3 +220,41 @@ def test_tables_travel_through_the_artifacts():
         assert np.array_equal(tables[0][0].activation_table, tables[0][1].activation_table)
         for got, want in zip(run_subgraph(back, x), run_subgraph(sub, x)):
             assert np.array_equal(got, want)
+
+
+def test_fast_kernels_give_the_reference_bits_with_tables():
+    from tidlx.emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
+
+    text = HEAD.replace("  sigmoid(%1)", '''  %2 = sigmoid(%1);
+  %3 = nn.conv2d(%2, meta[relay.Constant][2], channels=4, kernel_size=[1, 1]);
+  %4 = exp(%3);
+  %5 = subtract(1f, %4);
+  %6 = nn.relu(%5);
+  %7 = multiply(%6, -0.7f);
+  %8 = nn.relu(%3);
+  add(%7, %8)''')
+    r = np.random.default_rng(5)
+    mod = tidlx.parse_relay(text, params=[(r.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32),
+                                          (r.standard_normal(4) * 0.2).astype(np.float32),
+                                          (r.standard_normal((4, 4, 1, 1)) * 0.8).astype(np.float32)])
+    q = _quantize(mod, {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)})
+    assert sum(layer.table_on_input for layer in q.subgraphs["tidl_0"].layers) == 2
+    x = {"x": np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    reference = run_fixed(q.module, x, fixed_point_kernel_set(q.subgraphs, "fast", "reference"))
+    for a, b in zip(reference, q.run(x)):
+        assert np.array_equal(a, b)
+
+
+def test_am62a_sigmoid_is_the_piecewise_linear_one(monkeypatch):
+    """With a target device of AM62A, the sigmoid layer's table is TI's four-segment integers; a tanh there
+    is refused by name."""
+    monkeypatch.setattr(TidlOptions, "target_device", "AM62A", raising=False)
+    q = _quantize(_head_model(), {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)})
+    sub = q.subgraphs["tidl_0"]
+    layer = [lay for lay in sub.compute_layers() if lay.type == "Sigmoid"][0]
+    x_t, y_t = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
+    rb = round(math.log2(128 * x_t.scale / y_t.scale))
+    assert np.array_equal(layer.activation_table, nx.pla_sigmoid_table(x_t.scale, x_t.signed, rb))
+    with pytest.raises(tidlx.TidlxError, match="Tanh activation on AM62A"):
+        _quantize(tidlx.parse_relay(HEAD.replace("sigmoid(%1)", "tanh(%1)"), params=[
+            np.ones((4, 3, 3, 3), np.float32), np.zeros(4, np.float32)]), {"x": np.ones((2, 3, 8, 8), np.float32)})
