@@ -594,7 +594,7 @@ def uses_ti_tables(tidl_version: str, in_bits: int, out_bits: int) -> bool:
 
 def table_device(target_device: Optional[str] = None) -> str:
     """§8.10.2: "pla" for AM62A (TI's C7504 has no lookup unit), else "lut" (TDA4VM and the other C7x)."""
-    return "pla" if str(target_device or "").upper().replace("-", "") in ("AM62A", "J722S_AM62A") else "lut"
+    return "pla" if str(target_device or "").upper().replace("-", "") == "AM62A" else "lut"
 
 
 def exp_taylor(x) -> np.ndarray:
