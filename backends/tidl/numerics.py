@@ -436,7 +436,7 @@ def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: 
     return np.array(result, np.int64)
 
 
-# ---- §8.10.1-2: the non-saturating activations (tidlx's choices; TIDL-NUMERICS.md is silent) -----
+# ---- §8.10.1-2: the non-saturating activations -------------------------------------------------
 
 #: §8.10.2: the limit L of a table activation's pre-activation range, by kind and output width
 #: (beyond it the output saturates at the output's resolution).
@@ -450,23 +450,52 @@ FIXED_RANGE_TABLES = ("Sigmoid", "Tanh")
 GELU_TURN = -0.7517915246
 
 
-def quantize_prelu_slopes(slopes, shift: int = 15) -> np.ndarray:
-    """§8.10.1: ``slope_q = clamp(trunc(slope * 2^shift + 0.5 sign(slope)), int32)``, as weights (§4.2)."""
-    s = _floats(slopes, "PReLU slopes") * float(1 << int(shift))
-    q = np.trunc(s + 0.5 * np.sign(s))
-    lo, hi = saturation_bounds(32, True)
+def prelu_slope_scale(slopes, weight_bits: int, power_of_2: bool = False) -> float:
+    """§8.10.1: a PReLU's slope scale, as TI's ``TIDL_updateParamsRange`` sets ``slopeScale`` with
+    ``TIDL_GetMaxQuantScale`` over the slopes' [min, max] (tidl_import_quantize.cpp, TIDL 11.x): float32
+    ``2^(bits-1) / absMax`` (absMax rounded up to a power of 2 in P2 styles, the log in double); TI's -1
+    for an absMax below 1e-15 becomes 1, as for weights."""
+    s = _floats(slopes, "PReLU slopes").ravel()
+    if s.size == 0:
+        raise FixedPointError("PReLU slopes: none given")
+    if weight_bits not in (8, 16):
+        raise FixedPointError(f"PReLU slopes are 8 or 16 bits wide (the weights'), not {weight_bits}")
+    lo, hi = np.float32(s.min()), np.float32(s.max())
+    abs_range = np.float32(max(abs(lo), abs(hi)))
+    if float(abs_range) < ABS_MAX_EPSILON:
+        return 1.0
+    if power_of_2:
+        abs_range = np.float32(2.0 ** float(np.float32(math.ceil(math.log(float(abs_range)) / math.log(2.0)))))
+    return float(np.float32(float(1 << (weight_bits - 1)) / float(abs_range)))
+
+
+def quantize_prelu_slopes(slopes, slope_scale: float, weight_bits: int) -> np.ndarray:
+    """§8.10.1: the slopes quantized as TI's ``TIDL_QuantizeSignedMax`` quantizes weights: the float32
+    product ``slope x slopeScale``, plus or minus 0.5 in double, truncated, clamped to the weights' type
+    (int8 for 8-bit weights, int16 for 16-bit)."""
+    lo, hi = saturation_bounds(weight_bits, True)
+    s = _floats(slopes, "PReLU slopes").astype(np.float32)
+    product = (s * np.float32(slope_scale)).astype(np.float64)
+    q = np.trunc(np.where(s > 0, product + 0.5, product - 0.5))
     return np.clip(q, lo, hi).astype(np.int64)
 
 
-def prelu_pre_range(range_min: float, range_max: float, slopes) -> Tuple[float, float]:
-    """§8.10.1: the range a PReLU's roundBits is chosen for: the output's, with its lower end divided by
-    the smallest slope when every slope is in (0, 1] (the pre-activation's negative end; else the
-    output's range as it is)."""
-    s = _floats(slopes, "PReLU slopes").ravel()
-    lo = float(range_min)
-    if s.size and s.min() > 0 and s.max() <= 1 and lo < 0:
-        lo = lo / float(s.min())
-    return lo, float(range_max)
+def prelu_slope_factors(slopes_q, slope_scale: float, weight_bits: int) -> Tuple[np.ndarray, int]:
+    """§8.10.1: (slope factors, shift) of a PReLU's accumulator rule, as TI's ``TIDL_refBatchNormCore``
+    derives them (TIDL 11.x): ``f = float32(slope_q x 256) / slopeScale`` in float32; 8-bit weights:
+    factor ``(int32) f`` with shift 8 (an 8.8 slope); 16-bit weights: ``(int32)(f x 256)`` in float32
+    with shift 16. The casts truncate toward zero."""
+    q = np.asarray(slopes_q)
+    if q.dtype.kind not in "iu":
+        raise FixedPointError(f"PReLU slope factors: the slopes must be quantized integers, got {q.dtype}")
+    if not slope_scale > 0:
+        raise FixedPointError(f"PReLU slope factors: slopeScale must be > 0, got {slope_scale}")
+    f = (q.astype(np.int64) * 256).astype(np.float32) / np.float32(slope_scale)
+    if weight_bits == 8:
+        return np.trunc(f).astype(np.int64), 8
+    if weight_bits == 16:
+        return np.trunc(f * np.float32(256.0)).astype(np.int64), 16
+    raise FixedPointError(f"PReLU slopes are 8 or 16 bits wide (the weights'), not {weight_bits}")
 
 
 def table_output_scale(kind: str, bits: int) -> Tuple[float, bool]:

@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bounds, data_convert_to_fixed
+from ...emulator.fixed.arith import FixedType, activation_bounds, data_convert_to_fixed
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -482,6 +482,16 @@ class _Quantizer:
             raise QuantizationError(f"{self.where(layer)}: a PReLU without its slope constant")
         return np.asarray(refs[0].constant.data, np.float64).reshape(-1)
 
+    def prelu_fields(self, layer: TidlLayer) -> Dict[str, Any]:
+        """§8.10.1: a PReLU's slope factors and shift (QuantizedLayer fields), from its slopes quantized at
+        their own scale in the layer's weight width (TI's ``slopeScale``)."""
+        slopes = self.prelu_slopes(layer)
+        wbits, _ = self.widths(layer)
+        slope_scale = nx.prelu_slope_scale(slopes, wbits, self.power_of_2)
+        factors, shift = nx.prelu_slope_factors(nx.quantize_prelu_slopes(slopes, slope_scale, wbits), slope_scale,
+                                                wbits)
+        return {"prelu_slopes": factors, "prelu_shift": shift}
+
     def activation_stage(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, float,
                                                                                               Dict[str, Any],
                                                                                               List[str]]:
@@ -489,14 +499,10 @@ class _Quantizer:
         tensorScale, extra QuantizedLayer fields, notes)."""
         kind = layer.activation.type
         rng = self.range_of(layer.outputs[0])
-        if kind == "PReLU":
-            slopes = self.prelu_slopes(layer)
-            lo, hi = nx.prelu_pre_range(rng.min, rng.max, slopes)
-            rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)   # a PReLU output is signed (§8.10.1)
+        if kind == "PReLU":   # §8.10.1: the slopes act on the accumulator; roundBits from the output's range
+            rb = nx.round_bits(acc_scale, rng.min, rng.max, out_bits, True)   # a PReLU output is signed
             rb, notes = self.guarded(layer, rb, acc_scale, True)
-            extra = {"prelu_slopes": nx.quantize_prelu_slopes(slopes, PRELU_SLOPE_SHIFT),
-                     "prelu_shift": PRELU_SLOPE_SHIFT}
-            return rb, True, nx.tensor_scale(acc_scale, rb), extra, notes
+            return rb, True, nx.tensor_scale(acc_scale, rb), self.prelu_fields(layer), notes
         if kind in nx.TABLE_ACTIVATIONS:
             alpha = float(dict(layer.activation.params).get("alpha", 1.0))
             lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, alpha)
@@ -839,9 +845,33 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
 
+    def standalone_prelu(self, layer: TidlLayer) -> QuantizedLayer:
+        """A PReLU / leaky ReLU layer (§8.10.1): TI's batch norm of weight 1.0 and bias 0 with the PReLU
+        activation: the weight at its §4.1 scale (1.0 at scale 2^(bits-1) quantizes to 2^(bits-1) - 1),
+        accScale = weightScale x inScale, the slopes on the accumulator, roundBits from the output's
+        range."""
+        x = self.tensors[layer.inputs[0]]
+        if x.is_float:
+            raise self.unsupported(layer, "a float input to a PReLU layer")
+        wbits, out_bits = self.widths(layer)
+        shape = self.net.tensors[layer.inputs[0]].shape
+        channels = int(shape[1]) if len(shape) > 1 else 1
+        ws = nx.weight_scale(1.0, wbits, self.power_of_2)
+        acc = nx.acc_scale_weighted(ws, x.scale)
+        rb, signed, out_scale, extra, notes = self.activation_stage(layer, acc, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, act, nx.quantize_weights(np.ones(channels), ws, wbits), wbits, ws,
+                              np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, rb, (), acc, bounds,
+                              tuple(notes), **extra)
+
     def standalone_activation(self, layer: TidlLayer) -> QuantizedLayer:
-        """A PReLU, Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
-        requantized to the pre-activation type, then the activation's rule (§8.10.1, §8.10.2)."""
+        """A Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
+        requantized to the pre-activation type, then the activation's rule (§8.10.2); a PReLU layer is
+        ``standalone_prelu``'s."""
+        if layer.type == "PReLU":
+            return self.standalone_prelu(layer)
         x = self.tensors[layer.inputs[0]]
         _, out_bits = self.widths(layer)
         rb, signed, out_scale, extra, notes = self.activation_stage(layer, x.scale, out_bits)

@@ -72,10 +72,10 @@ class QuantizedLayer:
       sigmoid/tanh layer (§8.10.2). ``round_bits`` then requantizes the accumulator to the
       *pre-activation* tensor: signed, the output's width, scale ``pre_scale`` (= accScale /
       2^roundBits), saturated to its type only; the output is ``table[pre - lo]``.
-    * ``prelu_slopes`` (int64, one per channel or one for all) with ``prelu_shift``: a PReLU / leaky
-      ReLU (§8.10.1). ``round_bits`` requantizes to the output's (signed) type and scale without the
-      activation's bounds; negative values then become ``roundSat(pre * slope, prelu_shift)``, and
-      ``bounds`` saturates the result.
+    * ``prelu_slopes`` (int64 slope factors, one per channel or one for all) with ``prelu_shift`` (8 for
+      8-bit weights, 16 for 16-bit): a PReLU / leaky ReLU (§8.10.1). A negative accumulator becomes
+      ``(acc * factor) >> prelu_shift`` before the layer's one roundSat to its output type. A standalone
+      PReLU layer holds TI's batch norm of weight 1.0 (``weights``, ``bias_a`` 0, ``bias_b`` 1).
     * ``per_channel`` True: ``weight_scale`` and ``round_bits`` are arrays, one per output channel
       (per-channel depthwise weights, §4.5, §8.1.1).
 

@@ -80,10 +80,14 @@ def test_layer_records():
                      ("DepthToSpace", "none"), ("Sigmoid", "sigmoid"), ("Conv", "none"), ("Tanh", "tanh"),
                      ("BatchNorm", "sigmoid"), ("Pad", "none")], kinds
     leaky, deconv, _, prelu, d2s, sigmoid, _, tanh, bn, pad = layers
-    # §8.10.1: one slope of 0.1 in units of 2^-15, a signed output
-    assert leaky.prelu_slopes.tolist() == [round(0.1 * 2 ** 15)] and leaky.prelu_shift == 15
+    # §8.10.1: one slope of 0.1 at slopeScale 128 / 0.1 = 1280 is 127 (128 clamped to int8): the 8.8
+    # factor (int)(127 x 256 / 1280) = 25; a signed output
+    assert leaky.prelu_slopes.tolist() == [25] and leaky.prelu_shift == 8
     assert sub.tensors[leaky.outputs[0]].signed
     assert prelu.prelu_slopes.shape == (8,)
+    # the standalone PReLU is TI's batch norm of weight 1.0: 127 at weight scale 128, no bias
+    assert prelu.weights.tolist() == [127] * 8 and prelu.weight_scale == 128.0
+    assert prelu.acc_scale == 128.0 * sub.tensors[prelu.inputs[0]].scale
     # §4.4 applies to the deconvolution's bias; its weights keep ConvTranspose's layout
     assert deconv.weights.shape == (8, 8, 2, 2) and deconv.attrs["strides"] == (2, 2)
     assert pad.attrs["pads"] == ((0, 0), (0, 0), (1, 0), (0, 2))
