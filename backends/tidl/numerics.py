@@ -152,25 +152,40 @@ def batch_norm_weight_scale_before_nonlinearity(bits: int) -> float:
     return float(1 << (bits - 1))
 
 
-def clip_forced_scale(clip_max: float, out_bits: int) -> float:
-    """§4.7: the output scale a ReLU6/Clip forces, ``2^bits / clipMax`` (unsigned output; TI's
-    ``isOutputTensorMaxSatAvailable``)."""
+def clip_forced_scale(clip_max: float, out_bits: int, symmetric: bool = False) -> float:
+    """§4.7: the output scale a ReLU6/Clip forces (TI's ``isOutputTensorMaxSatAvailable``,
+    tidl_import_quantize.cpp, TIDL 11.x): float32 ``2^bits / clipMax``, ``bits`` the output's width,
+    one less for a symmetric clip [-clipMax, clipMax] (a signed output)."""
     if not clip_max > 0:
         raise FixedPointError(f"clip bound {clip_max}: a forced output scale needs clipMax > 0")
-    return (1 << out_bits) / clip_max
+    bits = out_bits - 1 if symmetric else out_bits
+    return float(np.float32(float(1 << bits) / float(np.float32(clip_max))))
 
 
-def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float,
-                      in_scale: float) -> Optional[Tuple[float, float, int]]:
-    """§4.7: an output clipped by ReLU6/Clip forces ``outScale = 2^bits / clipMax`` and lowers the weight
-    scale so that accScale / outScale is a power of 2 (TIDL-NUMERICS.md, "Weights"). Returns (outScale,
-    weight scale, roundBits), or None when accScale < outScale (tidlx's choice: nothing is forced)."""
-    out_scale = clip_forced_scale(clip_max, out_bits)
-    ratio = weight_scale_ * in_scale / out_scale
-    if not ratio >= 1:
-        return None
-    power = largest_power_of_2_at_most(ratio)
-    return out_scale, out_scale * power / in_scale, math.frexp(power)[1] - 1
+def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float, in_scale: float,
+                      symmetric: bool = False) -> Tuple[float, float, int]:
+    """§4.7: an output clipped by ReLU6/Clip takes TI's forced weight scale (``TIDL_QuantizeSignedMax``
+    with ``isOutMaxSat``, TIDL 11.x), in float32: ``accScale = inScale x weightScale``, ``outDiv =
+    accScale / outScale``, ``pow2Div`` the largest power of 2 <= outDiv (``2^ceil(log2 outDiv)`` with the
+    log in double, halved when above outDiv), also when outDiv < 1; ``accScale' = outScale x pow2Div``,
+    ``weightScale' = accScale' / inScale``. §6.3 on the clip range then gives roundBits ``k = log2
+    pow2Div`` for k >= 0 and 0 for k < 0 (``clipMax x accScale'`` is exactly ``2^bits x 2^k`` in float32),
+    and §6.4 the tensorScale ``accScale' / 2^roundBits``: outScale for k >= 0, ``outScale x 2^k`` below.
+    Returns (tensorScale, weightScale', roundBits)."""
+    out_scale = np.float32(clip_forced_scale(clip_max, out_bits, symmetric))
+    if not weight_scale_ > 0 or not in_scale > 0:
+        raise FixedPointError(f"a forced output scale needs weight and input scales > 0, got {weight_scale_}, "
+                              f"{in_scale}")
+    acc = np.float32(np.float32(in_scale) * np.float32(weight_scale_))
+    out_div = np.float32(acc / out_scale)
+    pow2_div = np.float32(2.0 ** math.ceil(math.log(float(out_div)) / math.log(2.0)))
+    if pow2_div > out_div:
+        pow2_div = np.float32(pow2_div / np.float32(2.0))
+    forced_acc = np.float32(out_scale * pow2_div)
+    weight = float(np.float32(forced_acc / np.float32(in_scale)))
+    k = math.frexp(float(pow2_div))[1] - 1
+    rb = max(k, 0)
+    return float(forced_acc) / float(1 << rb), weight, rb
 
 
 # ---- §5: bias --------------------------------------------------------------------------------

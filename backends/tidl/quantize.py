@@ -429,13 +429,18 @@ class _Quantizer:
         self.tensors[t.id] = q
         return q
 
-    def bounds(self, layer: TidlLayer, out: QuantizedTensor) -> Tuple[Tuple[int, int], str]:
+    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False) -> Tuple[Tuple[int, int], str]:
+        """The layer's final saturation (§8.10) and its activation word. ``forced``: §4.7 forced the output
+        scale, and the output type's bounds are the only saturation (TI's kernels take the type's limits;
+        the forced scale puts the type's top at the clip)."""
         act = layer.activation
         if act.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {act.type} activation")
         ftype = out.fixed_type
         if act.type in NON_SATURATING:   # their own rule; then the output type's bounds
             return ftype.bounds, act.type.lower()
+        if forced:
+            return ftype.bounds, "relu6" if act.type == "ReLU6" else "clip"
         if act.type == "HardSigmoid":    # alpha x + beta folded into the affine part: a clip to [0, 1]
             return activation_bounds(ftype, "clip", out.scale, 0.0, 1.0), "clip"
         if act.type == "none":
@@ -452,24 +457,28 @@ class _Quantizer:
         c_hi = c_hi if c_hi is not None and math.isfinite(c_hi) and abs(c_hi) < _NO_BOUND else hi_t / out.scale
         return activation_bounds(ftype, "clip", out.scale, c_lo, c_hi), "clip"
 
-    def forced_clip(self, layer: TidlLayer) -> Optional[float]:
-        """The clipMax of §4.7 when the layer's activation forces its output scale, else None."""
+    def forced_clip(self, layer: TidlLayer) -> Optional[Tuple[float, bool]]:
+        """§4.7, TI's ``isOutputTensorMaxSatAvailable``: (clipMax, symmetric) when the layer's activation
+        forces its output scale: ReLU6 (6), a Clip of clipMax > 0 with clipMin 0 or clipMin = -clipMax
+        (symmetric: a signed output), tidlx's hard sigmoid clip [0, 1]; else None."""
         act = layer.activation
         if act.type == "ReLU6":
-            return 6.0
+            return 6.0, False
         if act.type == "HardSigmoid":
-            return 1.0
+            return 1.0, False
         if act.type == "Clip":
             p = dict(act.params)
             lo, hi = p.get("min"), p.get("max")
-            if lo is not None and lo >= 0 and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND:
-                return float(hi)
+            if lo is not None and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND \
+                    and (lo == 0 or -lo == hi):
+                return float(hi), lo < 0
         return None
 
     def clip_scale(self, layer: TidlLayer, out_bits: int) -> Optional[float]:
-        """§4.7's ``2^bits / clipMax`` when the layer's activation forces its output scale, else None."""
-        clip_max = self.forced_clip(layer)
-        return None if clip_max is None else nx.clip_forced_scale(clip_max, out_bits)
+        """§4.7's forced output scale (``2^bits / clipMax``, ``2^(bits-1) / clipMax`` for a symmetric clip)
+        when the layer's activation forces it, else None."""
+        clip = self.forced_clip(layer)
+        return None if clip is None else nx.clip_forced_scale(clip[0], out_bits, clip[1])
 
     def prelu_slopes(self, layer: TidlLayer) -> np.ndarray:
         """The float slopes of a PReLU activation: a leaky ReLU's one slope, or nn.prelu's per-channel
@@ -568,14 +577,11 @@ class _Quantizer:
                              f"Clipped)")
         if ws == 0:
             raise QuantizationError(f"{where}: all weights are zero (weight scale 0)")
-        forced = None
         extra: Dict[str, Any] = {}
-        clip_max = self.forced_clip(layer)
-        if clip_max is not None:
-            forced = nx.clip_output_scale(clip_max, out_bits, ws, in_scale)
-        if forced is not None:
-            out_scale, ws, rb = forced
-            signed = False
+        clip = self.forced_clip(layer)
+        if clip is not None:   # §4.7: the weight scale moved so that accScale is outScale x 2^k
+            out_scale, ws, rb = nx.clip_output_scale(clip[0], out_bits, ws, in_scale, clip[1])
+            signed = clip[1]
             acc = nx.acc_scale_weighted(ws, in_scale)
             notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
         else:
@@ -583,7 +589,7 @@ class _Quantizer:
             rb, signed, out_scale, extra, more = self.activation_stage(layer, acc, out_bits)
             notes += more
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
@@ -701,12 +707,15 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
+        forced = False
         if kind != "Prod":   # §6.5: roundBits and the multipliers
-            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
+            clip_scale = self.clip_scale(layer, out_bits)
+            rb, out_scale = nx.merging_round_bits(rb, acc, clip_scale, self.bias_range)
             multipliers = nx.eltwise_multipliers(out_scale, rb, scales)
             acc = out_scale * float(1 << rb)
+            forced = clip_scale is not None and out_scale == clip_scale
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced)
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, inputs, layer.outputs, attrs,
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
@@ -822,13 +831,16 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
+        forced = False
         if kind == "Sum":
-            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
+            clip_scale = self.clip_scale(layer, out_bits)
+            rb, out_scale = nx.merging_round_bits(rb, acc, clip_scale, self.bias_range)
             mx, mc = nx.eltwise_multipliers(out_scale, rb, scales)
             multipliers = (-mx if negate_x else mx, mc)
             acc = out_scale * float(1 << rb)
+            forced = clip_scale is not None and out_scale == clip_scale
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced)
         # the variable operand first in the kernel's operand list, the constant second
         return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, layer.inputs, layer.outputs,
                               {"eltwise_type": kind, "constant_operand": 1}, act, weights=c_q, weight_bits=c_bits,

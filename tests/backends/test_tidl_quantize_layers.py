@@ -241,3 +241,44 @@ def test_mixed_precision_a_16_bit_layer_between_8_bit_ones():
     s_mixed, s_plain = _sqnr(reference, mixed.run(x)[0]), _sqnr(reference, plain.run(x)[0])
     print(f"8-16-8 chain: all 8 bit {s_plain:.1f} dB, middle layer 16 bit {s_mixed:.1f} dB")
     assert s_mixed >= s_plain
+
+
+CLIPPED = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 4, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]);
+  %1 = clip(%0, a_min=-2f, a_max=2f);
+  %2 = nn.conv2d(%1, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3]);
+  clip(%2, a_min=0f, a_max=6f)
+}
+'''
+
+
+def test_clip_forced_scales_symmetric_and_below_one():
+    """§4.7 in the quantizer: a symmetric clip [-2, 2] forces the signed 2^7 / 2 = 64; the second layer's
+    clip [0, 6] forces 256 / 6 from its weight scale's largest power of 2 under the ratio, and both keep
+    the type's bounds only. Scaling the input by 2^10 puts the first layer's ratio below 1: the weight
+    scale then drops by a power of 2 below outScale, roundBits 0, tensorScale = accScale."""
+    r = np.random.default_rng(3)
+    w = [(r.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32),
+         (r.standard_normal((8, 8, 3, 3)) * 0.1).astype(np.float32)]
+    mod = tidlx.parse_relay(CLIPPED, params=w)
+    for gain in (1.0, 2.0 ** 10):
+        frames = _frames(4, 1) * np.float32(gain)
+        q = _quantize(mod, {"x": frames}, tensor_bits=8)
+        sub = q.subgraphs["tidl_0"]
+        first, second = sub.compute_layers()
+        x_scale = sub.tensors[first.inputs[0]].scale
+        out1, out2 = sub.tensors[first.outputs[0]], sub.tensors[second.outputs[0]]
+        assert out1.signed and not out2.signed
+        assert first.bounds == (-128, 127) and second.bounds == (0, 255)
+        for layer, out, clip_scale in ((first, out1, 64.0), (second, out2, float(np.float32(256 / 6)))):
+            acc = float(np.float32(layer.weight_scale * sub.tensors[layer.inputs[0]].scale))
+            ratio = acc / clip_scale
+            assert ratio == 2.0 ** round(np.log2(ratio))         # a power of 2, above or below 1
+            if ratio >= 1:
+                assert out.scale == clip_scale and layer.round_bits == round(np.log2(ratio))
+            else:
+                assert layer.round_bits == 0 and out.scale == pytest.approx(acc, rel=1e-7)
+        if gain > 1:   # the input scale is 2^10 smaller: the first layer's ratio is below 1
+            assert x_scale * first.weight_scale < 64.0 and first.round_bits == 0
+        tidlx.emulate(q, {"x": frames[:1]})

@@ -541,13 +541,19 @@ def depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale):
     return result
 
 
-def clip_output_scale(clip_max, out_bits, ws, in_scale):
-    out_scale = 2 ** out_bits / clip_max
-    ratio = ws * in_scale / out_scale
-    if not ratio >= 1:
-        return None
-    p = _power_at_most(ratio)
-    return out_scale, out_scale * float(p) / in_scale, p.numerator.bit_length() - 1
+def clip_output_scale(clip_max, out_bits, ws, in_scale, symmetric=False):
+    """§4.7 in float32 steps: outScale, accScale, the ratio; the largest power of 2 <= the ratio (an
+    exact Fraction, below 1 too); the forced accScale and weight scale; roundBits max(k, 0) and the
+    tensorScale accScale' / 2^roundBits."""
+    f32 = np.float32
+    out = f32(2 ** (out_bits - 1 if symmetric else out_bits)) / f32(clip_max)
+    acc = f32(in_scale) * f32(ws)
+    p = _power_at_most(float(acc / out))
+    forced = out * f32(float(p))
+    weight = float(forced / f32(in_scale))
+    k = p.numerator.bit_length() - 1 if p >= 1 else -(p.denominator.bit_length() - 1)
+    rb = max(k, 0)
+    return float(forced) / 2 ** rb, weight, rb
 
 
 # ---- §8.10.1-2, §8.11 (depth-to-space) -------------------------------------------------------
