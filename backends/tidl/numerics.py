@@ -439,13 +439,19 @@ def bias_saturation_guard(round_bits_: int, tensor_scale_: float, weight_to_bias
 
 
 def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: float) -> np.ndarray:
-    """§8.1.1: per-channel depthwise ``roundBits[c] = (int8) log2(wScale[c] x inScale / outScale)``, truncated
-    (TIDL-NUMERICS.md, "Runtime arithmetic"), exactly; tidlx's choice: a negative value becomes 0."""
+    """§8.1.1: per-channel depthwise ``roundBits[c] = (int8)(log(float32(weightScale[c] x inScale) /
+    outScale) / log 2)``, the quotient in float32, the logs in double, the cast truncating toward zero
+    (TI's ``TIDL_refConv2d``, conv reference); tidlx's choice: a negative value becomes 0 (TI stores it
+    in an unsigned byte)."""
     result = []
+    out = np.float32(out_scale)
+    if not out > 0:
+        raise FixedPointError(f"per-channel roundBits: the output scale must be > 0, got {out_scale}")
     for w in _floats(weight_scales, "weight scales").ravel():
-        ratio = float(w) * float(in_scale) / float(out_scale)
-        # For ratio >= 1, trunc(log2 ratio) is the binary exponent - 1; below 1 it is <= 0, clamped.
-        result.append(max(0, math.frexp(ratio)[1] - 1) if ratio >= 1 else 0)
+        ratio = np.float32(np.float32(np.float32(w) * np.float32(in_scale)) / out)
+        if not ratio > 0:
+            raise FixedPointError("per-channel roundBits: weight scales must be > 0")
+        result.append(max(0, int(math.log(float(ratio)) / math.log(2.0))))
     if max(result, default=0) > 127:
         raise FixedPointError("per-channel roundBits above the int8 range")
     return np.array(result, np.int64)
@@ -610,17 +616,12 @@ def activation_table(kind: str, pre_scale: float, pre_bits: int, out_scale: floa
     return table
 
 
-def depthwise_per_channel_scales(weight_scales, in_scale: float, tensor_scale_: float
-                                 ) -> Tuple[float, np.ndarray, np.ndarray]:
-    """§4.5/§8.1.1, tidlx's choice of the output scale and the per-channel weight scales: the output's
-    ``outScale = min(tensorScale, min_c weightScale[c] x inScale)`` (every channel's ratio >= 1);
-    ``roundBits[c]`` by §8.1.1; each channel's weight scale lowered to ``outScale x 2^roundBits[c] /
-    inScale`` so that every channel lands exactly on outScale. Returns (outScale, weight scales,
-    roundBits)."""
+def depthwise_reference_channel(weight_scales) -> int:
+    """§4.5, tidlx's choice of the channel whose accScale gives a per-channel layer its roundBits and
+    tensorScale (TI takes the channel with the largest float output, ``TIDL_findMinMaxForChQuant``; tidlx
+    keeps one range per tensor): the one with the smallest weight scale (the largest weights), so that
+    every channel's ratio to the output scale is >= 1."""
     ws = _floats(weight_scales, "weight scales").ravel()
     if ws.size == 0 or not (ws > 0).all():
-        raise FixedPointError("per-channel weight scales must be > 0 (a channel of zero weights)")
-    out_scale = min(float(tensor_scale_), float(ws.min()) * float(in_scale))
-    rb = depthwise_per_channel_round_bits(ws, in_scale, out_scale)
-    lowered = np.array([out_scale * float(1 << int(r)) / float(in_scale) for r in rb])
-    return out_scale, np.minimum(lowered, ws), rb
+        raise FixedPointError("per-channel weight scales must be > 0")
+    return int(np.argmin(ws))

@@ -311,9 +311,11 @@ class _Quantizer:
         self.net = net
         self.calib = calib
         self.opts = options
-        self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC
         bits = calibration_option_bits(options)
         self.per_channel_depthwise = bool(bits & PER_CHANNEL_WEIGHT_BIT)
+        # §2/§4.5: per-channel weights switch the whole network to P2Dynamic, as TI's import does
+        self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC \
+            or self.per_channel_depthwise
         self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
         self.bias_range = bool(bits & BIAS_RANGE_BIT)
         self.tensors: Dict[int, QuantizedTensor] = {}
@@ -368,9 +370,9 @@ class _Quantizer:
             return abs_max, nx.weight_scale(abs_max, wbits, self.power_of_2)
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
-        if self.is_per_channel(layer):   # §4.5: one scale per output channel
-            per = [scale_of(w[c]) for c in range(w.shape[0])]
-            abs_max, ws = max(a for a, _ in per), np.array([s for _, s in per])
+        if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
+            per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
+            abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
         elif given is not None and given.weight_abs_max is not None:
             abs_max = given.weight_abs_max
             if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
@@ -390,11 +392,12 @@ class _Quantizer:
         return found
 
     def is_per_channel(self, layer: TidlLayer) -> bool:
-        """§4.5: a depthwise convolution (groups = input channels > 1) with PerChannelWeight set."""
+        """§4.5: a depthwise convolution (input channels = output channels = groups, TI's
+        ``isPerChannelQuantizationEnabled``) with PerChannelWeight set."""
         if not self.per_channel_depthwise or layer.type != "Conv":
             return False
         prm: ConvParams = layer.params
-        return prm.groups > 1 and prm.groups == prm.in_channels
+        return prm.groups == prm.in_channels == prm.out_channels
 
     def guarded(self, layer: TidlLayer, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
         """§6.6 on the layer's output (TI's guard in ``TIDL_UpdateScaleFactors``): roundBits raised so that
@@ -614,16 +617,17 @@ class _Quantizer:
 
     def weighted_per_channel(self, layer: TidlLayer, p: _WeightedPlan, x: QuantizedTensor,
                              out_bits: int) -> QuantizedLayer:
-        """A depthwise convolution with per-channel weights (§4.5, §8.1.1): each channel's weight scale
-        clipped for the bias (§4.4), the output scale and the lowered per-channel scales and roundBits
-        of ``depthwise_per_channel_scales``."""
+        """A depthwise convolution with per-channel weights (§4.5, §8.1.1, TI's
+        ``TIDL_QuantPerChannelWeight``): each channel's P2 weight scale clipped for the bias (§4.4, with
+        or without BiasRange) and forced by a ReLU6/Clip (§4.7); the output's roundBits and tensorScale
+        from ``depthwise_reference_channel``'s accScale; one roundBits per channel."""
         if layer.activation.type in NON_SATURATING:
             raise self.unsupported(layer, f"per-channel weights with the {layer.activation.type} activation")
         notes: List[str] = []
         ws = np.array(p.weight_scale, np.float64)
         if not (ws > 0).any():
             raise QuantizationError(f"{self.where(layer)}: all weights are zero (weight scale 0)")
-        ws = np.where(ws > 0, ws, ws.max())   # a channel of zero weights quantizes to 0 at any scale
+        ws = np.where(ws > 0, ws, 1.0)   # a channel of zero weights: scale 1 (TI's stated intent)
         if p.affine.has_bias:
             clipped = [nx.clip_weight_scale_for_bias(float(s), x.scale, p.bias_abs_max, p.weight_bits, x.signed,
                                                      self.power_of_2) for s in ws]
@@ -631,12 +635,23 @@ class _Quantizer:
                 notes.append(f"weight scale clipped for the bias in {sum(c for _, c in clipped)} channel(s) "
                              f"(Weight Scale Clipped)")
             ws = np.array([s for s, _ in clipped])
-        acc_max = nx.acc_scale_weighted(float(ws.max()), x.scale)
-        rb0, signed, more = self.requantized(layer, acc_max, out_bits)
-        notes += more
-        out_scale, ws, rbs = nx.depthwise_per_channel_scales(ws, x.scale, nx.tensor_scale(acc_max, rb0))
+        clip = self.forced_clip(layer)
+        if clip is not None:   # §4.7 per channel
+            forced = [nx.clip_output_scale(clip[0], out_bits, float(s), x.scale, clip[1]) for s in ws]
+            ws = np.array([w for _, w, _ in forced])
+            ref = nx.depthwise_reference_channel(ws)
+            out_scale, signed = forced[ref][0], clip[1]
+            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
+            notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
+        else:
+            ref = nx.depthwise_reference_channel(ws)
+            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
+            rb0, signed, more = self.requantized(layer, acc_ref, out_bits)
+            notes += more
+            out_scale = nx.tensor_scale(acc_ref, rb0)
+        rbs = nx.depthwise_per_channel_round_bits(ws, x.scale, out_scale)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
@@ -651,7 +666,7 @@ class _Quantizer:
         attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
                  "groups": prm.groups}
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
-                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, rbs, (), acc_max, bounds,
+                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, rbs, (), acc_ref, bounds,
                               tuple(notes), per_channel=True)
 
     def pool(self, layer: TidlLayer) -> QuantizedLayer:
@@ -1009,6 +1024,7 @@ class _Quantizer:
         tensors = tuple(self.tensors[t.id] for t in self.net.tensors)
         return QuantizedSubgraph(self.net.name, layers, tensors, self.net.inputs, self.net.outputs, returns_tuple,
                                  self.opts.tensor_bits,
+                                 nx.P2_DYNAMIC if self.power_of_2 else
                                  nx.quantization_style(self.opts.quantization_scale_type))
 
 

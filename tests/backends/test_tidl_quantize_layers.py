@@ -153,13 +153,17 @@ def @main(%x: Tensor[(1, 8, 10, 10), float32]) {
 '''
 
 
-def depthwise_model():
+def _depthwise_params():
     r = np.random.default_rng(5)
     # channel magnitudes from 1/64 to 1: one per-tensor scale wastes most bits of the small channels
     magnitude = (2.0 ** -np.arange(0, 8, dtype=np.float64) * 0.8).astype(np.float32)
     w = (r.standard_normal((8, 1, 3, 3)) * magnitude[:, None, None, None]).astype(np.float32)
     b = (r.standard_normal(8) * 0.05).astype(np.float32)
-    return tidlx.parse_relay(DEPTHWISE, params=[w, b])
+    return [w, b]
+
+
+def depthwise_model():
+    return tidlx.parse_relay(DEPTHWISE, params=_depthwise_params())
 
 
 def _per_channel_options(on: bool, bits: int = 8):
@@ -190,8 +194,13 @@ def test_per_channel_depthwise_records_and_gain():
             for ws, rb in zip(conv.weight_scale, conv.round_bits):
                 assert ws * in_scale / out_scale == pytest.approx(2.0 ** rb, rel=1e-12)
             assert len(set(conv.round_bits.tolist())) > 1
-            # the small channels use their weights' range: each channel's largest |weight| near 127
-            assert (np.abs(conv.weights).reshape(8, -1).max(axis=1) >= 64).all()
+            # per-channel weights make the network P2Dynamic: each channel's weight scale is 128 over its
+            # absMax rounded up to a power of 2, or less where the bias clips it (§4.4)
+            assert sub.quantization_style == nx.P2_DYNAMIC
+            w = _depthwise_params()[0]
+            p2 = [128.0 / 2.0 ** np.ceil(np.log2(np.abs(w[c]).max())) for c in range(8)]
+            assert all(ws <= want and 2.0 ** np.round(np.log2(ws)) == ws for ws, want in zip(conv.weight_scale, p2))
+            assert sum(ws == want for ws, want in zip(conv.weight_scale, p2)) >= 4
         out = tidlx.emulate(q, x)[0]
         assert q.subgraphs["tidl_0"].tensors[conv.outputs[0]].bits == 16 and conv.weight_bits == 8
         figures[on] = min(_sqnr(reference[:, c], out[:, c]) for c in range(8) if np.abs(reference[:, c]).max() > 0)
@@ -282,3 +291,24 @@ def test_clip_forced_scales_symmetric_and_below_one():
         if gain > 1:   # the input scale is 2^10 smaller: the first layer's ratio is below 1
             assert x_scale * first.weight_scale < 64.0 and first.round_bits == 0
         tidlx.emulate(q, {"x": frames[:1]})
+
+
+def test_per_channel_depthwise_with_relu6_forces_each_channel():
+    """§4.5 with §4.7: every channel's weight scale is forced to outScale x 2^k / inScale (k its own),
+    the output takes the reference channel's forced scale and the type's bounds, and each channel's
+    roundBits brings its accumulator onto it."""
+    mod = tidlx.parse_relay(DEPTHWISE.replace("nn.relu(%1)", "clip(%1, a_min=0f, a_max=6f)"),
+                            params=_depthwise_params())
+    calib = {"x": np.random.default_rng(1).standard_normal((4, 8, 10, 10)).astype(np.float32)}
+    q = _quantize(mod, calib, **{**_per_channel_options(True), "advanced_options:output_feature_16bit_names_list": ""})
+    sub = q.subgraphs["tidl_0"]
+    conv = sub.compute_layers()[0]
+    in_scale, out = sub.tensors[conv.inputs[0]].scale, sub.tensors[conv.outputs[0]]
+    clip_scale = float(np.float32(256 / 6))
+    assert conv.per_channel and conv.bounds == (0, 255) and not out.signed
+    assert out.scale == clip_scale * 2.0 ** min(0, int(np.log2(conv.weight_scale.min() * in_scale / clip_scale)))
+    for ws, rb in zip(conv.weight_scale, conv.round_bits):
+        ratio = float(np.float32(ws * in_scale)) / clip_scale
+        assert ratio == 2.0 ** np.round(np.log2(ratio))
+        assert float(np.float32(ws * in_scale)) / out.scale == 2.0 ** rb
+    tidlx.emulate(q, {"x": calib["x"][:1]})

@@ -530,12 +530,14 @@ def bias_calibration_factor(i, n):
 
 
 def depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale):
+    """§8.1.1: the float32 ratio float32(w inScale) / outScale; below 1 (where the truncated log2 is 0 or
+    negative) 0, else the exact trunc(log2 ratio) by doubling."""
     result = []
     for w in weight_scales:
-        ratio = Fraction(float(w) * in_scale / out_scale)
+        ratio = Fraction(float(np.float32(np.float32(np.float32(w) * np.float32(in_scale)) / np.float32(out_scale))))
         k = 0
         if ratio >= 1:
-            while 2 ** (k + 1) <= ratio:    # trunc(log2 ratio) for ratio >= 1
+            while 2 ** (k + 1) <= ratio:
                 k += 1
         result.append(k)
     return result
@@ -677,10 +679,10 @@ def depth_to_space(x, b, mode):
     return out
 
 
-def depthwise_per_channel_scales(weight_scales, in_scale, tensor_scale):
-    """§4.5/§8.1.1's choice: outScale = min(tensorScale, min ws x inScale), roundBits by §8.1.1, each
-    channel's weight scale lowered to outScale 2^rb / inScale."""
-    out_scale = min(tensor_scale, min(float(w) * in_scale for w in weight_scales))
-    rb = depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale)
-    lowered = [min(out_scale * 2.0 ** r / in_scale, float(w)) for r, w in zip(rb, weight_scales)]
-    return out_scale, lowered, rb
+def depthwise_reference_channel(weight_scales):
+    """§4.5: the first channel of the smallest weight scale."""
+    best = 0
+    for i, w in enumerate(weight_scales):
+        if w < weight_scales[best]:
+            best = i
+    return best

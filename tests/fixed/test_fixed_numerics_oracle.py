@@ -322,11 +322,24 @@ def test_fixed_facts():
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(st.lists(scales, min_size=1, max_size=6), scales, scales)
-def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, tensor_scale):
+@given(st.lists(st.integers(-10, 16).map(lambda e: 2.0 ** e), min_size=1, max_size=6),
+       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12), st.lists(scales, min_size=1, max_size=6))
+def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0, any_scales):
+    """§4.5/§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): the output scale from
+    the reference channel's accScale; every channel's roundBits >= 0 and its accumulator exactly on the
+    output scale after its shift. On any scales, the reference channel is the oracle's."""
     count("per_channel_scales")
-    out_scale, ws, rb = nx.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
-    want = oracle.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
-    assert (out_scale, ws.tolist(), rb.tolist()) == (want[0], want[1], want[2])
-    for w, lowered, r in zip(w_scales, ws, rb):   # every channel lands on outScale: accScale = outScale 2^rb
-        assert lowered <= w and math.isclose(lowered * in_scale / out_scale, 2.0 ** r, rel_tol=1e-12)
+    ref = nx.depthwise_reference_channel(w_scales)
+    assert ref == oracle.depthwise_reference_channel(w_scales)
+    assert nx.depthwise_reference_channel(any_scales) == oracle.depthwise_reference_channel(any_scales)
+    out_scale = nx.tensor_scale(nx.acc_scale_weighted(w_scales[ref], in_scale), rb0)
+    rb = nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
+    assert rb.tolist() == oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
+    for w, r in zip(w_scales, rb):
+        assert r >= rb0 and w * in_scale / out_scale == 2.0 ** r
+
+
+def test_depthwise_per_channel_round_bits_by_hand():
+    """§8.1.1: weight scales 64, 256 and 48 at input scale 0.5, output scale 4: the float32 ratios 8, 32
+    and 6 give roundBits 3, 5 and trunc(2.58) = 2; a ratio of 0.75 gives 0."""
+    assert nx.depthwise_per_channel_round_bits([64.0, 256.0, 48.0, 6.0], 0.5, 4.0).tolist() == [3, 5, 2, 0]
