@@ -152,25 +152,40 @@ def batch_norm_weight_scale_before_nonlinearity(bits: int) -> float:
     return float(1 << (bits - 1))
 
 
-def clip_forced_scale(clip_max: float, out_bits: int) -> float:
-    """§4.7: the output scale a ReLU6/Clip forces, ``2^bits / clipMax`` (unsigned output; TI's
-    ``isOutputTensorMaxSatAvailable``)."""
+def clip_forced_scale(clip_max: float, out_bits: int, symmetric: bool = False) -> float:
+    """§4.7: the output scale a ReLU6/Clip forces (TI's ``isOutputTensorMaxSatAvailable``,
+    tidl_import_quantize.cpp, TIDL 11.x): float32 ``2^bits / clipMax``, ``bits`` the output's width,
+    one less for a symmetric clip [-clipMax, clipMax] (a signed output)."""
     if not clip_max > 0:
         raise FixedPointError(f"clip bound {clip_max}: a forced output scale needs clipMax > 0")
-    return (1 << out_bits) / clip_max
+    bits = out_bits - 1 if symmetric else out_bits
+    return float(np.float32(float(1 << bits) / float(np.float32(clip_max))))
 
 
-def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float,
-                      in_scale: float) -> Optional[Tuple[float, float, int]]:
-    """§4.7: an output clipped by ReLU6/Clip forces ``outScale = 2^bits / clipMax`` and lowers the weight
-    scale so that accScale / outScale is a power of 2 (TIDL-NUMERICS.md, "Weights"). Returns (outScale,
-    weight scale, roundBits), or None when accScale < outScale (tidlx's choice: nothing is forced)."""
-    out_scale = clip_forced_scale(clip_max, out_bits)
-    ratio = weight_scale_ * in_scale / out_scale
-    if not ratio >= 1:
-        return None
-    power = largest_power_of_2_at_most(ratio)
-    return out_scale, out_scale * power / in_scale, math.frexp(power)[1] - 1
+def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float, in_scale: float,
+                      symmetric: bool = False) -> Tuple[float, float, int]:
+    """§4.7: an output clipped by ReLU6/Clip takes TI's forced weight scale (``TIDL_QuantizeSignedMax``
+    with ``isOutMaxSat``, TIDL 11.x), in float32: ``accScale = inScale x weightScale``, ``outDiv =
+    accScale / outScale``, ``pow2Div`` the largest power of 2 <= outDiv (``2^ceil(log2 outDiv)`` with the
+    log in double, halved when above outDiv), also when outDiv < 1; ``accScale' = outScale x pow2Div``,
+    ``weightScale' = accScale' / inScale``. §6.3 on the clip range then gives roundBits ``k = log2
+    pow2Div`` for k >= 0 and 0 for k < 0 (``clipMax x accScale'`` is exactly ``2^bits x 2^k`` in float32),
+    and §6.4 the tensorScale ``accScale' / 2^roundBits``: outScale for k >= 0, ``outScale x 2^k`` below.
+    Returns (tensorScale, weightScale', roundBits)."""
+    out_scale = np.float32(clip_forced_scale(clip_max, out_bits, symmetric))
+    if not weight_scale_ > 0 or not in_scale > 0:
+        raise FixedPointError(f"a forced output scale needs weight and input scales > 0, got {weight_scale_}, "
+                              f"{in_scale}")
+    acc = np.float32(np.float32(in_scale) * np.float32(weight_scale_))
+    out_div = np.float32(acc / out_scale)
+    pow2_div = np.float32(2.0 ** math.ceil(math.log(float(out_div)) / math.log(2.0)))
+    if pow2_div > out_div:
+        pow2_div = np.float32(pow2_div / np.float32(2.0))
+    forced_acc = np.float32(out_scale * pow2_div)
+    weight = float(np.float32(forced_acc / np.float32(in_scale)))
+    k = math.frexp(float(pow2_div))[1] - 1
+    rb = max(k, 0)
+    return float(forced_acc) / float(1 << rb), weight, rb
 
 
 # ---- §5: bias --------------------------------------------------------------------------------
@@ -424,19 +439,25 @@ def bias_saturation_guard(round_bits_: int, tensor_scale_: float, weight_to_bias
 
 
 def depthwise_per_channel_round_bits(weight_scales, in_scale: float, out_scale: float) -> np.ndarray:
-    """§8.1.1: per-channel depthwise ``roundBits[c] = (int8) log2(wScale[c] x inScale / outScale)``, truncated
-    (TIDL-NUMERICS.md, "Runtime arithmetic"), exactly; tidlx's choice: a negative value becomes 0."""
+    """§8.1.1: per-channel depthwise ``roundBits[c] = (int8)(log(float32(weightScale[c] x inScale) /
+    outScale) / log 2)``, the quotient in float32, the logs in double, the cast truncating toward zero
+    (TI's ``TIDL_refConv2d``, conv reference); tidlx's choice: a negative value becomes 0 (TI stores it
+    in an unsigned byte)."""
     result = []
+    out = np.float32(out_scale)
+    if not out > 0:
+        raise FixedPointError(f"per-channel roundBits: the output scale must be > 0, got {out_scale}")
     for w in _floats(weight_scales, "weight scales").ravel():
-        ratio = float(w) * float(in_scale) / float(out_scale)
-        # For ratio >= 1, trunc(log2 ratio) is the binary exponent - 1; below 1 it is <= 0, clamped.
-        result.append(max(0, math.frexp(ratio)[1] - 1) if ratio >= 1 else 0)
+        ratio = np.float32(np.float32(np.float32(w) * np.float32(in_scale)) / out)
+        if not ratio > 0:
+            raise FixedPointError("per-channel roundBits: weight scales must be > 0")
+        result.append(max(0, int(math.log(float(ratio)) / math.log(2.0))))
     if max(result, default=0) > 127:
         raise FixedPointError("per-channel roundBits above the int8 range")
     return np.array(result, np.int64)
 
 
-# ---- §8.10.1-2: the non-saturating activations (tidlx's choices; TIDL-NUMERICS.md is silent) -----
+# ---- §8.10.1-2: the non-saturating activations -------------------------------------------------
 
 #: §8.10.2: the limit L of a table activation's pre-activation range, by kind and output width
 #: (beyond it the output saturates at the output's resolution).
@@ -450,23 +471,52 @@ FIXED_RANGE_TABLES = ("Sigmoid", "Tanh")
 GELU_TURN = -0.7517915246
 
 
-def quantize_prelu_slopes(slopes, shift: int = 15) -> np.ndarray:
-    """§8.10.1: ``slope_q = clamp(trunc(slope * 2^shift + 0.5 sign(slope)), int32)``, as weights (§4.2)."""
-    s = _floats(slopes, "PReLU slopes") * float(1 << int(shift))
-    q = np.trunc(s + 0.5 * np.sign(s))
-    lo, hi = saturation_bounds(32, True)
+def prelu_slope_scale(slopes, weight_bits: int, power_of_2: bool = False) -> float:
+    """§8.10.1: a PReLU's slope scale, as TI's ``TIDL_updateParamsRange`` sets ``slopeScale`` with
+    ``TIDL_GetMaxQuantScale`` over the slopes' [min, max] (tidl_import_quantize.cpp, TIDL 11.x): float32
+    ``2^(bits-1) / absMax`` (absMax rounded up to a power of 2 in P2 styles, the log in double); TI's -1
+    for an absMax below 1e-15 becomes 1, as for weights."""
+    s = _floats(slopes, "PReLU slopes").ravel()
+    if s.size == 0:
+        raise FixedPointError("PReLU slopes: none given")
+    if weight_bits not in (8, 16):
+        raise FixedPointError(f"PReLU slopes are 8 or 16 bits wide (the weights'), not {weight_bits}")
+    lo, hi = np.float32(s.min()), np.float32(s.max())
+    abs_range = np.float32(max(abs(lo), abs(hi)))
+    if float(abs_range) < ABS_MAX_EPSILON:
+        return 1.0
+    if power_of_2:
+        abs_range = np.float32(2.0 ** float(np.float32(math.ceil(math.log(float(abs_range)) / math.log(2.0)))))
+    return float(np.float32(float(1 << (weight_bits - 1)) / float(abs_range)))
+
+
+def quantize_prelu_slopes(slopes, slope_scale: float, weight_bits: int) -> np.ndarray:
+    """§8.10.1: the slopes quantized as TI's ``TIDL_QuantizeSignedMax`` quantizes weights: the float32
+    product ``slope x slopeScale``, plus or minus 0.5 in double, truncated, clamped to the weights' type
+    (int8 for 8-bit weights, int16 for 16-bit)."""
+    lo, hi = saturation_bounds(weight_bits, True)
+    s = _floats(slopes, "PReLU slopes").astype(np.float32)
+    product = (s * np.float32(slope_scale)).astype(np.float64)
+    q = np.trunc(np.where(s > 0, product + 0.5, product - 0.5))
     return np.clip(q, lo, hi).astype(np.int64)
 
 
-def prelu_pre_range(range_min: float, range_max: float, slopes) -> Tuple[float, float]:
-    """§8.10.1: the range a PReLU's roundBits is chosen for: the output's, with its lower end divided by
-    the smallest slope when every slope is in (0, 1] (the pre-activation's negative end; else the
-    output's range as it is)."""
-    s = _floats(slopes, "PReLU slopes").ravel()
-    lo = float(range_min)
-    if s.size and s.min() > 0 and s.max() <= 1 and lo < 0:
-        lo = lo / float(s.min())
-    return lo, float(range_max)
+def prelu_slope_factors(slopes_q, slope_scale: float, weight_bits: int) -> Tuple[np.ndarray, int]:
+    """§8.10.1: (slope factors, shift) of a PReLU's accumulator rule, as TI's ``TIDL_refBatchNormCore``
+    derives them (TIDL 11.x): ``f = float32(slope_q x 256) / slopeScale`` in float32; 8-bit weights:
+    factor ``(int32) f`` with shift 8 (an 8.8 slope); 16-bit weights: ``(int32)(f x 256)`` in float32
+    with shift 16. The casts truncate toward zero."""
+    q = np.asarray(slopes_q)
+    if q.dtype.kind not in "iu":
+        raise FixedPointError(f"PReLU slope factors: the slopes must be quantized integers, got {q.dtype}")
+    if not slope_scale > 0:
+        raise FixedPointError(f"PReLU slope factors: slopeScale must be > 0, got {slope_scale}")
+    f = (q.astype(np.int64) * 256).astype(np.float32) / np.float32(slope_scale)
+    if weight_bits == 8:
+        return np.trunc(f).astype(np.int64), 8
+    if weight_bits == 16:
+        return np.trunc(f * np.float32(256.0)).astype(np.int64), 16
+    raise FixedPointError(f"PReLU slopes are 8 or 16 bits wide (the weights'), not {weight_bits}")
 
 
 def table_output_scale(kind: str, bits: int) -> Tuple[float, bool]:
@@ -737,17 +787,12 @@ def table_layer_is_signed(kind: str) -> bool:
     return kind != "Sigmoid"
 
 
-def depthwise_per_channel_scales(weight_scales, in_scale: float, tensor_scale_: float
-                                 ) -> Tuple[float, np.ndarray, np.ndarray]:
-    """§4.5/§8.1.1, tidlx's choice of the output scale and the per-channel weight scales: the output's
-    ``outScale = min(tensorScale, min_c weightScale[c] x inScale)`` (every channel's ratio >= 1);
-    ``roundBits[c]`` by §8.1.1; each channel's weight scale lowered to ``outScale x 2^roundBits[c] /
-    inScale`` so that every channel lands exactly on outScale. Returns (outScale, weight scales,
-    roundBits)."""
+def depthwise_reference_channel(weight_scales) -> int:
+    """§4.5, tidlx's choice of the channel whose accScale gives a per-channel layer its roundBits and
+    tensorScale (TI takes the channel with the largest float output, ``TIDL_findMinMaxForChQuant``; tidlx
+    keeps one range per tensor): the one with the smallest weight scale (the largest weights), so that
+    every channel's ratio to the output scale is >= 1."""
     ws = _floats(weight_scales, "weight scales").ravel()
     if ws.size == 0 or not (ws > 0).all():
-        raise FixedPointError("per-channel weight scales must be > 0 (a channel of zero weights)")
-    out_scale = min(float(tensor_scale_), float(ws.min()) * float(in_scale))
-    rb = depthwise_per_channel_round_bits(ws, in_scale, out_scale)
-    lowered = np.array([out_scale * float(1 << int(r)) / float(in_scale) for r in rb])
-    return out_scale, np.minimum(lowered, ws), rb
+        raise FixedPointError("per-channel weight scales must be > 0")
+    return int(np.argmin(ws))

@@ -191,7 +191,7 @@ _SPECS = (
     _spec("advanced_options:channel_wise_quantization", "channel_wise_quantization", "choice",
           "per-channel weights (accuracy_level 9)", (0, 1), steps=("quantization",), support="full",
           note="at accuracy_level 9: per-channel weight scales of depthwise convolutions, the only layers TI's "
-               "symmetric styles give them"),
+               "symmetric styles give them; the whole network then takes power-of-2 scales (P2Dynamic)"),
     _spec("advanced_options:inference_mode", "inference_mode", "choice",
           "0 one core, 1 high throughput (one frame of the batch per core), 2 low latency", (0, 1, 2),
           steps=("partition", "artifacts", "run"), support="full",

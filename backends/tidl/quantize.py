@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import PRELU_SLOPE_SHIFT, FixedType, activation_bounds, data_convert_to_fixed
+from ...emulator.fixed.arith import FixedType, activation_bounds, data_convert_to_fixed
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -327,9 +327,11 @@ class _Quantizer:
         self.net = net
         self.calib = calib
         self.opts = options
-        self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC
         bits = calibration_option_bits(options)
         self.per_channel_depthwise = bool(bits & PER_CHANNEL_WEIGHT_BIT)
+        # §2/§4.5: per-channel weights switch the whole network to P2Dynamic, as TI's import does
+        self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC \
+            or self.per_channel_depthwise
         self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
         self.bias_range = bool(bits & BIAS_RANGE_BIT)
         self.tensors: Dict[int, QuantizedTensor] = {}
@@ -384,9 +386,9 @@ class _Quantizer:
             return abs_max, nx.weight_scale(abs_max, wbits, self.power_of_2)
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
-        if self.is_per_channel(layer):   # §4.5: one scale per output channel
-            per = [scale_of(w[c]) for c in range(w.shape[0])]
-            abs_max, ws = max(a for a, _ in per), np.array([s for _, s in per])
+        if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
+            per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
+            abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
         elif given is not None and given.weight_abs_max is not None:
             abs_max = given.weight_abs_max
             if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
@@ -406,11 +408,12 @@ class _Quantizer:
         return found
 
     def is_per_channel(self, layer: TidlLayer) -> bool:
-        """§4.5: a depthwise convolution (groups = input channels > 1) with PerChannelWeight set."""
+        """§4.5: a depthwise convolution (input channels = output channels = groups, TI's
+        ``isPerChannelQuantizationEnabled``) with PerChannelWeight set."""
         if not self.per_channel_depthwise or layer.type != "Conv":
             return False
         prm: ConvParams = layer.params
-        return prm.groups > 1 and prm.groups == prm.in_channels
+        return prm.groups == prm.in_channels == prm.out_channels
 
     def guarded(self, layer: TidlLayer, round_bits: int, acc_scale: float, signed: bool) -> Tuple[int, List[str]]:
         """§6.6 on the layer's output (TI's guard in ``TIDL_UpdateScaleFactors``): roundBits raised so that
@@ -445,13 +448,18 @@ class _Quantizer:
         self.tensors[t.id] = q
         return q
 
-    def bounds(self, layer: TidlLayer, out: QuantizedTensor) -> Tuple[Tuple[int, int], str]:
+    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False) -> Tuple[Tuple[int, int], str]:
+        """The layer's final saturation (§8.10) and its activation word. ``forced``: §4.7 forced the output
+        scale, and the output type's bounds are the only saturation (TI's kernels take the type's limits;
+        the forced scale puts the type's top at the clip)."""
         act = layer.activation
         if act.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {act.type} activation")
         ftype = out.fixed_type
         if act.type in NON_SATURATING:   # their own rule; then the output type's bounds
             return ftype.bounds, act.type.lower()
+        if forced:
+            return ftype.bounds, "relu6" if act.type == "ReLU6" else "clip"
         if act.type == "HardSigmoid":    # alpha x + beta folded into the affine part: a clip to [0, 1]
             return activation_bounds(ftype, "clip", out.scale, 0.0, 1.0), "clip"
         if act.type == "none":
@@ -468,24 +476,28 @@ class _Quantizer:
         c_hi = c_hi if c_hi is not None and math.isfinite(c_hi) and abs(c_hi) < _NO_BOUND else hi_t / out.scale
         return activation_bounds(ftype, "clip", out.scale, c_lo, c_hi), "clip"
 
-    def forced_clip(self, layer: TidlLayer) -> Optional[float]:
-        """The clipMax of §4.7 when the layer's activation forces its output scale, else None."""
+    def forced_clip(self, layer: TidlLayer) -> Optional[Tuple[float, bool]]:
+        """§4.7, TI's ``isOutputTensorMaxSatAvailable``: (clipMax, symmetric) when the layer's activation
+        forces its output scale: ReLU6 (6), a Clip of clipMax > 0 with clipMin 0 or clipMin = -clipMax
+        (symmetric: a signed output), tidlx's hard sigmoid clip [0, 1]; else None."""
         act = layer.activation
         if act.type == "ReLU6":
-            return 6.0
+            return 6.0, False
         if act.type == "HardSigmoid":
-            return 1.0
+            return 1.0, False
         if act.type == "Clip":
             p = dict(act.params)
             lo, hi = p.get("min"), p.get("max")
-            if lo is not None and lo >= 0 and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND:
-                return float(hi)
+            if lo is not None and hi is not None and math.isfinite(hi) and 0 < hi < _NO_BOUND \
+                    and (lo == 0 or -lo == hi):
+                return float(hi), lo < 0
         return None
 
     def clip_scale(self, layer: TidlLayer, out_bits: int) -> Optional[float]:
-        """§4.7's ``2^bits / clipMax`` when the layer's activation forces its output scale, else None."""
-        clip_max = self.forced_clip(layer)
-        return None if clip_max is None else nx.clip_forced_scale(clip_max, out_bits)
+        """§4.7's forced output scale (``2^bits / clipMax``, ``2^(bits-1) / clipMax`` for a symmetric clip)
+        when the layer's activation forces it, else None."""
+        clip = self.forced_clip(layer)
+        return None if clip is None else nx.clip_forced_scale(clip[0], out_bits, clip[1])
 
     def prelu_slopes(self, layer: TidlLayer) -> np.ndarray:
         """The float slopes of a PReLU activation: a leaky ReLU's one slope, or nn.prelu's per-channel
@@ -498,6 +510,16 @@ class _Quantizer:
             raise QuantizationError(f"{self.where(layer)}: a PReLU without its slope constant")
         return np.asarray(refs[0].constant.data, np.float64).reshape(-1)
 
+    def prelu_fields(self, layer: TidlLayer) -> Dict[str, Any]:
+        """§8.10.1: a PReLU's slope factors and shift (QuantizedLayer fields), from its slopes quantized at
+        their own scale in the layer's weight width (TI's ``slopeScale``)."""
+        slopes = self.prelu_slopes(layer)
+        wbits, _ = self.widths(layer)
+        slope_scale = nx.prelu_slope_scale(slopes, wbits, self.power_of_2)
+        factors, shift = nx.prelu_slope_factors(nx.quantize_prelu_slopes(slopes, slope_scale, wbits), slope_scale,
+                                                wbits)
+        return {"prelu_slopes": factors, "prelu_shift": shift}
+
     def activation_stage(self, layer: TidlLayer, acc_scale: float, out_bits: int) -> Tuple[int, bool, float,
                                                                                               Dict[str, Any],
                                                                                               List[str]]:
@@ -505,14 +527,10 @@ class _Quantizer:
         tensorScale, extra QuantizedLayer fields, notes)."""
         kind = layer.activation.type
         rng = self.range_of(layer.outputs[0])
-        if kind == "PReLU":
-            slopes = self.prelu_slopes(layer)
-            lo, hi = nx.prelu_pre_range(rng.min, rng.max, slopes)
-            rb = nx.round_bits(acc_scale, lo, hi, out_bits, True)   # a PReLU output is signed (§8.10.1)
+        if kind == "PReLU":   # §8.10.1: the slopes act on the accumulator; roundBits from the output's range
+            rb = nx.round_bits(acc_scale, rng.min, rng.max, out_bits, True)   # a PReLU output is signed
             rb, notes = self.guarded(layer, rb, acc_scale, True)
-            extra = {"prelu_slopes": nx.quantize_prelu_slopes(slopes, PRELU_SLOPE_SHIFT),
-                     "prelu_shift": PRELU_SLOPE_SHIFT}
-            return rb, True, nx.tensor_scale(acc_scale, rb), extra, notes
+            return rb, True, nx.tensor_scale(acc_scale, rb), self.prelu_fields(layer), notes
         if kind in nx.TABLE_ACTIVATIONS:
             alpha = float(dict(layer.activation.params).get("alpha", 1.0))
             lo, hi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, alpha)
@@ -648,14 +666,11 @@ class _Quantizer:
                              f"Clipped)")
         if ws == 0:
             raise QuantizationError(f"{where}: all weights are zero (weight scale 0)")
-        forced = None
         extra: Dict[str, Any] = {}
-        clip_max = self.forced_clip(layer)
-        if clip_max is not None:
-            forced = nx.clip_output_scale(clip_max, out_bits, ws, in_scale)
-        if forced is not None:
-            out_scale, ws, rb = forced
-            signed = False
+        clip = self.forced_clip(layer)
+        if clip is not None:   # §4.7: the weight scale moved so that accScale is outScale x 2^k
+            out_scale, ws, rb = nx.clip_output_scale(clip[0], out_bits, ws, in_scale, clip[1])
+            signed = clip[1]
             acc = nx.acc_scale_weighted(ws, in_scale)
             notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
         else:
@@ -663,7 +678,7 @@ class _Quantizer:
             rb, signed, out_scale, extra, more = self.activation_stage(layer, acc, out_bits)
             notes += more
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
@@ -688,16 +703,17 @@ class _Quantizer:
 
     def weighted_per_channel(self, layer: TidlLayer, p: _WeightedPlan, x: QuantizedTensor,
                              out_bits: int) -> QuantizedLayer:
-        """A depthwise convolution with per-channel weights (§4.5, §8.1.1): each channel's weight scale
-        clipped for the bias (§4.4), the output scale and the lowered per-channel scales and roundBits
-        of ``depthwise_per_channel_scales``."""
+        """A depthwise convolution with per-channel weights (§4.5, §8.1.1, TI's
+        ``TIDL_QuantPerChannelWeight``): each channel's P2 weight scale clipped for the bias (§4.4, with
+        or without BiasRange) and forced by a ReLU6/Clip (§4.7); the output's roundBits and tensorScale
+        from ``depthwise_reference_channel``'s accScale; one roundBits per channel."""
         if layer.activation.type in NON_SATURATING:
             raise self.unsupported(layer, f"per-channel weights with the {layer.activation.type} activation")
         notes: List[str] = []
         ws = np.array(p.weight_scale, np.float64)
         if not (ws > 0).any():
             raise QuantizationError(f"{self.where(layer)}: all weights are zero (weight scale 0)")
-        ws = np.where(ws > 0, ws, ws.max())   # a channel of zero weights quantizes to 0 at any scale
+        ws = np.where(ws > 0, ws, 1.0)   # a channel of zero weights: scale 1 (TI's stated intent)
         if p.affine.has_bias:
             clipped = [nx.clip_weight_scale_for_bias(float(s), x.scale, p.bias_abs_max, p.weight_bits, x.signed,
                                                      self.power_of_2) for s in ws]
@@ -705,12 +721,23 @@ class _Quantizer:
                 notes.append(f"weight scale clipped for the bias in {sum(c for _, c in clipped)} channel(s) "
                              f"(Weight Scale Clipped)")
             ws = np.array([s for s, _ in clipped])
-        acc_max = nx.acc_scale_weighted(float(ws.max()), x.scale)
-        rb0, signed, more = self.requantized(layer, acc_max, out_bits)
-        notes += more
-        out_scale, ws, rbs = nx.depthwise_per_channel_scales(ws, x.scale, nx.tensor_scale(acc_max, rb0))
+        clip = self.forced_clip(layer)
+        if clip is not None:   # §4.7 per channel
+            forced = [nx.clip_output_scale(clip[0], out_bits, float(s), x.scale, clip[1]) for s in ws]
+            ws = np.array([w for _, w, _ in forced])
+            ref = nx.depthwise_reference_channel(ws)
+            out_scale, signed = forced[ref][0], clip[1]
+            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
+            notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
+        else:
+            ref = nx.depthwise_reference_channel(ws)
+            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
+            rb0, signed, more = self.requantized(layer, acc_ref, out_bits)
+            notes += more
+            out_scale = nx.tensor_scale(acc_ref, rb0)
+        rbs = nx.depthwise_per_channel_round_bits(ws, x.scale, out_scale)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
         wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
@@ -725,7 +752,7 @@ class _Quantizer:
         attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
                  "groups": prm.groups}
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
-                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, rbs, (), acc_max, bounds,
+                              act, wq, p.weight_bits, ws, bias_a, bias_b, bias_scale, rbs, (), acc_ref, bounds,
                               tuple(notes), per_channel=True)
 
     def pool(self, layer: TidlLayer) -> QuantizedLayer:
@@ -781,12 +808,15 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
+        forced = False
         if kind != "Prod":   # §6.5: roundBits and the multipliers
-            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
+            clip_scale = self.clip_scale(layer, out_bits)
+            rb, out_scale = nx.merging_round_bits(rb, acc, clip_scale, self.bias_range)
             multipliers = nx.eltwise_multipliers(out_scale, rb, scales)
             acc = out_scale * float(1 << rb)
+            forced = clip_scale is not None and out_scale == clip_scale
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced)
         return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, inputs, layer.outputs, attrs,
                               act, round_bits=rb, multipliers=multipliers, acc_scale=acc, bounds=bounds,
                               notes=tuple(notes))
@@ -902,13 +932,16 @@ class _Quantizer:
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
+        forced = False
         if kind == "Sum":
-            rb, out_scale = nx.merging_round_bits(rb, acc, self.clip_scale(layer, out_bits), self.bias_range)
+            clip_scale = self.clip_scale(layer, out_bits)
+            rb, out_scale = nx.merging_round_bits(rb, acc, clip_scale, self.bias_range)
             mx, mc = nx.eltwise_multipliers(out_scale, rb, scales)
             multipliers = (-mx if negate_x else mx, mc)
             acc = out_scale * float(1 << rb)
+            forced = clip_scale is not None and out_scale == clip_scale
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, forced)
         # the variable operand first in the kernel's operand list, the constant second
         return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, layer.inputs, layer.outputs,
                               {"eltwise_type": kind, "constant_operand": 1}, act, weights=c_q, weight_bits=c_bits,
@@ -925,9 +958,33 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
 
+    def standalone_prelu(self, layer: TidlLayer) -> QuantizedLayer:
+        """A PReLU / leaky ReLU layer (§8.10.1): TI's batch norm of weight 1.0 and bias 0 with the PReLU
+        activation: the weight at its §4.1 scale (1.0 at scale 2^(bits-1) quantizes to 2^(bits-1) - 1),
+        accScale = weightScale x inScale, the slopes on the accumulator, roundBits from the output's
+        range."""
+        x = self.tensors[layer.inputs[0]]
+        if x.is_float:
+            raise self.unsupported(layer, "a float input to a PReLU layer")
+        wbits, out_bits = self.widths(layer)
+        shape = self.net.tensors[layer.inputs[0]].shape
+        channels = int(shape[1]) if len(shape) > 1 else 1
+        ws = nx.weight_scale(1.0, wbits, self.power_of_2)
+        acc = nx.acc_scale_weighted(ws, x.scale)
+        rb, signed, out_scale, extra, notes = self.activation_stage(layer, acc, out_bits)
+        out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
+        bounds, act = self.bounds(layer, out)
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, act, nx.quantize_weights(np.ones(channels), ws, wbits), wbits, ws,
+                              np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, rb, (), acc, bounds,
+                              tuple(notes), **extra)
+
     def standalone_activation(self, layer: TidlLayer) -> QuantizedLayer:
-        """A PReLU, Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
-        requantized to the pre-activation type, then the activation's rule (§8.10.1, §8.10.2)."""
+        """A Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
+        requantized to the pre-activation type, then the activation's rule (§8.10.2); a PReLU layer is
+        ``standalone_prelu``'s."""
+        if layer.type == "PReLU":
+            return self.standalone_prelu(layer)
         x = self.tensors[layer.inputs[0]]
         _, out_bits = self.widths(layer)
         if self.is_table_layer(layer):
@@ -1055,6 +1112,7 @@ class _Quantizer:
         tensors = tuple(self.tensors[t.id] for t in self.net.tensors)
         return QuantizedSubgraph(self.net.name, layers, tensors, self.net.inputs, self.net.outputs, returns_tuple,
                                  self.opts.tensor_bits,
+                                 nx.P2_DYNAMIC if self.power_of_2 else
                                  nx.quantization_style(self.opts.quantization_scale_type))
 
 

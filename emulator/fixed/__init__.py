@@ -6,7 +6,7 @@ from .arith import (ELEMENT_TYPE_IDS, SOFTMAX_LANES, FixedPointError, FixedType,
                     convolution, data_convert_to_fixed, data_convert_to_float, deconvolution, element_type_id,
                     eltwise_max, eltwise_product, eltwise_sum, global_average_pool, global_average_pool_multiplier,
                     inner_product, lookup_activation, max_pool, pad_with_zero_point, prelu, depth_to_space,
-                    PRELU_SLOPE_SHIFT, pool_accumulator_bits, product_accumulator_bits,
+                    pool_accumulator_bits, product_accumulator_bits,
                     requantize_16bit_to_8bit, resize_bilinear, resize_nearest, round_sat, saturation_bounds,
                     softmax, wrap_accumulator)
 
@@ -15,6 +15,6 @@ __all__ = ["ELEMENT_TYPE_IDS", "SOFTMAX_LANES", "FixedPointError", "FixedType", 
            "convolution", "data_convert_to_fixed", "data_convert_to_float", "deconvolution", "element_type_id",
            "eltwise_max", "eltwise_product", "eltwise_sum", "global_average_pool", "global_average_pool_multiplier",
            "inner_product", "lookup_activation", "max_pool", "pad_with_zero_point", "prelu", "depth_to_space",
-           "PRELU_SLOPE_SHIFT", "pool_accumulator_bits", "product_accumulator_bits",
+           "pool_accumulator_bits", "product_accumulator_bits",
            "requantize_16bit_to_8bit", "resize_bilinear", "resize_nearest", "round_sat", "saturation_bounds",
            "softmax", "wrap_accumulator"]

@@ -191,6 +191,15 @@ def _requantize(acc, round_bits, weight_bits: int, out: FixedType, lo: int, hi: 
     return q.astype(out.dtype)
 
 
+def _with_slopes(acc: np.ndarray, negative_slopes, channel_axis: int) -> np.ndarray:
+    """The accumulator after a PReLU's slopes (§8.10.1; ``negative_slopes``: (slope factors, shift), or
+    None for a layer without PReLU)."""
+    if negative_slopes is None:
+        return acc
+    factors, shift = negative_slopes
+    return prelu(acc, factors, shift, channel_axis=channel_axis)
+
+
 def _bias_vector(bias_a, bias_b, channels: int, acc_bits: int) -> np.ndarray:
     bias = bias_multiply(bias_a, bias_b, acc_bits)
     if bias.ndim > 1 or (bias.ndim == 1 and bias.size != channels):
@@ -225,7 +234,7 @@ def _window_geometry(strides, dilations, pads, what: str):
 
 
 def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
-                groups: int = 1, bounds=None) -> np.ndarray:
+                groups: int = 1, bounds=None, negative_slopes=None) -> np.ndarray:
     """§8.1 convolution (groups, depthwise, stride, dilation, zero-point padding, per-channel roundBits);
     TIDL-NUMERICS.md, "Runtime arithmetic": the accumulator starts at the bias and adds in x w (int32 for
     8-bit weights, int64 for 16-bit), output roundSat(acc, roundBits) saturated to the output type;
@@ -251,11 +260,12 @@ def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, 
     wg = wi.reshape(groups, o // groups, cg * kh * kw)
     acc = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
     acc = acc + _bias_vector(bias_a, bias_b, o, acc_bits).reshape(1, o, 1, 1)
-    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+    acc = _with_slopes(wrap_accumulator(acc, acc_bits), negative_slopes, 1)
+    return _requantize(acc, round_bits, wtype.bits, out, lo, hi, 1)
 
 
 def deconvolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
-                  groups: int = 1, bounds=None) -> np.ndarray:
+                  groups: int = 1, bounds=None, negative_slopes=None) -> np.ndarray:
     """§8.2 deconvolution (transposed convolution, ONNX ConvTranspose's C x O/groups x KH x KW weights):
     every input pixel adds x w into the output taps it reaches, from the bias, with the accumulator and
     requantization of convolution (TIDL-NUMERICS.md, "Runtime arithmetic", convolution)."""
@@ -282,10 +292,12 @@ def deconvolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1
             full[:, :, :, i * dh:i * dh + sh * (h - 1) + 1:sh, j * dw:j * dw + sw * (wd - 1) + 1:sw] += contrib
     acc = full.reshape(n, o, full_h, full_w)[:, :, pt:pt + oh, pl:pl + ow]
     acc = acc + _bias_vector(bias_a, bias_b, o, acc_bits).reshape(1, o, 1, 1)
-    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+    acc = _with_slopes(wrap_accumulator(acc, acc_bits), negative_slopes, 1)
+    return _requantize(acc, round_bits, wtype.bits, out, lo, hi, 1)
 
 
-def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None) -> np.ndarray:
+def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None,
+                  negative_slopes=None) -> np.ndarray:
     """§8.3 inner product: ``acc[n, m] = biasA[m] biasB[m] + sum_k x[n, k] w[m, k]`` (TIDL-NUMERICS.md,
     "Runtime arithmetic": as convolution), ``x`` N x K, ``w`` M x K as Relay's nn.dense."""
     xi, _ = _tensor(x, "inner product input", 2)
@@ -295,7 +307,8 @@ def inner_product(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=No
     acc_bits = accumulator_bits(wtype.bits)
     lo, hi = _bounds(out, bounds)
     acc = xi @ wi.T + _bias_vector(bias_a, bias_b, wi.shape[0], acc_bits)[None]
-    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+    acc = _with_slopes(wrap_accumulator(acc, acc_bits), negative_slopes, 1)
+    return _requantize(acc, round_bits, wtype.bits, out, lo, hi, 1)
 
 
 def matmul(a, b, round_bits, out: FixedType, *, transpose_a: bool = False, transpose_b: bool = False,
@@ -341,7 +354,8 @@ def layer_norm_core(x, in_scale: float, out_scale: float, epsilon: float, out: F
     return np.clip(np.rint(y), lo, hi).astype(out.dtype)
 
 
-def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None, axis: int = 1) -> np.ndarray:
+def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None, axis: int = 1,
+               negative_slopes=None) -> np.ndarray:
     """§8.4 batch norm: per channel ``acc = biasA[c] biasB[c] + x w[c]`` in the weights' accumulator,
     then roundSat (TIDL-NUMERICS.md, "Feature-map scales": accScale = weightScale x inScale, and
     "Runtime arithmetic": the convolution's accumulate-and-requantize). Channels on ``axis`` (1, or the
@@ -355,7 +369,8 @@ def batch_norm(x, w, bias_a, bias_b, round_bits, out: FixedType, *, bounds=None,
     shape = [1] * xi.ndim
     shape[axis] = -1
     acc = xi * wi.reshape(shape) + _bias_vector(bias_a, bias_b, wi.size, acc_bits).reshape(shape)
-    return _requantize(wrap_accumulator(acc, acc_bits), round_bits, wtype.bits, out, lo, hi, 1)
+    acc = _with_slopes(wrap_accumulator(acc, acc_bits), negative_slopes, axis)
+    return _requantize(acc, round_bits, wtype.bits, out, lo, hi, 1)
 
 
 # ---- §8.5: element-wise --------------------------------------------------------------------
@@ -677,30 +692,31 @@ def data_convert_to_float(q, tensor_scale: float, zero_point: int = 0) -> np.nda
 
 # ---- §8.10.1-2: the non-saturating activations -------------------------------------------------
 
-#: §8.10.1, tidlx's choice: a PReLU slope is an integer in units of 2^-15.
-PRELU_SLOPE_SHIFT = 15
-
-
-def prelu(pre, slopes, out: FixedType, *, shift: int = PRELU_SLOPE_SHIFT, channel_axis: int = 1,
-          bounds=None) -> np.ndarray:
-    """§8.10.1 PReLU / leaky ReLU on a pre-activation tensor at the output's scale (tidlx's choice, TIDL is
-    silent): a value >= 0 passes, a negative one becomes ``roundSat(pre * slope[c], shift)``; then the
-    output's saturation. ``slopes``: one integer, or one per channel along ``channel_axis``."""
-    p, _ = _tensor(pre, "PReLU input")
-    lo, hi = _bounds(out, bounds)
-    s = _integers(slopes, "PReLU slopes")
+def prelu(acc, slope_factors, shift: int, *, channel_axis: int = 1) -> np.ndarray:
+    """§8.10.1 PReLU / leaky ReLU on the accumulator, before its one roundSat (TI:
+    ``TIDL_refBatchNormCoreRoundSlope`` in ``TIDL_refBatchNormCore``): a negative accumulator, taken as
+    int32, becomes ``(acc * slopeFact[c]) >> shift`` in 64 bits (an arithmetic shift: floor, no
+    rounding), held in int32; a value >= 0 passes. ``slope_factors``: the 8.8 (8-bit weights, shift 8)
+    or 8.24 (16-bit weights, shift 16) factors of ``numerics.prelu_slope_factors``, one integer or one
+    per channel along ``channel_axis``. Returns the new accumulator (int64)."""
+    a = _integers(acc, "PReLU accumulator")
+    s = _integers(slope_factors, "PReLU slope factors")
+    if not 0 <= int(shift) <= 62:
+        raise FixedPointError(f"PReLU: shift {shift} outside 0..62")
     if s.ndim == 1 and s.size == 1:
         s = s.reshape(())
-    if s.ndim == 1 and p.ndim >= 2:
-        if s.size != p.shape[channel_axis]:
-            raise FixedPointError(f"PReLU: {s.size} slopes for {p.shape[channel_axis]} channels")
-        shape = [1] * p.ndim
+    if s.ndim == 1 and a.ndim >= 2:
+        if s.size != a.shape[channel_axis]:
+            raise FixedPointError(f"PReLU: {s.size} slopes for {a.shape[channel_axis]} channels")
+        shape = [1] * a.ndim
         shape[channel_axis] = -1
         s = s.reshape(shape)
-    elif s.ndim > 1:
+    elif s.ndim > 1 or (s.ndim == 1 and a.ndim < 2):
         raise FixedPointError("PReLU: slopes must be one integer or one per channel")
-    negative = round_sat(p * s, int(shift), -(1 << 62), 1 << 62)
-    return np.clip(np.where(p >= 0, p, negative), lo, hi).astype(out.dtype)
+    if (np.abs(s) >= 1 << 31).any():
+        raise FixedPointError("PReLU: slope factors must fit int32")
+    negative = wrap_accumulator(wrap_accumulator(a, 32) * s >> int(shift), 32)
+    return np.where(a < 0, negative, a)
 
 
 def lookup_activation(pre, table, out: FixedType) -> np.ndarray:

@@ -38,7 +38,7 @@ _MAX_DIM = (1 << 31) - 1
 
 _ONE_IN_ONE_OUT = {"Conv", "Deconv", "InnerProduct", "BatchNorm", "PReLU", "Sigmoid", "Tanh", "Pool", "ReLU",
                    "Resize", "SoftMax", "Reshape", "Flatten", "Squeeze", "Transpose", "Pad", "DepthToSpace"}
-_WEIGHT_RANK = {"Conv": 4, "Deconv": 4, "InnerProduct": 2, "BatchNorm": 1, "LayerNorm": 1}
+_WEIGHT_RANK = {"Conv": 4, "Deconv": 4, "InnerProduct": 2, "BatchNorm": 1, "LayerNorm": 1, "PReLU": 1}
 
 
 class _Layer:

@@ -54,21 +54,23 @@ def has_own_activation(layer: QuantizedLayer) -> bool:
 
 def pre_activation(layer: QuantizedLayer, tensors) -> Tuple[arith.FixedType, Optional[Tuple[int, int]]]:
     """The type and bounds a weighted layer's accumulator rule requantizes to: the output's with the
-    layer's bounds, or, before its own activation, the signed pre-activation type of the output's
-    width without bounds."""
+    layer's bounds (a PReLU's slopes act on the accumulator before it, §8.10.1), or, before a table
+    activation, the signed pre-activation type of the output's width without bounds."""
     out = _out(layer, tensors).fixed_type
-    if has_own_activation(layer):
+    if layer.activation_table is not None:
         return arith.FixedType(out.bits, True), None
     return out, layer.bounds
 
 
+def negative_slopes(layer: QuantizedLayer) -> Optional[Tuple[np.ndarray, int]]:
+    """A PReLU layer's (slope factors, shift) for its accumulator rule (§8.10.1), else None."""
+    return None if layer.prelu_slopes is None else (layer.prelu_slopes, layer.prelu_shift)
+
+
 def activate(layer: QuantizedLayer, pre: np.ndarray, tensors) -> np.ndarray:
-    """A weighted layer's activation after its accumulator rule (identity for plain saturation)."""
-    out = _out(layer, tensors).fixed_type
+    """A weighted layer's table activation after its accumulator rule (identity otherwise)."""
     if layer.activation_table is not None:
-        return arith.lookup_activation(pre, layer.activation_table, out)
-    if layer.prelu_slopes is not None:
-        return arith.prelu(pre, layer.prelu_slopes, out, shift=layer.prelu_shift, bounds=layer.bounds)
+        return arith.lookup_activation(pre, layer.activation_table, _out(layer, tensors).fixed_type)
     return pre
 
 
@@ -78,7 +80,7 @@ def conv_kernel(layer, xs, tensors):
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                             strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
-                            bounds=bounds)
+                            bounds=bounds, negative_slopes=negative_slopes(layer))
     return [activate(layer, pre, tensors)]
 
 
@@ -88,7 +90,7 @@ def deconv_kernel(layer, xs, tensors):
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.deconvolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                               strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
-                              bounds=bounds)
+                              bounds=bounds, negative_slopes=negative_slopes(layer))
     return [activate(layer, pre, tensors)]
 
 
@@ -104,7 +106,7 @@ def inner_product_kernel(layer, xs, tensors):
     x = np.asarray(xs[0])
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
     pre = arith.inner_product(rows, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
-                              bounds=bounds)
+                              bounds=bounds, negative_slopes=negative_slopes(layer))
     return [activate(layer, pre.reshape(x.shape[:-1] + pre.shape[-1:]) if x.ndim > 2 else pre, tensors)]
 
 
@@ -114,17 +116,26 @@ def batch_norm_kernel(layer, xs, tensors):
         return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
-                           bounds=bounds, axis=int(layer.attrs.get("axis", 1)))
+                           bounds=bounds, axis=int(layer.attrs.get("axis", 1)), negative_slopes=negative_slopes(layer))
     return [activate(layer, pre, tensors)]
 
 
-@fixed_kernel("PReLU", "Sigmoid", "Tanh")
+@fixed_kernel("PReLU")
+def prelu_kernel(layer, xs, tensors):
+    """A standalone PReLU / leaky ReLU layer: TI's batch norm of weight 1 and bias 0 with the PReLU
+    activation (§8.10.1): ``x w[c]``, the slopes on the negative accumulators, one roundSat."""
+    if layer.prelu_slopes is None or layer.weights is None:
+        raise FixedPointError(f"layer {layer.describe()}: a PReLU layer needs its weights and slopes")
+    return batch_norm_kernel(layer, xs, tensors)
+
+
+@fixed_kernel("Sigmoid", "Tanh")
 def activation_kernel(layer, xs, tensors):
-    """A standalone activation layer: its input requantized by roundBits to the pre-activation type
-    (§7.1), then the activation (§8.10.1, §8.10.2)."""
+    """A standalone table activation layer: its input requantized by roundBits to the pre-activation
+    type (§7.1), then the table (§8.10.2)."""
     arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
-    if not has_own_activation(layer):
-        raise FixedPointError(f"layer {layer.describe()}: a {layer.type} layer needs its slopes or its table")
+    if layer.activation_table is None:
+        raise FixedPointError(f"layer {layer.describe()}: a {layer.type} layer needs its table")
     if layer.table_on_input:    # TI's table over the input's own values (§8.10.2)
         return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
     ptype, _ = pre_activation(layer, tensors)

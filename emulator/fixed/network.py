@@ -72,10 +72,10 @@ class QuantizedLayer:
       sigmoid/tanh layer (§8.10.2). ``round_bits`` then requantizes the accumulator to the
       *pre-activation* tensor: signed, the output's width, scale ``pre_scale`` (= accScale /
       2^roundBits), saturated to its type only; the output is ``table[pre - lo]``.
-    * ``prelu_slopes`` (int64, one per channel or one for all) with ``prelu_shift``: a PReLU / leaky
-      ReLU (§8.10.1). ``round_bits`` requantizes to the output's (signed) type and scale without the
-      activation's bounds; negative values then become ``roundSat(pre * slope, prelu_shift)``, and
-      ``bounds`` saturates the result.
+    * ``prelu_slopes`` (int64 slope factors, one per channel or one for all) with ``prelu_shift`` (8 for
+      8-bit weights, 16 for 16-bit): a PReLU / leaky ReLU (§8.10.1). A negative accumulator becomes
+      ``(acc * factor) >> prelu_shift`` before the layer's one roundSat to its output type. A standalone
+      PReLU layer holds TI's batch norm of weight 1.0 (``weights``, ``bias_a`` 0, ``bias_b`` 1).
     * ``table_on_input`` True: a standalone Sigmoid/Tanh layer with TI's table (§8.10.2, TIDL 10.x/11.x,
       8-bit): ``activation_table`` has one entry per value of the *input's* type and the output is
       ``table[x - lo]`` (no requantization; ``round_bits`` 0, ``pre_scale`` the input's scale).

@@ -129,7 +129,9 @@ def test_coverage_model_records():
     assert [layer.type for layer in layers] == ["Conv", "Conv", "Pool", "Conv", "EltWise", "Concat", "BatchNorm",
                                                 "Resize", "Resize", "EltWise", "ReLU", "ReLU"]
     relu6 = layers[0]
-    assert sub.tensors[relu6.outputs[0]].scale == 256 / 6 and "forced" in relu6.notes[0]   # §4.7
+    # §4.7: the float32 2^8 / 6, the type's bounds only
+    assert sub.tensors[relu6.outputs[0]].scale == float(np.float32(256 / 6)) and "forced" in relu6.notes[0]
+    assert relu6.bounds == (0, 255)
     depthwise, avg, grouped = layers[1], layers[2], layers[3]
     assert depthwise.attrs["groups"] == 8 and depthwise.attrs["dilations"] == (2, 2)
     assert grouped.attrs["groups"] == 2 and grouped.attrs["strides"] == (2, 2)

@@ -140,11 +140,15 @@ def inner_product(x, w, bias_a, bias_b, round_bits, weight_bits, out_bits, out_s
     return out
 
 
-def batch_norm(x, w, bias_a, bias_b, round_bits, weight_bits, out_bits, out_signed, lo, hi):
+def batch_norm(x, w, bias_a, bias_b, round_bits, weight_bits, out_bits, out_signed, lo, hi, slopes=None):
+    """§8.4; with ``slopes`` = (factors, shift) a PReLU's slopes act on the accumulator first (§8.10.1)."""
     out = np.zeros(x.shape, np.int64)
     for idx in np.ndindex(*x.shape):
         c = idx[1]
         acc = wrap(int(bias_a[c]) * int(bias_b[c]) + int(x[idx]) * int(w[c]), acc_bits_for_weights(weight_bits))
+        if slopes is not None:
+            factors, shift = slopes
+            acc = prelu_accumulator(acc, int(factors[c] if len(factors) > 1 else factors[0]), shift)
         out[idx] = requantize(acc, _rb(round_bits, c), weight_bits, out_bits, out_signed, lo, hi)
     return out
 
@@ -526,47 +530,75 @@ def bias_calibration_factor(i, n):
 
 
 def depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale):
+    """§8.1.1: the float32 ratio float32(w inScale) / outScale; below 1 (where the truncated log2 is 0 or
+    negative) 0, else the exact trunc(log2 ratio) by doubling."""
     result = []
     for w in weight_scales:
-        ratio = Fraction(float(w) * in_scale / out_scale)
+        ratio = Fraction(float(np.float32(np.float32(np.float32(w) * np.float32(in_scale)) / np.float32(out_scale))))
         k = 0
         if ratio >= 1:
-            while 2 ** (k + 1) <= ratio:    # trunc(log2 ratio) for ratio >= 1
+            while 2 ** (k + 1) <= ratio:
                 k += 1
         result.append(k)
     return result
 
 
-def clip_output_scale(clip_max, out_bits, ws, in_scale):
-    out_scale = 2 ** out_bits / clip_max
-    ratio = ws * in_scale / out_scale
-    if not ratio >= 1:
-        return None
-    p = _power_at_most(ratio)
-    return out_scale, out_scale * float(p) / in_scale, p.numerator.bit_length() - 1
+def clip_output_scale(clip_max, out_bits, ws, in_scale, symmetric=False):
+    """§4.7 in float32 steps: outScale, accScale, the ratio; the largest power of 2 <= the ratio (an
+    exact Fraction, below 1 too); the forced accScale and weight scale; roundBits max(k, 0) and the
+    tensorScale accScale' / 2^roundBits."""
+    f32 = np.float32
+    out = f32(2 ** (out_bits - 1 if symmetric else out_bits)) / f32(clip_max)
+    acc = f32(in_scale) * f32(ws)
+    p = _power_at_most(float(acc / out))
+    forced = out * f32(float(p))
+    weight = float(forced / f32(in_scale))
+    k = p.numerator.bit_length() - 1 if p >= 1 else -(p.denominator.bit_length() - 1)
+    rb = max(k, 0)
+    return float(forced) / 2 ** rb, weight, rb
 
 
 # ---- §8.10.1-2, §8.11 (depth-to-space) -------------------------------------------------------
 
 
-def prelu(pre, slopes, lo, hi):
-    """§8.10.1 on a pre-activation N x C x ... array; ``slopes`` one integer or one per channel."""
-    flat = pre.astype(np.int64)
-    out = np.zeros(flat.shape, np.int64)
-    for index in np.ndindex(*flat.shape):
-        p = int(flat[index])
-        s = int(slopes[index[1]]) if len(slopes) > 1 else int(slopes[0])
-        out[index] = clamp(p if p >= 0 else round_sat(p * s, 15, -(2 ** 63), 2 ** 63), lo, hi)
-    return out
+def prelu_accumulator(acc, factor, shift):
+    """§8.10.1: a negative accumulator, read as int32, times the factor, floored by 2^shift (Python's >>
+    on an unbounded integer), wrapped to int32; a value >= 0 unchanged."""
+    if acc >= 0:
+        return acc
+    return wrap((wrap(acc, 32) * factor) >> shift, 32)
 
 
-def quantize_prelu_slopes(slopes):
+def prelu_slope_scale(slopes, weight_bits, p2):
+    """§8.10.1: float32 2^(bits-1) / max|slope| (the max rounded up to a power of 2 with P2); 1 when every
+    slope is below 1e-15 in magnitude."""
+    a = max(abs(np.float32(v)) for v in slopes)
+    if float(a) < 1e-15:
+        return 1.0
+    if p2:
+        a = np.float32(_power_at_least(float(a)))
+    return float(np.float32(2 ** (weight_bits - 1) / float(a)))
+
+
+def quantize_prelu_slopes(slopes, slope_scale, weight_bits):
+    """§8.10.1: the float32 product, 0.5 added away from zero in double, truncated, clamped to the weights'
+    signed type."""
+    lo, hi = bounds(weight_bits, True)
     out = []
-    for s in slopes:
-        v = Fraction(float(s)) * 2 ** 15
-        q = math.floor(v + Fraction(1, 2)) if v >= 0 else -math.floor(-v + Fraction(1, 2))
-        out.append(clamp(q, -(2 ** 31), 2 ** 31 - 1))
+    for v in slopes:
+        p = float(np.float32(v) * np.float32(slope_scale))
+        out.append(clamp(math.trunc(p + 0.5 if np.float32(v) > 0 else p - 0.5), lo, hi))
     return out
+
+
+def prelu_slope_factors(slopes_q, slope_scale, weight_bits):
+    """§8.10.1: f = float32(q 256) / float32 slopeScale in float32; (trunc f, 8) for 8-bit weights,
+    (trunc float32(f 256), 16) for 16-bit."""
+    out = []
+    for q in slopes_q:
+        f = np.float32(q * 256) / np.float32(slope_scale)
+        out.append(math.trunc(float(f if weight_bits == 8 else f * np.float32(256))))
+    return out, (8 if weight_bits == 8 else 16)
 
 
 def table_pre_range(kind, range_min, range_max, bits):
@@ -723,10 +755,10 @@ def depth_to_space(x, b, mode):
     return out
 
 
-def depthwise_per_channel_scales(weight_scales, in_scale, tensor_scale):
-    """§4.5/§8.1.1's choice: outScale = min(tensorScale, min ws x inScale), roundBits by §8.1.1, each
-    channel's weight scale lowered to outScale 2^rb / inScale."""
-    out_scale = min(tensor_scale, min(float(w) * in_scale for w in weight_scales))
-    rb = depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale)
-    lowered = [min(out_scale * 2.0 ** r / in_scale, float(w)) for r, w in zip(rb, weight_scales)]
-    return out_scale, lowered, rb
+def depthwise_reference_channel(weight_scales):
+    """§4.5: the first channel of the smallest weight scale."""
+    best = 0
+    for i, w in enumerate(weight_scales):
+        if w < weight_scales[best]:
+            best = i
+    return best

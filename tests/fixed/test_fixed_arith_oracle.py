@@ -414,19 +414,57 @@ def test_bad_inputs_are_named():
 @settings(max_examples=200, **SETTINGS)
 @given(st.data())
 def test_prelu_matches_oracle(data):
+    """§8.10.1 end to end: the slopes' scale, integers and factors of the import side, then a batch norm
+    whose negative accumulators take the slopes before its one roundSat."""
     count("prelu")
-    bits = data.draw(st.sampled_from([8, 16]))
+    weight_bits = data.draw(st.sampled_from([8, 16]))
+    p2 = data.draw(st.booleans())
     c = data.draw(st.integers(1, 3))
-    pre = data.draw(int_array((1, c, data.draw(st.integers(1, 3)), 2), bits, True))
-    slopes_f = data.draw(st.lists(st.one_of(st.floats(-2, 2), st.sampled_from([0.1, 0.25, 1.0, 0.0])),
-                                  min_size=1, max_size=1)) if data.draw(st.booleans()) else \
-        data.draw(st.lists(st.floats(-2, 2), min_size=c, max_size=c))
-    slopes = nx.quantize_prelu_slopes(slopes_f)
-    assert slopes.tolist() == oracle.quantize_prelu_slopes(slopes_f)
+    slope_value = st.one_of(st.floats(-2, 2, width=32), st.sampled_from([0.1, 0.25, 1.0, 0.0, -0.3, 1e-20]))
+    slopes_f = data.draw(st.lists(slope_value, min_size=1, max_size=1)) if data.draw(st.booleans()) else \
+        data.draw(st.lists(slope_value, min_size=c, max_size=c))
+    scale = nx.prelu_slope_scale(slopes_f, weight_bits, p2)
+    assert scale == oracle.prelu_slope_scale(slopes_f, weight_bits, p2)
+    slopes_q = nx.quantize_prelu_slopes(slopes_f, scale, weight_bits)
+    assert slopes_q.tolist() == oracle.quantize_prelu_slopes(slopes_f, scale, weight_bits)
+    factors, shift = nx.prelu_slope_factors(slopes_q, scale, weight_bits)
+    assert (factors.tolist(), shift) == oracle.prelu_slope_factors(slopes_q.tolist(), scale, weight_bits)
+    in_bits, in_signed = data.draw(types)
+    x = data.draw(int_array((1, c, data.draw(st.integers(1, 3)), 2), in_bits, in_signed))
+    wt = data.draw(int_array((c,), weight_bits, True))
+    bias_a, bias_b = data.draw(bias_parts(c, weight_bits))
+    rb = data.draw(round_bits_for(c, weight_bits))
     out, bounds = data.draw(out_type_and_bounds())
-    lo, hi = bounds or out.bounds
-    got = fx.prelu(pre, slopes, out, bounds=bounds)
-    assert_same(got, oracle.prelu(pre, slopes.tolist(), lo, hi), out)
+    got = fx.batch_norm(x, wt, bias_a, bias_b, rb, out, bounds=bounds, negative_slopes=(factors, shift))
+    want = oracle.batch_norm(x, wt, bias_a, bias_b, rb, weight_bits, out.bits, out.signed, *(bounds or out.bounds),
+                             slopes=(factors.tolist(), shift))
+    assert_same(got, want, out)
+
+
+def test_prelu_worked_example():
+    """§8.10.1's example by hand: slope 0.1 in 8-bit weights has slopeScale 128 / 0.1 = 1280, quantizes to
+    127 (0.1 x 1280 = 128, clamped), factor (int)(127 x 256 / 1280) = (int) 25.4 = 25; an accumulator of
+    -1000 becomes floor(-25000 / 256) = -98, and roundSat by roundBits 2 gives (-98 + 2) >> 2 = -24. With
+    16-bit weights: slopeScale 327680, slope 32767, factor (int)(25.5992... x 256) = 6553, shift 16.
+    Output range [-2, 6] at accScale 64: m = 384, d = 3, roundBits 2, tensorScale 16."""
+    assert nx.prelu_slope_scale([0.1], 8) == 1280.0
+    q = nx.quantize_prelu_slopes([0.1], 1280.0, 8)
+    assert q.tolist() == [127]
+    factors, shift = nx.prelu_slope_factors(q, 1280.0, 8)
+    assert (factors.tolist(), shift) == ([25], 8)
+    assert fx.prelu(np.array([[-1000, 1000]]), factors, shift).tolist() == [[-98, 1000]]
+    got = fx.batch_norm(np.array([[-10]], np.int8), np.array([100], np.int8), 0, 1, 2, fx.FixedType(8, True),
+                        negative_slopes=(factors, shift))
+    assert got.tolist() == [[-24]]
+    q16 = nx.quantize_prelu_slopes([0.1], nx.prelu_slope_scale([0.1], 16), 16)
+    assert q16.tolist() == [32767]
+    f16, s16 = nx.prelu_slope_factors(q16, 327680.0, 16)
+    assert (f16.tolist(), s16) == ([6553], 16)
+    assert nx.round_bits(64.0, -2.0, 6.0, 8, True) == 2 and nx.tensor_scale(64.0, 2) == 16.0
+    # the factor is a float32 quotient: 127 x 256 / 146.45045 is 221.9999... exactly, 222.0 in float32
+    scale = nx.prelu_slope_scale([0.06613047420978546, 0.8740156888961792], 8)
+    assert scale == float(np.float32(128 / np.float32(0.8740156888961792)))
+    assert nx.prelu_slope_factors(np.array([127]), scale, 8)[0].tolist() == [222]
 
 
 @settings(max_examples=60, **SETTINGS)

@@ -141,7 +141,7 @@ def test_sum_concat_round_bits_and_multipliers_match_oracle(in_scales, top, out_
         signed, top = False, clip_max
     rb0 = nx.round_bits(acc, -top if signed else 0.0, top, out_bits, signed)
     clip_scale = None if clip_max is None else nx.clip_forced_scale(clip_max, out_bits)
-    assert clip_scale == (None if clip_max is None else 2 ** out_bits / clip_max)
+    assert clip_scale == (None if clip_max is None else float(np.float32(2 ** out_bits) / np.float32(clip_max)))
     rb, out_scale = nx.merging_round_bits(rb0, acc, clip_scale, bias_range)
     assert (rb, out_scale) == oracle.merging_round_bits(rb0, acc, clip_scale, bias_range)
     if clip_scale is None or bias_range or rb0 == 0:    # §6.5: roundBits as §6.3 gave it
@@ -167,9 +167,9 @@ def test_sum_keeps_round_bits_without_a_forced_scale():
     out = arith.eltwise_sum([np.array([100], np.int8), np.array([-77], np.int8)], multipliers, rb,
                             arith.FixedType(8, True))
     assert out.tolist() == [10]
-    # a ReLU6 output (scale 256/6) is lowered: 2^rb x 256/6 < 640 -> roundBits 3
+    # a ReLU6 output (scale 256/6 in float32) is lowered: 2^rb x 256/6 < 640 -> roundBits 3
     assert nx.merging_round_bits(nx.round_bits(acc, 0.0, 6.0, 8, False), acc, nx.clip_forced_scale(6.0, 8)) == \
-        (3, 256 / 6)
+        (3, float(np.float32(256 / 6)))
     # ... and not with calibration bit BiasRange 64
     assert nx.merging_round_bits(4, acc, 256 / 6, bias_range=True) == (4, 40.0)
 
@@ -213,16 +213,31 @@ def test_bias_saturation_guard_with_ti_ratio():
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(st.lists(scales, min_size=1, max_size=6), scales, scales, st.floats(0.1, 20), st.sampled_from([8, 16]))
-def test_per_channel_round_bits_and_clip_scale_match_oracle(w_scales, in_scale, out_scale, clip_max, out_bits):
+@given(st.lists(scales, min_size=1, max_size=6), scales, scales, st.floats(0.1, 20), st.sampled_from([8, 16]),
+       st.booleans())
+def test_per_channel_round_bits_and_clip_scale_match_oracle(w_scales, in_scale, out_scale, clip_max, out_bits,
+                                                            symmetric):
     count("per_channel_and_clip")
     assert nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale).tolist() == \
         oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
-    got = nx.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale)
-    assert got == oracle.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale)
-    if got is not None:       # accScale / outScale is the power of 2 2^roundBits
-        o, ws, rb = got
-        assert math.isclose(ws * in_scale / o, 2.0 ** rb, rel_tol=1e-12)
+    got = nx.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale, symmetric)
+    assert got == oracle.clip_output_scale(clip_max, out_bits, w_scales[0], in_scale, symmetric)
+    o, ws, rb = got           # accScale / tensorScale is 2^roundBits (float32 steps)
+    assert math.isclose(ws * in_scale / o, 2.0 ** rb, rel_tol=1e-6)
+
+
+def test_clip_forced_scale_below_one_and_symmetric():
+    """§4.7 by hand. ReLU6, 8 bits: outScale 256 / 6 = 42.666668 (float32). Weight scale 10 at input scale
+    1: ratio 0.234, the largest power of 2 below it 1/8, so the weight scale is 42.666668 / 8 = 5.3333335,
+    roundBits 0 and tensorScale 5.3333335 (the type's top 255 is then 47.8, not 6). Weight scale 100:
+    ratio 2.34, 2, weight scale 85.333336, roundBits 1, tensorScale 42.666668. A symmetric clip [-6, 6]
+    at weight scale 100: outScale 128 / 6 = 21.333334, ratio 4.69, 4, weight scale 85.333336, roundBits 2,
+    tensorScale 21.333334."""
+    f = lambda v: float(np.float32(v))   # noqa: E731
+    assert nx.clip_forced_scale(6.0, 8) == f(256 / 6) and nx.clip_forced_scale(6.0, 8, True) == f(128 / 6)
+    assert nx.clip_output_scale(6.0, 8, 10.0, 1.0) == (f(f(256 / 6) / 8), f(f(256 / 6) / 8), 0)
+    assert nx.clip_output_scale(6.0, 8, 100.0, 1.0) == (f(256 / 6), f(f(256 / 6) * 2), 1)
+    assert nx.clip_output_scale(6.0, 8, 100.0, 1.0, True) == (f(128 / 6), f(f(128 / 6) * 4), 2)
 
 
 # ---- TI's published worked numbers and fixed facts -------------------------------------------
@@ -307,11 +322,24 @@ def test_fixed_facts():
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(st.lists(scales, min_size=1, max_size=6), scales, scales)
-def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, tensor_scale):
+@given(st.lists(st.integers(-10, 16).map(lambda e: 2.0 ** e), min_size=1, max_size=6),
+       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12), st.lists(scales, min_size=1, max_size=6))
+def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0, any_scales):
+    """§4.5/§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): the output scale from
+    the reference channel's accScale; every channel's roundBits >= 0 and its accumulator exactly on the
+    output scale after its shift. On any scales, the reference channel is the oracle's."""
     count("per_channel_scales")
-    out_scale, ws, rb = nx.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
-    want = oracle.depthwise_per_channel_scales(w_scales, in_scale, tensor_scale)
-    assert (out_scale, ws.tolist(), rb.tolist()) == (want[0], want[1], want[2])
-    for w, lowered, r in zip(w_scales, ws, rb):   # every channel lands on outScale: accScale = outScale 2^rb
-        assert lowered <= w and math.isclose(lowered * in_scale / out_scale, 2.0 ** r, rel_tol=1e-12)
+    ref = nx.depthwise_reference_channel(w_scales)
+    assert ref == oracle.depthwise_reference_channel(w_scales)
+    assert nx.depthwise_reference_channel(any_scales) == oracle.depthwise_reference_channel(any_scales)
+    out_scale = nx.tensor_scale(nx.acc_scale_weighted(w_scales[ref], in_scale), rb0)
+    rb = nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
+    assert rb.tolist() == oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
+    for w, r in zip(w_scales, rb):
+        assert r >= rb0 and w * in_scale / out_scale == 2.0 ** r
+
+
+def test_depthwise_per_channel_round_bits_by_hand():
+    """§8.1.1: weight scales 64, 256 and 48 at input scale 0.5, output scale 4: the float32 ratios 8, 32
+    and 6 give roundBits 3, 5 and trunc(2.58) = 2; a ratio of 0.75 gives 0."""
+    assert nx.depthwise_per_channel_round_bits([64.0, 256.0, 48.0, 6.0], 0.5, 4.0).tolist() == [3, 5, 2, 0]
