@@ -18,7 +18,10 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # scales: any magnitude, and exact powers of 2 (where the power-of-2 edges of §6.3 sit)
 scales = st.one_of(st.floats(1e-3, 1e5), st.integers(-10, 16).map(lambda e: 2.0 ** e))
-ranges = st.one_of(st.floats(0, 1e3), st.integers(-8, 10).map(lambda e: 2.0 ** e), st.just(0.0))
+# ... and values within float32 rounding of a power of 2 (float32 rounds them onto it, float64 does not)
+near_powers = st.tuples(st.integers(-8, 10), st.sampled_from([2.0 ** -30, 2.0 ** -25, -2.0 ** -26, 2.0 ** -23])) \
+    .map(lambda t: 2.0 ** t[0] * (1 + t[1]))
+ranges = st.one_of(st.floats(0, 1e3), st.integers(-8, 10).map(lambda e: 2.0 ** e), st.just(0.0), near_powers)
 
 
 @settings(max_examples=400, **SETTINGS)
