@@ -352,10 +352,9 @@ def acc_scale_concat(in_scales: Sequence[float], out_bits: int) -> float:
 
 
 def acc_scale_data_convert(in_scale: float = 1.0, out_bits: int = 8) -> float:
-    """§6.1: data convert of a float input: accScale = inScale x 2^Q, Q = 7 (8 bit), 15 (16 bit);
-    inScale 1.0 for a float tensor (TIDL-NUMERICS.md, "Feature-map scales", gives the 8-bit 2^7;
-    the 1.0 and the 16-bit Q, 8 more as for the sum's and concat's Q, are tidlx's choices: with 2^7
-    a 16-bit input would keep 8-bit resolution)."""
+    """§6.1, tidlx's choice for the quantizations it models on a data convert (§8.5's constant operand,
+    §8.14's normalized values): accScale = inScale x 2^Q, Q = 7 (8 bit), 15 (16 bit). TI's data convert
+    of a float input takes ``data_convert_input_q``."""
     return float(in_scale) * float(1 << _eltwise_q(out_bits, 7, 15))
 
 
