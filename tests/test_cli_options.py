@@ -68,7 +68,7 @@ def test_every_option_tidlx_accepts_is_in_the_table_and_the_json(capsys):
         assert cells[5].startswith(r["support"])
     assert {r["name"] for r in records if r["origin"] == "tidlx"} == \
         {"max_batch_size", "max_subgraph_io", "min_subgraph_macs", "disabled_fusions", DISABLED_PASSES_OPTION, "flow",
-         "model_surgery"}
+         "model_surgery", "tidl_version"}
 
 
 def test_json_has_the_fixed_keys_and_the_checks_of_the_specs(capsys):

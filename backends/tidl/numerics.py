@@ -1,9 +1,10 @@
 """TIDL's import-side numerics: one function per rule of docs/numerics.md (§1.4, §2-§6, §8.1.1).
 
 How a layer's scales, integer weights, bias parts (biasA x biasB), roundBits and tensorScale are
-chosen. Scales are float64 (docs/numerics.md §1.3); weights, biases and shifts come out as integers,
-ready for the runtime rules in ``tidlx.emulator.fixed``. Powers of 2 are found from the binary
-exponent (math.frexp), never from a rounded log2.
+chosen. Weight scales, weight and bias products, roundBits' ``m`` and tensorScale are float32 as in
+TI's import, with TI's double ``ceil(log(x) / log(2))`` where TI takes one (docs/numerics.md §1.3,
+``ti_ceil_log2``); the other scales are float64. Weights, biases and shifts come out as integers,
+ready for the runtime rules in ``tidlx.emulator.fixed``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ SOFTMAX_OUTPUT_SCALE = 1.0
 FLT_MIN = 2.0 ** -126
 #: §4.1, §5.1: an absMax below this gives scale 0
 ABS_MAX_EPSILON = 1e-15
+
+
+def ti_ceil_log2(a: float) -> int:
+    """§1.4: TI's ``ceil(log(a) / log(2.0))`` in double (``TIDL_GetMaxQuantScale``, ``TIDL_UpdateScaleFactors``,
+    ``TIDL_findRangeUsingMedian``, tidl_import_quantize.cpp): the quotient of two rounded logs, so for a
+    few exact powers of 2 (2^29, 2^31, ...) it is one above log2."""
+    if not a > 0 or math.isinf(a):
+        raise FixedPointError(f"a power of 2 needs a finite positive value, got {a}")
+    return math.ceil(math.log(float(a)) / math.log(2.0))
+
+
+def _f32(v) -> np.float32:
+    return np.float32(v)
 
 
 def smallest_power_of_2_at_least(a: float) -> float:
@@ -91,25 +105,57 @@ def weight_abs_max(w) -> float:
     return float(max(abs(arr.min()), abs(arr.max())))
 
 
+def weight_median_rank(size: int) -> int:
+    """§4.3: the 0-based rank in ascending order of the value TI calls the median of n weights:
+    ``TIDL_findKthSmallest(|w|, n, n/2 + 1)`` (tidl_import_quantize.cpp, TIDL 08.06 and 11.x), a
+    quickselect that returns the element at sorted index ``n // 2 + 1``; for n <= 2, where TI reads
+    past the array, tidlx's choice: the largest (index n - 1)."""
+    if size < 1:
+        raise FixedPointError("weights: empty tensor")
+    return min(size // 2 + 1, size - 1)
+
+
 def limit_weight_range_median(w, abs_max: float, bits: int) -> float:
-    """§4.3 weight range limiting, the median method (TIDL-NUMERICS.md, "Weights"): if absMax >
-    2^(bits-1)/8 - 1 and absMax > 16 median(|w|), absMax = min(absMax, 16 median(|w|))."""
-    limit = 16.0 * float(np.median(np.abs(_floats(w, "weights"))))
-    if abs_max > (1 << (bits - 1)) / 8 - 1 and abs_max > limit:
-        return min(abs_max, limit)
-    return abs_max
+    """§4.3 weight range limiting, the median method (TI's ``TIDL_findRangeUsingMedian``,
+    tidl_import_quantize.cpp, TIDL 08.06 and 11.x), in float32: ``med`` = the |w| at
+    ``weight_median_rank``; if absMax > 2^(bits-1)/8 - 1 and absMax > 16 med, the range's ends are
+    clamped to ``c = 2^ti_ceil_log2(min(absMax, 16 med)) - 1``, so absMax becomes min(absMax, c) (the
+    weights are clipped to it by ``quantize_weights``). tidlx's choice when c <= 0 (16 med < 1, e.g.
+    more than half of the weights 0), where TI's range inverts: no limiting."""
+    mags = np.abs(np.asarray(_floats(w, "weights"), np.float32)).ravel()
+    k = weight_median_rank(mags.size)
+    limit = _f32(np.partition(mags, k)[k]) * _f32(16.0)
+    a = _f32(abs_max)
+    if not (a > _f32((1 << (bits - 1)) / 8 - 1) and a > limit):
+        return float(abs_max)
+    reach = min(a, limit)
+    if not reach > 0:
+        return float(abs_max)
+    clamp = _f32(2.0 ** ti_ceil_log2(float(reach))) - _f32(1.0)
+    if not clamp > 0:
+        return float(abs_max)
+    return float(min(a, clamp))
+
+
+def max_quant_scale(abs_max: float, bits: int, power_of_2: bool = False) -> float:
+    """§4.1/§5.1: TI's ``TIDL_GetMaxQuantScale`` (tidl_import_quantize.cpp, TIDL 11.x): absMax as float32;
+    0 below 1e-15 (TI: -1, no scale); P2 styles replace it by ``2^ti_ceil_log2(absMax)``; the scale is
+    ``2^(bits-1) / absMax`` divided in double and stored as float32. Returned as the float32's value."""
+    a = _f32(abs_max)
+    if not a >= ABS_MAX_EPSILON:
+        return 0.0
+    if power_of_2:
+        a = _f32(2.0 ** ti_ceil_log2(float(a)))
+    return float(_f32(float(1 << (bits - 1)) / float(a)))
 
 
 def weight_scale(abs_max: float, bits: int, power_of_2: bool = False) -> float:
-    """§4.1 weight scale: ``2^(bits-1) / absMax``, absMax first rounded up to a power of 2 in P2 styles,
-    0 when absMax < 1e-15 (TIDL-NUMERICS.md, "Weights")."""
+    """§4.1 weight scale: ``2^(bits-1) / absMax`` as ``max_quant_scale`` (float32, TI's
+    ``TIDL_GetMaxQuantScale``), absMax first rounded up to a power of 2 in P2 styles, 0 when absMax <
+    1e-15 (TIDL-NUMERICS.md, "Weights")."""
     if bits not in (8, 16):
         raise FixedPointError(f"weights are 8 or 16 bits wide, not {bits}")
-    if abs_max < ABS_MAX_EPSILON:
-        return 0.0
-    if power_of_2:
-        abs_max = smallest_power_of_2_at_least(abs_max)
-    return (1 << (bits - 1)) / abs_max
+    return max_quant_scale(abs_max, bits, power_of_2)
 
 
 def depthwise_weight_scales(w, bits: int, power_of_2: bool = False) -> np.ndarray:
@@ -119,15 +165,27 @@ def depthwise_weight_scales(w, bits: int, power_of_2: bool = False) -> np.ndarra
     return np.array([weight_scale(weight_abs_max(arr[c]), bits, power_of_2) for c in range(arr.shape[0])])
 
 
-def quantize_weights(w, scale, bits: int) -> np.ndarray:
-    """§4.2 weight quantization: ``(int)(w scale + 0.5 sign(w))``, round half away from zero with a
-    truncating cast, clamped to [-2^(bits-1), 2^(bits-1) - 1] (TIDL-NUMERICS.md, "Weights"). ``scale``
-    broadcasts against ``w`` (per-channel scales: shape (O, 1, 1, 1))."""
+def _quantize_signed_max(values, scale, limit) -> np.ndarray:
+    """§4.2/§5.2, TI's ``TIDL_QuantizeSignedMax`` (tidl_import_quantize.cpp, TIDL 08.06 and 11.x): each
+    value as float32, clipped to [-limit, limit] (the range §4.3 left), times the float32 scale in
+    float32, then +0.5 (value > 0) or -0.5 in double, truncated (the int cast). Unsaturated, float64."""
+    v = np.asarray(_floats(values, "weights"), np.float32)
+    if limit is not None:
+        lim = np.asarray(limit, np.float32)
+        v = np.maximum(np.minimum(v, lim), -lim)
+    prod = (v * np.asarray(_floats(scale, "weight scale"), np.float32)).astype(np.float64)
+    return np.trunc(np.where(v > 0, prod + 0.5, prod - 0.5))
+
+
+def quantize_weights(w, scale, bits: int, limit=None) -> np.ndarray:
+    """§4.2 weight quantization (``_quantize_signed_max``, TI's ``TIDL_QuantizeSignedMax``): float32
+    ``w scale`` +-0.5 in double, round half away from zero with a truncating cast, clamped to
+    [-2^(bits-1), 2^(bits-1) - 1]; ``limit`` (§4.3's absMax; per channel: shape (O, 1, 1, 1)) clips the
+    weights first. ``scale`` broadcasts against ``w`` (per-channel scales: shape (O, 1, 1, 1))."""
     lo, hi = saturation_bounds(bits, True)
     if bits not in (8, 16):
         raise FixedPointError(f"weights are 8 or 16 bits wide, not {bits}")
-    arr = _floats(w, "weights")
-    q = np.trunc(arr * _floats(scale, "weight scale") + 0.5 * np.sign(arr))
+    q = _quantize_signed_max(w, scale, limit)
     return np.clip(q, lo, hi).astype(np.int8 if bits == 8 else np.int16)
 
 
@@ -193,21 +251,17 @@ def clip_output_scale(clip_max: float, out_bits: int, weight_scale_: float, in_s
 def bias_scale(bias_abs_max: float, weight_bits: int, power_of_2: bool = False) -> float:
     """§5.1 bias scale: ``2^(wbits - 1) / absMax(bias)``, as TI's import quantizes a bias with
     ``TIDL_QuantizeSignedMax`` at the weights' bit width (scale from ``TIDL_GetMaxQuantScale``,
-    tidl_import_quantize.cpp, TIDL 11.x); P2 rounds absMax up to a power of 2 first; 0 for
-    absMax < 1e-15 (a zero bias)."""
-    if bias_abs_max < ABS_MAX_EPSILON:
-        return 0.0
-    if power_of_2:
-        bias_abs_max = smallest_power_of_2_at_least(bias_abs_max)
-    return float(1 << (weight_bits - 1)) / bias_abs_max
+    tidl_import_quantize.cpp, TIDL 11.x: ``max_quant_scale``, float32); P2 rounds absMax up to a power
+    of 2 first; 0 for absMax < 1e-15 (a zero bias)."""
+    return max_quant_scale(bias_abs_max, weight_bits, power_of_2)
 
 
 def quantize_bias(b, scale: float, weight_bits: int) -> np.ndarray:
-    """§5.2 bias quantization (TI's ``TIDL_QuantizeSignedMax``, TIDL 11.x): round half away from zero
-    with a truncating cast, saturated to the weights' width: int8 for 8-bit weights, int16 for 16-bit."""
+    """§5.2 bias quantization (TI's ``TIDL_QuantizeSignedMax``, TIDL 11.x, ``_quantize_signed_max``): the
+    float32 product +-0.5 in double, round half away from zero with a truncating cast, saturated to the
+    weights' width: int8 for 8-bit weights, int16 for 16-bit."""
     lo, hi = saturation_bounds(weight_bits, True)
-    arr = _floats(b, "bias")
-    return np.clip(np.trunc(arr * float(scale) + 0.5 * np.sign(arr)), lo, hi).astype(np.int64)
+    return np.clip(_quantize_signed_max(_floats(b, "bias"), float(scale), None), lo, hi).astype(np.int64)
 
 
 def in_scale_factor(weight_scale_, in_scale: float, bias_scale_: float):
@@ -313,11 +367,54 @@ def acc_scale_concat(in_scales: Sequence[float], out_bits: int) -> float:
 
 
 def acc_scale_data_convert(in_scale: float = 1.0, out_bits: int = 8) -> float:
-    """§6.1: data convert of a float input: accScale = inScale x 2^Q, Q = 7 (8 bit), 15 (16 bit);
-    inScale 1.0 for a float tensor (TIDL-NUMERICS.md, "Feature-map scales", gives the 8-bit 2^7;
-    the 1.0 and the 16-bit Q, 8 more as for the sum's and concat's Q, are tidlx's choices: with 2^7
-    a 16-bit input would keep 8-bit resolution)."""
+    """§6.1, tidlx's choice for the quantizations it models on a data convert (§8.5's constant operand,
+    §8.14's normalized values): accScale = inScale x 2^Q, Q = 7 (8 bit), 15 (16 bit). TI's data convert
+    of a float input takes ``data_convert_input_q``."""
     return float(in_scale) * float(1 << _eltwise_q(out_bits, 7, 15))
+
+
+def _c_round(x: float) -> int:
+    """C's round: half away from zero."""
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+def data_convert_input_q(out_bits: int, signed: bool, range_min: float, range_max: float,
+                         tidl_version: str = "11.00") -> int:
+    """§6.1: Q of the data convert that brings a float input into a subgraph (accScale = 2^Q, the float
+    tensor's scale 1.0), as TI's ``TIDL_UpdateScaleFactors`` (tidl_import_quantize.cpp) sets it: 7
+    (``TIDL_INTERNAL_INDATA_Q``) for an 8-bit output, and for every width in TIDL 08.06. TIDL 10.x/11.x
+    for a 16-bit output: ``round(log(S) / log(2))`` (C's round) with S the symmetric scale of TI's
+    ``TIDL_asymRangeToScale``: ``float32(32767 / absMax)`` signed, ``65535 / absMax`` unsigned; S = 1
+    when it is below 1 and the range lies within the type's bounds; a range narrower than 1e-15:
+    ``32767 / |max|`` (``32767 x 1000`` for a zero max). tidlx's choice for a negative result (a range
+    beyond twice the type's bounds, where TI shifts by a negative amount): 0."""
+    if out_bits not in (8, 16):
+        raise FixedPointError(f"outputs are 8 or 16 bits wide, not {out_bits}")
+    if out_bits == 8 or tidl_version == "08.06":
+        return 7
+    top = _f32(32767.0 if signed else 65535.0)
+    lo_bound, hi_bound = (-32768.0, 32767.0) if signed else (0.0, 65535.0)
+    lo, hi = _f32(range_min), _f32(range_max)
+    if not abs(hi - lo) >= _f32(ABS_MAX_EPSILON):
+        scale = top / abs(hi) if hi != 0 else top * _f32(1000)
+    else:
+        scale = top / max(abs(lo), abs(hi))
+        if scale < 1 and hi <= hi_bound and lo >= lo_bound:
+            scale = _f32(1.0)
+    return max(0, _c_round(math.log(float(scale)) / math.log(2.0)))
+
+
+def in_scales_for_min(in_scales: Sequence[float], zero_ranges: Sequence[bool],
+                      tidl_version: str = "11.00") -> Tuple[float, ...]:
+    """§6.1: the input scales an element-wise sum/max or a concat takes ``min(inScales)`` over. TIDL
+    10.x/11.x's ``TIDL_UpdateScaleFactors`` skips an input whose producer's range is [0, 0] (an all-zero
+    tensor); 08.06 takes every input. tidlx's choice when every input is [0, 0] (TI's minimum stays
+    FLT_MAX): all of them."""
+    scales = tuple(float(s) for s in in_scales)
+    if tidl_version == "08.06":
+        return scales
+    kept = tuple(s for s, zero in zip(scales, zero_ranges) if not zero)
+    return kept or scales
 
 
 def output_range(range_min: float, range_max: float, *, activation: str = "none", clip_min: float = None,
@@ -337,30 +434,34 @@ def output_range(range_min: float, range_max: float, *, activation: str = "none"
 
 
 def round_bits(acc_scale: float, range_min: float, range_max: float, bits: int, signed: bool) -> int:
-    """§6.3 roundBits (TIDL-NUMERICS.md, "Feature-map scales"): m = max(|min accScale|, |max accScale|);
-    bits = 8 bytes - 1 signed (m -= 1 when m is a power of 2), 8 bytes unsigned; d = m / 2^bits; if
-    d >= 1, p = 2^ceil(log2 d) (halved when p >= 2d), roundBits = log2 p; else 0."""
+    """§6.3 roundBits as TI's ``TIDL_UpdateScaleFactors`` (tidl_import_quantize.cpp, TIDL 08.06 and 11.x)
+    computes it: accScale, min and max as float32, ``m = max(|min accScale|, |max accScale|)`` with float32
+    products; nb = 8 bytes - 1 signed, 8 bytes unsigned; signed: ``m -= 1`` (float32) when ``m`` equals
+    ``2^ti_ceil_log2(m)``; ``d = m / 2^nb`` (float32); if d >= 1: ``p = 2^ti_ceil_log2(d)``, halved when
+    ``p >= 2d`` (2d in float32), roundBits = ``ti_ceil_log2(p)``; else 0."""
     if bits not in (8, 16):
         raise FixedPointError(f"outputs are 8 or 16 bits wide, not {bits}")
-    m = max(abs(float(range_min) * float(acc_scale)), abs(float(range_max) * float(acc_scale)))
-    if not math.isfinite(m):
+    acc = _f32(acc_scale)
+    with np.errstate(over="ignore"):
+        m = max(abs(_f32(range_min) * acc), abs(_f32(range_max) * acc))
+    if not np.isfinite(m):
         raise FixedPointError(f"roundBits: accScale {acc_scale} x range [{range_min}, {range_max}] is not finite")
     nb = bits - 1 if signed else bits
-    if signed and m > 0 and math.frexp(m)[0] == 0.5:
-        m -= 1
-    d = m / float(1 << nb)
-    if d < 1:
+    if signed and m > 0 and float(m) == 2.0 ** ti_ceil_log2(float(m)):
+        m = m - _f32(1.0)
+    d = m / _f32(1 << nb)
+    if not d >= 1:
         return 0
-    p = smallest_power_of_2_at_least(d)
-    if p >= 2 * d:
+    p = 2.0 ** ti_ceil_log2(float(d))
+    if p >= float(_f32(2) * d):
         p /= 2
-    return math.frexp(p)[1] - 1
+    return ti_ceil_log2(p)
 
 
 def tensor_scale(acc_scale: float, round_bits_: int) -> float:
-    """§6.4: ``tensorScale = accScale / 2^roundBits``; 0 becomes FLT_MIN (TIDL-NUMERICS.md,
-    "Feature-map scales")."""
-    scale = float(acc_scale) / float(1 << int(round_bits_))
+    """§6.4: ``tensorScale = accScale / 2^roundBits`` in float32, as TI's ``TIDL_UpdateScaleFactors``
+    stores it (the float32's value); 0 becomes FLT_MIN (TIDL-NUMERICS.md, "Feature-map scales")."""
+    scale = float(_f32(acc_scale) / _f32(1 << int(round_bits_)))
     return scale if scale != 0 else FLT_MIN
 
 

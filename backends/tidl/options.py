@@ -45,6 +45,18 @@ MAX_CORES = 4
 
 PLATFORMS = ("J7", "AM62A")
 
+#: tidlx's option ``tidl_version``: the TIDL releases whose rules tidlx follows (docs/numerics.md,
+#: "Versions"), as the normalized strings code compares against (``options.tidl_version == "08.06"``).
+TIDL_VERSIONS = ("11.00", "10.01", "08.06")
+DEFAULT_TIDL_VERSION = "11.00"
+#: Every accepted spelling -> its release: TI's "11.00", its SDK folder names "11_00_06_00" and the
+#: short "11.0".
+_VERSION_SPELLINGS = {
+    "11.00": "11.00", "11_00_06_00": "11.00", "11.0": "11.00",
+    "10.01": "10.01", "10_01_04_00": "10.01", "10.1": "10.01",
+    "08.06": "08.06", "08_06_00_00": "08.06", "8.6": "08.06",
+}
+
 
 class OptionError(TidlxError):
     """A bad TIDL option: unknown name, bad value, or a value that does not fit the model."""
@@ -74,7 +86,7 @@ class OptionSpec:
 
     name: str
     field: str
-    kind: str  # "int", "choice", "str", "names", "optional_int"
+    kind: str  # "int", "choice", "str", "names", "optional_int", "version"
     choices: Tuple[Any, ...] = ()
     minimum: Optional[int] = None
     maximum: Optional[int] = None
@@ -97,6 +109,9 @@ class OptionSpec:
             return "an integer"
         if self.kind == "names":
             return "a comma-separated list of names"
+        if self.kind == "version":
+            others = [v for v in _VERSION_SPELLINGS if v not in self.choices]
+            return "one of " + ", ".join(self.choices) + " (also written " + ", ".join(others) + ")"
         return "a string"
 
 
@@ -216,6 +231,13 @@ _SPECS = (
           "subgraphs with fewer MACs go back to the host (tidlx's name for TI's fixed min_mac_threshold = 1; "
           "0 keeps subgraphs of pure data movement)", minimum=0, origin="tidlx", steps=("partition",),
           support="full"),
+    _spec("tidl_version", "tidl_version", "version",
+          "the TIDL release whose import and reference kernels tidlx follows where they differ between releases "
+          "(docs/numerics.md, \"Versions\")", TIDL_VERSIONS, origin="tidlx", steps=("quantization", "run"),
+          support="partial",
+          note="08.06: softmax pad lanes always in the denominator, 2^7 for a float to 16-bit data convert, "
+               "element-wise and concat inputs of range [0, 0] kept in min(inScale); 10.01 follows 11.00 "
+               "(no difference found in TI's material); the other releases are not modelled"),
     _spec("disabled_fusions", "disabled_fusions", "names",
           "composite fusions switched off (tidlx): FuseBatchNormIntoConv, FuseActivation, FuseBiasIntoConv, "
           "or Name:<layer> for the part (relu/clip, batch norm, bias) of that layer only",
@@ -352,8 +374,19 @@ def _parse_names(spec: OptionSpec, value) -> Tuple[str, ...]:
     return tuple(out)
 
 
+def parse_tidl_version(value) -> str:
+    """The release named by a ``tidl_version`` value, normalized to one of ``TIDL_VERSIONS``."""
+    if isinstance(value, str) and value.strip() in _VERSION_SPELLINGS:
+        return _VERSION_SPELLINGS[value.strip()]
+    accepted = ", ".join(_VERSION_SPELLINGS)
+    raise OptionError(f"option tidl_version={value!r} is not allowed: it must be one of {', '.join(TIDL_VERSIONS)} "
+                      f"(accepted spellings: {accepted})")
+
+
 def parse_value(spec: OptionSpec, value):
     """The typed value of option ``spec`` from a dict value or a ``key=value`` string."""
+    if spec.kind == "version":
+        return parse_tidl_version(value)
     if spec.kind == "names":
         return _parse_names(spec, value)
     if spec.kind == "str":
@@ -388,6 +421,10 @@ def _check_value(spec: OptionSpec, value) -> None:
     if spec.kind == "choice":
         if value not in spec.choices or isinstance(value, bool):
             raise _bad_value(spec, value)
+        return
+    if spec.kind == "version":
+        if value not in spec.choices:
+            parse_tidl_version(value)   # raises, naming the accepted spellings
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise _bad_value(spec, value)
@@ -460,6 +497,7 @@ class TidlOptions:
     min_subgraph_macs: int = 1
     disabled_fusions: Tuple[str, ...] = ()
     quant_params_proto_path: str = ""
+    tidl_version: str = DEFAULT_TIDL_VERSION
 
     def __post_init__(self):
         for f in fields(self):
@@ -467,6 +505,9 @@ class TidlOptions:
             spec = _BY_FIELD[f.name]
             if spec.kind == "names" and isinstance(value, (list, str)):
                 value = _parse_names(spec, value)
+                object.__setattr__(self, f.name, value)
+            if spec.kind == "version" and value not in spec.choices:
+                value = parse_tidl_version(value)   # a direct construction with TI's spelling
                 object.__setattr__(self, f.name, value)
             _check_value(spec, value)
         self._check_ops()
@@ -627,4 +668,5 @@ def option_names() -> List[str]:
 __all__ = ["TidlOptions", "OptionError", "OptionSpec", "OPTIONS", "BatchLimit", "BATCH_ENV_VAR", "MAX_SUBGRAPHS",
            "PLATFORMS", "STEPS", "SUPPORT", "parse_value", "suggest_option", "onnx_layer_types", "option_names",
            "FLOW_OPTION", "FLOWS", "DEFAULT_FLOW", "FLOW_SPEC", "parse_flow",
-           "MODEL_SURGERY_OPTION", "MODEL_SURGERY_SPEC", "parse_model_surgery"]
+           "MODEL_SURGERY_OPTION", "MODEL_SURGERY_SPEC", "parse_model_surgery", "TIDL_VERSIONS",
+           "DEFAULT_TIDL_VERSION", "parse_tidl_version"]

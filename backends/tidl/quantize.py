@@ -320,6 +320,9 @@ class _WeightedPlan:
     bias_abs_max: float
     input_signed: bool
     bias_scale: float
+    #: §4.3: the absMax the median rule left (per channel: an array (O, 1, 1, 1)), to which the weights are
+    #: clipped before quantization; None when the rule is off or the weights come from a quant proto
+    weight_limit: Any = None
 
 
 class _Quantizer:
@@ -377,15 +380,19 @@ class _Quantizer:
         wbits, _ = self.widths(layer)
         w = affine.folded_weights()
 
+        limits: List[float] = []
+
         def scale_of(w_part: np.ndarray) -> Tuple[float, float]:
             abs_max = nx.weight_abs_max(w_part)
             if self.limit_weights:
                 abs_max = nx.limit_weight_range_median(w_part, abs_max, wbits)
+                limits.append(abs_max)
             if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
                 abs_max = nx.smallest_power_of_2_at_least(abs_max)
             return abs_max, nx.weight_scale(abs_max, wbits, self.power_of_2)
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
+        weight_limit: Any = None
         if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
             per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
@@ -396,6 +403,7 @@ class _Quantizer:
             ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
         else:
             abs_max, ws = scale_of(w)
+            weight_limit = limits[0] if limits else None
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
         if given is not None and affine.has_bias and given.bias_abs_max is not None:
             bias_abs_max = given.bias_abs_max
@@ -403,7 +411,7 @@ class _Quantizer:
                 affine = dataclasses.replace(affine, bias=quant_proto.given_bias(given, affine.bias, where))
         in_signed = self.signed_of(layer.inputs[0])
         bs = nx.bias_scale(bias_abs_max, wbits, self.power_of_2)
-        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs)
+        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs, weight_limit)
         self.plans[layer.index] = found
         return found
 
@@ -601,7 +609,9 @@ class _Quantizer:
             raise QuantizationError(f"@{self.net.name}: input '{t.name}' is {dtype}: fixed point takes float32 or "
                                     f"8/16-bit integer inputs")
         bits = self.opts.tensor_bits
-        acc = data_convert_acc_scale(bits)
+        rng = self.range_of(layer.outputs[0])
+        acc = float(1 << nx.data_convert_input_q(bits, nx.feature_map_is_signed(rng.min), rng.min, rng.max,
+                                                 self.opts.tidl_version))
         rb, signed, notes = self.requantized(layer, acc, bits)
         self.output_tensor(layer, 0, bits, signed, nx.tensor_scale(acc, rb))
         return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs,
@@ -680,7 +690,7 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
-        wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
+        wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits, p.weight_limit)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:
@@ -739,7 +749,7 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
-        wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits)
+        wq = nx.quantize_weights(aff.folded_weights(), ws.reshape(-1, 1, 1, 1), p.weight_bits, p.weight_limit)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             self.float_biases[layer.index] = aff.bias
@@ -784,6 +794,9 @@ class _Quantizer:
         xs = [self.tensors[t] for t in inputs]
         _, out_bits = self.widths(layer)
         scales = [x.scale for x in xs]
+        # §6.1: min(inScale) over the inputs TI's release takes (11.x leaves out all-zero inputs)
+        zero = [self.range_of(t).min == 0 and self.range_of(t).max == 0 for t in inputs]
+        min_scales = nx.in_scales_for_min(scales, zero, self.opts.tidl_version)
         attrs: Dict[str, Any] = {}
         if layer.type == "EltWise":
             prm = layer.params
@@ -798,12 +811,12 @@ class _Quantizer:
             if kind == "Prod":
                 acc = nx.acc_scale_eltwise_product(scales)
             elif kind == "Sum":
-                acc = nx.acc_scale_eltwise_sum(scales, out_bits)
+                acc = nx.acc_scale_eltwise_sum(min_scales, out_bits)
             else:
-                acc = nx.acc_scale_eltwise_max(scales, out_bits)
+                acc = nx.acc_scale_eltwise_max(min_scales, out_bits)
         else:
             attrs["axis"] = layer.params.axis
-            acc = nx.acc_scale_concat(scales, out_bits)
+            acc = nx.acc_scale_concat(min_scales, out_bits)
             kind = "Concat"
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
@@ -1059,8 +1072,11 @@ class _Quantizer:
             self.output_tensor(layer, 0, out_bits, False, float(1 << out_bits))
         else:
             self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
+        attrs: Dict[str, Any] = {"axis": layer.params.axis}
+        if self.opts.tidl_version == "08.06":   # §8.9: 08.06 pads a row narrower than the lanes too
+            attrs["narrow_row_pads"] = 1
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
-                              {"axis": layer.params.axis}, acc_scale=x.scale)
+                              attrs, acc_scale=x.scale)
 
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
         if layer.is_data:

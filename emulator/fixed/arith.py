@@ -586,34 +586,65 @@ def resize_bilinear(x, ratio_h, ratio_w) -> np.ndarray:
     return np.trunc(v).astype(xtype.dtype)
 
 
-SOFTMAX_LANES = 16   # §8.9, tidlx's choice: the float32 lanes of a 512-bit C7x vector
-_LOG2E = np.float32(1.4426950408889634)
-_LN2 = np.float32(0.6931471805599453)
-_POLY = (np.float32(1.0), np.float32(1.0), np.float32(0.5), np.float32(1.0 / 6.0), np.float32(1.0 / 24.0))
+SOFTMAX_LANES = 16   # §8.9: TI's VEC_NELEM(float), the float32 lanes of a 512-bit C7x vector
+#: §8.9: TI's constants, each a float32 as TI's reference computes it
+_LN2 = np.float32(0.693147180559945)
+_LOG2E = np.float32(1) / _LN2
+_ONE_SIXTH = np.float32(1) / np.float32(6)
+_ONE_24TH = np.float32(0.25 * float(_ONE_SIXTH))
 
 
-def softmax(q, in_scale: float, *, axis: int = -1) -> np.ndarray:
-    """§8.9 softmax: fixed point in, float32 out (TIDL-NUMERICS.md, "Runtime arithmetic": Softmax):
-    x = (q - max q) / inScale, exp as 2^n p(f) with n = trunc(x log2 e), p a 4th-order polynomial in
-    float32 (Horner), terms with n < -16 zero, the denominator summed per lane (16 lanes) then across."""
-    qi, _ = _tensor(q, "softmax input")
+def softmax_exp(d, inv_scale: np.float32) -> np.ndarray:
+    """§8.9 steps 1-4, TI's float-output softmax reference (``TIDL_softmaxRefProcess``, tidl_softmax_ref.c,
+    TIDL 11.x; the same in 08.06): ``x = float32(d) * inv_scale`` (``d = q - max q``, ``inv_scale = 1 /
+    inScale`` in float32), ``t = x * float32(1 / float32(ln 2))``, ``n = trunc(t)``, ``f = (t - n) * ln 2``;
+    ``p = (1 + f) + f^2 * 0.5`` (the half-term added in double, the sum rounded to float32), then ``+ f^3 / 6``
+    and ``+ f^4 / 24`` in float32 (``f^4 = f^2 f^2``); ``p * 2^n``, 0 when n < -16."""
+    x = np.asarray(d).astype(np.float32) * np.float32(inv_scale)
+    t = x * _LOG2E
+    n = np.trunc(t)
+    f = (t - n.astype(np.float32)) * _LN2
+    f2 = f * f
+    f3 = f2 * f
+    f4 = f2 * f2
+    p = ((np.float32(1) + f).astype(np.float64) + f2.astype(np.float64) * 0.5).astype(np.float32)
+    p = p + f3 * _ONE_SIXTH
+    p = p + f4 * _ONE_24TH
+    e = np.ldexp(p, np.clip(n, -17, 0).astype(np.int32)).astype(np.float32)
+    return np.where(n >= -16, e, np.float32(0)).astype(np.float32)
+
+
+def softmax_pad_lanes(width: int, narrow_row_pads: bool = False, lanes: int = SOFTMAX_LANES) -> int:
+    """§8.9: how many pad lanes TI's softmax adds to a row of ``width`` values: the rest of the last
+    vector, ``-width mod lanes``. TIDL 11.x adds them only when ``width >= lanes`` (a narrower row fills
+    lanes 0..width-1 only); 08.06 (``narrow_row_pads``) also for a narrower row."""
+    if width >= lanes or narrow_row_pads:
+        return -width % lanes
+    return 0
+
+
+def softmax(q, in_scale: float, *, axis: int = -1, narrow_row_pads: bool = False) -> np.ndarray:
+    """§8.9 softmax: fixed point in, float32 out, as TI's reference (``TIDL_softmaxRefProcess``,
+    tidl_softmax_ref.c, TIDL 11.x; 08.06's ``TIDL_refSoftmaxProcess``): ``softmax_exp`` per value; the
+    denominator summed per lane (16 lanes, element k in lane k mod 16, the pad lanes of
+    ``softmax_pad_lanes`` holding the input type's lowest value), then lanes 0..15 in order; the output
+    ``e * float32(1 / denominator)``."""
+    qi, qtype = _tensor(q, "softmax input")
     if not in_scale > 0:
         raise FixedPointError(f"softmax: the input scale must be > 0, got {in_scale}")
     try:
         qi = np.moveaxis(qi, axis, -1)
     except np.exceptions.AxisError as e:
         raise FixedPointError(f"softmax: {e}") from e
-    x = (qi - qi.max(axis=-1, keepdims=True)).astype(np.float32) / np.float32(in_scale)
-    t = x * _LOG2E
-    n = np.trunc(t)
-    f = (t - n) * _LN2
-    p = _POLY[4]
-    for coeff in _POLY[3::-1]:
-        p = coeff + f * p
-    e = np.where(n >= -16, np.ldexp(p, np.maximum(n, -17).astype(np.int32)), np.float32(0)).astype(np.float32)
+    inv_scale = np.float32(1) / np.float32(in_scale)
+    top = qi.max(axis=-1, keepdims=True)
+    e = softmax_exp(qi - top, inv_scale)
     k = e.shape[-1]
-    # Element k goes to lane k mod 16; the zeros padding the last block change no lane sum.
-    padded = np.concatenate([e, np.zeros(e.shape[:-1] + (-k % SOFTMAX_LANES,), np.float32)], axis=-1)
+    pads = softmax_pad_lanes(k, narrow_row_pads)
+    pad_e = softmax_exp(qtype.bounds[0] - top, inv_scale)      # a pad lane holds the type's lowest value
+    padded = np.concatenate([e, np.broadcast_to(pad_e, e.shape[:-1] + (pads,))], axis=-1)
+    # the zeros that complete the last block change no lane sum
+    padded = np.concatenate([padded, np.zeros(e.shape[:-1] + (-(k + pads) % SOFTMAX_LANES,), np.float32)], axis=-1)
     blocks = padded.reshape(e.shape[:-1] + (-1, SOFTMAX_LANES))
     lanes = np.zeros(e.shape[:-1] + (SOFTMAX_LANES,), np.float32)
     for block in range(blocks.shape[-2]):
@@ -621,7 +652,8 @@ def softmax(q, in_scale: float, *, axis: int = -1) -> np.ndarray:
     total = np.zeros(e.shape[:-1], np.float32)
     for lane in range(SOFTMAX_LANES):
         total = total + lanes[..., lane]
-    return np.moveaxis((e / total[..., None]).astype(np.float32), -1, axis)
+    inverse = np.float32(1) / total
+    return np.moveaxis((e * inverse[..., None]).astype(np.float32), -1, axis)
 
 
 def activation_bounds(out: FixedType, activation: str = "none", tensor_scale: Optional[float] = None,

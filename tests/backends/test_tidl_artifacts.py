@@ -290,3 +290,19 @@ def test_every_kernel_type_reads_back_and_runs_the_same(options):
     assert expected <= seen, expected - seen
     if options.get("accuracy_level") == 9:
         assert "per-channel" in seen
+
+
+def test_round_trip_keeps_the_releases_softmax_rule():
+    """A softmax quantized for tidl_version 08.06 carries its pad rule (narrow_row_pads) through the
+    artifacts, so a compiled folder runs the release it was compiled for."""
+    from test_tidl_quantize import SOFTMAX_ROWS, _params
+
+    mod = tidlx.parse_relay(SOFTMAX_ROWS, params=_params(5, ((4, 4, 3, 3), 0.3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = tidlx.quantize(mod, {"accuracy_level": 0, "tidl_version": "08.06"},
+                           calib={"x": np.random.default_rng(6).standard_normal((4, 4, 6, 10)).astype(np.float32)})
+    sub = q.subgraphs["tidl_0"]
+    art = read_network(_round_trip(sub), "net.bin")
+    soft = [layer for layer in art.subgraph.layers if layer.type == "SoftMax"]
+    assert [layer.attrs.get("narrow_row_pads") for layer in soft] == [1]

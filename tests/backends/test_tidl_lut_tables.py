@@ -97,10 +97,11 @@ def _head_model(relu: bool = False):
                                            (r.standard_normal(4) * 0.2).astype(np.float32)])
 
 
-def _quantize(mod, calib):
+def _quantize(mod, calib, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tidlx.quantize(mod, {"tensor_bits": 8, "advanced_options:calibration_iterations": 1}, calib=calib)
+        return tidlx.quantize(mod, {"tensor_bits": 8, "advanced_options:calibration_iterations": 1, **options},
+                              calib=calib)
 
 
 @pytest.mark.parametrize("relu", [False, True])
@@ -132,10 +133,10 @@ def test_sigmoid_head_end_to_end(relu):
     assert np.abs(got - reference).max() < 0.05
 
 
-def test_version_08_06_keeps_tidlx_tables(monkeypatch):
+def test_version_08_06_keeps_tidlx_tables():
     """tidl_version "08.06": the sigmoid keeps tidlx's own table (fixed output scale 2^bits)."""
-    monkeypatch.setattr(TidlOptions, "tidl_version", "08.06", raising=False)
-    q = _quantize(_head_model(), {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)})
+    q = _quantize(_head_model(), {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)},
+                  tidl_version="08.06")
     sub = q.subgraphs["tidl_0"]
     layer = [lay for lay in sub.compute_layers() if lay.type == "Sigmoid"][0]
     assert not layer.table_on_input and sub.tensors[layer.outputs[0]].scale == 256.0

@@ -23,6 +23,7 @@ def test_defaults_are_tis():
         "advanced_options:inference_mode": 0, "advanced_options:num_cores": 1,
         "advanced_options:c7x_codegen": 0, "platform": "J7", "max_batch_size": None, "max_subgraph_io": 32,
         "min_subgraph_macs": 1, "disabled_fusions": "", "advanced_options:quant_params_proto_path": "",
+        "tidl_version": "11.00",
     }
     assert TidlOptions.from_dict({}) == opts == TidlOptions.from_strings([])
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -180,3 +181,26 @@ def test_every_option_has_a_field_and_a_doc():
     assert {s.field for s in OPTIONS.values()} == names
     assert all(s.doc for s in OPTIONS.values())
     assert "tidlx's name" in OPTIONS["max_subgraph_io"].doc
+
+
+@pytest.mark.parametrize("given, release", [
+    ("11.00", "11.00"), ("11_00_06_00", "11.00"), ("11.0", "11.00"),
+    ("10.01", "10.01"), ("10_01_04_00", "10.01"), ("10.1", "10.01"),
+    ("08.06", "08.06"), ("08_06_00_00", "08.06"), ("8.6", "08.06"), (" 8.6 ", "08.06"),
+])
+def test_tidl_version_spellings_normalize(given, release):
+    assert TidlOptions.from_dict({"tidl_version": given}).tidl_version == release
+    assert TidlOptions.from_strings([f"tidl_version={given}"]).tidl_version == release
+    assert TidlOptions(tidl_version=given).tidl_version == release
+
+
+def test_tidl_version_defaults_to_11():
+    assert TidlOptions().tidl_version == "11.00"
+
+
+@pytest.mark.parametrize("bad", ["9.1", "11", "11.01", "", 11, 8.6, None])
+def test_tidl_version_refuses_other_releases(bad):
+    with pytest.raises(OptionError) as info:
+        TidlOptions.from_dict({"tidl_version": bad})
+    text = str(info.value)
+    assert "tidl_version" in text and "11.00, 10.01, 08.06" in text and "08_06_00_00" in text

@@ -99,7 +99,11 @@ def test_conv_with_bias_and_batch_norm_folded(bits):
     w_folded = w.astype(np.float64) * k[:, None, None, None]
     b_folded = (b.astype(np.float64) - mean) * k + beta
     x = sub.tensors[sub.inputs[0]]
-    assert x.scale == nx.tensor_scale(data_convert_acc_scale(bits), sub.layers[0].round_bits)
+    data = sub.layers[0]     # §6.1: 2^7 at 8 bit, TI 11.x's 2^round(log2(32767 / absMax)) at 16
+    rng = q.calibration["tidl_0"].tensors[data.outputs[0]]
+    assert data.acc_scale == 2.0 ** nx.data_convert_input_q(bits, True, rng.min, rng.max) == \
+        (data_convert_acc_scale(8) if bits == 8 else 2.0 ** round(math.log2(32767 / max(-rng.min, rng.max))))
+    assert x.scale == nx.tensor_scale(data.acc_scale, data.round_bits)
     ws = nx.weight_scale(nx.weight_abs_max(w_folded), bits)   # accuracy_level 0 is BiasRange 64: no §4.4 clip
     assert conv.weight_scale == ws
     assert conv.weights.dtype == (np.int8 if bits == 8 else np.int16)
@@ -291,3 +295,38 @@ def @main(%x: Tensor[(1, 4, 8, 8), float32]) {{
         tidlx.compile_model(mod, folder, {"tensor_bits": 16}, calib)
     (again,) = tidlx.load_compiled(folder).run({"x": x})
     np.testing.assert_array_equal(again, fixed)
+
+
+SOFTMAX_ROWS = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 4, 6, 10), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  nn.softmax(%0, axis=-1)
+}
+'''
+
+
+def test_tidl_version_switches_the_release_rules():
+    """tidl_version 08.06 against the default 11.00 on one model: a float input to 16 bit enters through
+    a data convert at 2^7 (11.x: 2^round(log2(32767 / absMax))); at 8 bit (same input scale in both) a
+    softmax over rows of 10 (< 16 lanes) adds 08.06's 6 pad lanes to its denominators (11.x: none), so
+    every output is at most 11.x's and the rows sum below 1."""
+    mod = tidlx.parse_relay(SOFTMAX_ROWS, params=_params(5, ((4, 4, 3, 3), 0.3)))
+    calib = {"x": _frames((1, 4, 6, 10), 4, seed=6)}
+    new16 = _quantize(mod, calib, tensor_bits=16, accuracy_level=0)
+    old16 = _quantize(mod, calib, tensor_bits=16, accuracy_level=0, tidl_version="8.6")
+    assert old16.options.tidl_version == "08.06" and new16.options.tidl_version == "11.00"
+    assert old16.subgraphs["tidl_0"].layers[0].acc_scale == 128.0
+    assert new16.subgraphs["tidl_0"].layers[0].acc_scale > 1024.0
+
+    new = _quantize(mod, calib, accuracy_level=0)
+    old = _quantize(mod, calib, accuracy_level=0, tidl_version="08_06_00_00")
+    soft = {v: [layer for layer in q.subgraphs["tidl_0"].layers if layer.type == "SoftMax"][0]
+            for v, q in (("old", old), ("new", new))}
+    assert soft["old"].attrs.get("narrow_row_pads") == 1 and "narrow_row_pads" not in soft["new"].attrs
+    x = {"x": _frames((1, 4, 6, 10), 1, seed=7)}
+    new_out, old_out = tidlx.emulate(new, x)[0], tidlx.emulate(old, x)[0]
+    assert np.all(old_out <= new_out) and not np.array_equal(old_out, new_out)
+    assert np.abs(new_out.sum(axis=-1) - 1).max() < 1e-5 and old_out.sum(axis=-1).max() < 1 - 1e-4
+    # 10.01 follows 11.00
+    same = _quantize(mod, calib, accuracy_level=0, tidl_version="10_01_04_00")
+    assert np.array_equal(tidlx.emulate(same, x)[0].view(np.int32), new_out.view(np.int32))

@@ -104,7 +104,8 @@ def test_layer_records():
         if on_input:
             assert layer.round_bits == 0 and layer.pre_scale == sub.tensors[layer.inputs[0]].scale
         else:
-            assert layer.pre_scale == layer.acc_scale / 2 ** layer.round_bits
+            # tensorScale in float32 (§6.4)
+            assert layer.pre_scale == float(np.float32(layer.acc_scale / 2 ** layer.round_bits))
     assert sub.tensors[d2s.outputs[0]].scale == sub.tensors[prelu.outputs[0]].scale
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from statistics import median
 
 import numpy as np
 
@@ -287,30 +286,49 @@ def resize_bilinear(x, rh, rw):
     return out
 
 
-def softmax_last_axis(q, in_scale, lanes=16):
-    """§8.9 on the last axis, one float32 scalar operation at a time."""
+def _softmax_exp(d, inv):
+    """§8.9 steps 1-4 for one integer difference d <= 0, one float32 operation at a time."""
+    f32 = np.float32
+    ln2 = f32(0.693147180559945)
+    x = f32(f32(d) * inv)
+    t = f32(x * f32(f32(1) / ln2))
+    n = math.trunc(float(t))
+    f = f32(f32(t - f32(n)) * ln2)
+    f2 = f32(f * f)
+    f3 = f32(f2 * f)
+    f4 = f32(f2 * f2)
+    p = f32(float(f32(f32(1) + f)) + float(f2) * 0.5)
+    sixth = f32(f32(1) / f32(6))
+    p = f32(p + f32(f3 * sixth))
+    p = f32(p + f32(f4 * f32(0.25 * float(sixth))))
+    return f32(p * f32(2.0 ** n)) if n >= -16 else f32(0.0)
+
+
+def softmax_last_axis(q, in_scale, lanes=16, narrow_row_pads=False):
+    """§8.9 on the last axis: pad lanes (the type's lowest value) fill the last vector of a row when
+    the row is at least ``lanes`` wide, or always with ``narrow_row_pads``."""
     f32 = np.float32
     q = np.asarray(q)
+    type_lo = int(np.iinfo(q.dtype).min)
+    inv = f32(f32(1) / f32(in_scale))
     out = np.zeros(q.shape, np.float32)
     for idx in np.ndindex(*q.shape[:-1]):
         row = [int(v) for v in q[idx]]
         top = max(row)
-        es = []
-        for v in row:
-            x = f32(v - top) / f32(in_scale)
-            t = x * f32(1.4426950408889634)
-            n = math.trunc(float(t))
-            f = (t - f32(n)) * f32(0.6931471805599453)
-            p = f32(1.0) + f * (f32(1.0) + f * (f32(0.5) + f * (f32(1.0 / 6.0) + f * f32(1.0 / 24.0))))
-            es.append(f32(p * f32(2.0 ** n)) if n >= -16 else f32(0.0))
+        es = [_softmax_exp(v - top, inv) for v in row]
+        width = len(row)
+        values = list(es)
+        if (width >= lanes or narrow_row_pads) and width % lanes:
+            values += [_softmax_exp(type_lo - top, inv)] * (lanes - width % lanes)
         lane_sums = [f32(0.0)] * lanes
-        for k, e in enumerate(es):
+        for k, e in enumerate(values):
             lane_sums[k % lanes] = f32(lane_sums[k % lanes] + e)
         total = f32(0.0)
         for s in lane_sums:
             total = f32(total + s)
+        inverse = f32(f32(1) / total)
         for k, e in enumerate(es):
-            out[idx + (k,)] = f32(e / total)
+            out[idx + (k,)] = f32(e * inverse)
     return out
 
 
@@ -372,35 +390,52 @@ def _power_at_most(a):
     return p
 
 
-def _is_power_of_2(a):
-    f = Fraction(a)
-    return f > 0 and f == _power_at_least(f)
+def ceil_log2_double(a):
+    """§1.4: ceil(log(a) / log(2)) with both logs in double."""
+    return math.ceil(math.log(a) / math.log(2.0))
 
 
 def weight_scale(abs_max, bits, p2):
-    if abs_max < 1e-15:
+    """§4.1: absMax as float32; 0 below 1e-15; P2: 2^ceil_log2_double(absMax); 2^(bits-1) / absMax divided
+    in double, then rounded to float32."""
+    a = np.float32(abs_max)
+    if not a >= 1e-15:
         return 0.0
     if p2:
-        abs_max = float(_power_at_least(abs_max))
-    return 2 ** (bits - 1) / abs_max
+        a = np.float32(2.0 ** ceil_log2_double(float(a)))
+    return float(np.float32(2.0 ** (bits - 1) / float(a)))
 
 
-def quantize_weights(w, scale, bits):
+def quantize_weights(w, scale, bits, limit=None):
+    """§4.2: each weight as float32 (clipped to [-limit, limit]), the product with the float32 scale
+    in float32, +0.5 when the weight is > 0 else -0.5 in double, truncated, saturated."""
     lo, hi = bounds(bits, True)
     flat_scale = np.broadcast_to(np.asarray(scale, np.float64), np.shape(w))
     out = np.zeros(np.shape(w), np.int64)
     for idx in np.ndindex(*np.shape(w)):
-        v = float(w[idx])
-        sign = (v > 0) - (v < 0)
-        out[idx] = clamp(math.trunc(v * float(flat_scale[idx]) + 0.5 * sign), lo, hi)
+        v = np.float32(w[idx])
+        if limit is not None:
+            v = max(min(v, np.float32(limit)), -np.float32(limit))
+        prod = float(np.float32(v * np.float32(flat_scale[idx])))
+        out[idx] = clamp(math.trunc(prod + 0.5 if v > 0 else prod - 0.5), lo, hi)
     return out
 
 
 def limit_weight_range_median(w, abs_max, bits):
-    limit = 16.0 * median(abs(float(v)) for v in np.ravel(w))
-    if abs_max > 2 ** (bits - 1) / 8 - 1 and abs_max > limit:
-        return min(abs_max, limit)
-    return abs_max
+    """§4.3: med = the sorted float32 |w| at index n // 2 + 1 (n - 1 for n <= 2); limit = med * 16 in
+    float32; when absMax > 2^(bits-1)/8 - 1 and absMax > limit: c = 2^ceil_log2_double(min(absMax,
+    limit)) - 1 and absMax = min(absMax, c), unless c <= 0."""
+    mags = sorted(abs(np.float32(v)) for v in np.ravel(w))
+    med = mags[min(len(mags) // 2 + 1, len(mags) - 1)]
+    limit = np.float32(med * np.float32(16))
+    a = np.float32(abs_max)
+    if a > 2 ** (bits - 1) / 8 - 1 and a > limit:
+        reach = min(a, limit)
+        if reach > 0:
+            c = np.float32(2.0 ** ceil_log2_double(float(reach))) - np.float32(1)
+            if c > 0:
+                return float(min(a, c))
+    return float(abs_max)
 
 
 def bias_scale(bias_abs_max, weight_bits, p2):
@@ -456,21 +491,24 @@ def output_range(range_min, range_max, widen, expansion=1.0):
 
 
 def round_bits(acc_scale, range_min, range_max, bits, signed):
-    m = max(abs(range_min * acc_scale), abs(range_max * acc_scale))
+    """§6.3 in float32, with ceil_log2_double where the rule takes a power of 2."""
+    f = np.float32
+    a = f(acc_scale)
+    m = max(abs(f(range_min) * a), abs(f(range_max) * a))
     nb = bits - 1 if signed else bits
-    if signed and _is_power_of_2(m):
-        m -= 1
-    d = Fraction(m) / 2 ** nb
-    if d < 1:
+    if signed and m > 0 and float(m) == 2.0 ** ceil_log2_double(float(m)):
+        m = f(m - f(1))
+    d = f(m / f(2 ** nb))
+    if not d >= 1:
         return 0
-    p = _power_at_least(d)
-    if p >= 2 * d:
-        p /= 2
-    return p.numerator.bit_length() - 1
+    p = 2.0 ** ceil_log2_double(float(d))
+    if p >= float(f(2) * d):
+        p = p / 2
+    return ceil_log2_double(p)
 
 
 def tensor_scale(acc_scale, rb):
-    s = acc_scale / 2 ** rb
+    s = float(np.float32(acc_scale) / np.float32(2 ** rb))
     return s if s != 0 else 2.0 ** -126
 
 
