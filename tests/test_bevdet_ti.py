@@ -199,3 +199,101 @@ def test_the_export_emulates_as_onnxruntime_runs_it(tiny):
         assert float(np.max(np.abs(g.astype(np.float64) - w))) / scale <= 1e-4, name
     np.testing.assert_array_equal(got[2], want[2])
     assert got[2].max() < NUM_CLASSES and got[1].shape == (1, TINY_TOPK)
+
+
+# -- the two flows on TI's export --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ti") / "bevdet_ti_tiny.onnx"
+    bevdet_ti_export("resnet18", tiny=True, path=path)
+    return path
+
+
+def _verdict(report, name):
+    node = next(n for n in report.ort.nodes if n.name == name)
+    return report.ort.verdicts[node.index]
+
+
+def test_ort_flow_offloads_the_scatter_and_the_topks_and_says_why_the_rest_falls_back(tiny_path):
+    _, report = tidlx.partition(tidlx.load(str(tiny_path)), {"flow": "ort"})
+    scatter = _verdict(report, "/img_view_transformer/ScatterND")
+    assert scatter.state == "tidl"   # variable bev_feat, one index per point, rank-2 updates: TI's constraints pass
+    for name in ("/pts_bbox_head/bbox_coder/TopK", "/pts_bbox_head/bbox_coder/TopK_1"):
+        assert _verdict(report, name).state == "tidl"
+    host = {v.index: v for v in report.ort.verdicts if v.state == "host"}
+    by_name = {report.ort.nodes[i].name: v.reason for i, v in host.items()}
+    assert "input 0 has dtype int64" in by_name["/img_view_transformer/Unsqueeze_2"]   # lidar_coor_1d's Unsqueeze
+    assert "Slice needs batch 1" in by_name["/img_view_transformer/Slice"]
+    assert "Squeeze on a 4-D input only, and this input has 5 dims" in by_name["/img_view_transformer/Squeeze"]
+    assert "input 0 has dtype int64" in by_name["/pts_bbox_head/bbox_coder/Div"]
+    assert "indices of shape (1, 64) are not supported (Gather: 1-D indices)" in by_name["/pts_bbox_head/bbox_coder/Gather_1"]
+    # the softmax over depth is on TIDL: TI's default surgery moves its axis to the width
+    assert _verdict(report, "/img_view_transformer/Softmax").state == "tidl"
+    assert report.ort.summary_line().startswith(f"Final number of subgraphs created are : {len(report.ort.groups)}")
+    assert len(host) == 9
+
+
+def test_tvm_flow_keeps_the_scatter_on_the_host_for_its_point_axis(tiny_path):
+    _, report = tidlx.partition(tidlx.load(str(tiny_path)), {"max_batch_size": 6})
+    reasons = {h.layer: h.reason for h in report.host_ops if h.op == "scatter_nd"}
+    reason = reasons["/img_view_transformer/ScatterND"]
+    assert "(16992, 8) has 16992 there while the model's batch is 6" in reason
+    assert not any(h.op == "topk" for h in report.host_ops)
+
+
+def test_a_refused_topk_says_why_in_the_ort_flow(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8, 4, 4))
+    outs = [helper.make_tensor_value_info("v", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("i", TensorProto.INT64, None)]
+    model = _one_node_model(helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, name="top"), [x], outs, 11,
+                            [numpy_helper.from_array(np.array([3], np.int64), "k")])
+    path = tmp_path / "topk.onnx"
+    onnx.save(model, path)
+    _, report = tidlx.partition(tidlx.load(str(path)), {"flow": "ort"})
+    assert report.ort.verdicts[0].state == "host"
+    assert "TopK along axis 1 (channel) is not supported (TopK: width or height axis only)" in report.ort.verdicts[0].reason
+
+
+def test_large_feature_map_batch_warning():
+    path_model = bevdet_ti_export("resnet18", batch=2)
+    mod = from_onnx(path_model)
+    from tidlx.backends.tidl.ort_flow import attach_onnx_nodes
+    from tidlx.backends.tidl.report import LARGE_FEATURE_MAP_ELEMENTS
+
+    attach_onnx_nodes(mod, path_model)
+    _, report = tidlx.partition(mod, {"flow": "ort"})
+    warnings_ = report.batch_warnings()
+    assert warnings_ and warnings_[0].startswith("tidl_0 runs batch 2 with feature maps of up to 2,883,584 elements "
+                                                 "per frame (img_backbone/conv1: (2, 64, 128, 352))")
+    assert "edgeai-tidl-tools#42" in warnings_[0]
+    assert report.to_dict()["warnings"] == warnings_
+    assert any(w in report.render_text() for w in warnings_)
+    # independently: 64 x 128 x 352 (conv1's output of one 256 x 704 frame) is above the threshold
+    assert 64 * 128 * 352 > LARGE_FEATURE_MAP_ELEMENTS
+    one = bevdet_ti_export("resnet18", batch=1)
+    mod1 = from_onnx(one)
+    attach_onnx_nodes(mod1, one)
+    assert tidlx.partition(mod1, {"flow": "ort"})[1].batch_warnings() == []
+
+
+def test_partition_flow_both(tiny_path, capsys):
+    from tidlx.cli import main
+
+    assert main(["partition", str(tiny_path), "--flow", "both", "-o", "max_batch_size=6"]) == 0
+    out = capsys.readouterr().out
+    assert "flow=tvm: exports: yes" in out and "flow=ort: exports: yes" in out
+    assert "Final number of subgraphs created are :" in out
+    assert "on the host with flow=tvm only" in out and "on the host with flow=ort only" in out
+    assert "nn.softmax '/img_view_transformer/Softmax': softmax along axis 1 (channel)" in out
+    assert "squeeze '/img_view_transformer/Squeeze': TIDL's ONNX Runtime import takes Squeeze on a 4-D input" in out
+    assert main(["partition", str(tiny_path), "--flow", "both", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["flows"]) == {"tvm", "ort"} and "ort" in doc["flows"]["ort"]
+    assert {d["host_in"] for d in doc["differences"]} <= {"tvm", "ort"} and doc["differences"]
+    assert main(["partition", str(tiny_path), "--flow", "both", "--svg", "x.svg"]) == 2
+    assert "--flow both compares" in capsys.readouterr().err
+    assert main(["partition", str(tiny_path), "--flow", "both", "-o", "flow=ort"]) == 2
+    assert "the option flow names one of them" in capsys.readouterr().err
