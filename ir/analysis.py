@@ -147,6 +147,12 @@ def _data_movement_macs(call: Call, where: str) -> int:
     return 0
 
 
+@register_op_attr("topk", MACS)
+def _topk_macs(call: Call, where: str) -> int:
+    # one comparison per input element (a selection over the axis)
+    return _elements(call.args[0].checked_type)
+
+
 @register_op_attr("scatter_nd", MACS)
 def _scatter_macs(call: Call, where: str) -> int:
     # one per element written (or accumulated) from the updates

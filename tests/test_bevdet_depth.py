@@ -220,11 +220,20 @@ def test_demo_states_the_answers_on_the_camera_aware_model(tmp_path):
     for way in ("-o deny_list=nn.batch_norm", "-o deny_list:layer_name=", "-o disabled_passes=FoldBatchNormIntoDense"):
         assert way in out
     assert "(4) with dcn=True: 4 subgraphs; nn.deformable_conv2d" in out and "TIDL has no deformable convolution" in out
-    # 7: the host part through TVM, and bev_pool as a custom op end to end
+    # 6: TI's export through the ORT flow, next to the built-in model through the TVM flow
+    assert "6. TI's BEVDet as TI exports it, through TI's ONNX Runtime flow" in out
+    assert "the built-in camera-aware BEVDet (TVM flow) and TI's export (ORT flow)" in out
+    ti = result["ti_export"]
+    assert ti["summary"] in out and ti["summary"].startswith(f"Final number of subgraphs created are : {ti['subgraphs']}")
+    assert "   ScatterND /img_view_transformer/ScatterND: TIDL subgraph_" in out
+    assert "   TopK /pts_bbox_head/bbox_coder/TopK: TIDL subgraph_" in out
+    assert "Squeeze on a 4-D input only" in out and "the other flow: TI's export through the TVM flow: exports:" in out
+    assert "batch 2: no feature map above the large-feature-map threshold" in out   # tiny: 36,864 per frame
+    # 8: the host part through TVM, and bev_pool as a custom op end to end
     host = result["host"]
     assert host["c7x"]["kernels"] >= 1 and host["c7x"]["tidl_calls"] == 3
     assert os.path.getsize(tmp_path / "host_c7x" / "deploy_lib.c") > 0
     assert host["bev_pool"]["reason"].endswith("custom op (registered with tidlx.register_op): TIDL has no layer "
                                                "for it, it runs on the host")
     assert host["bev_pool"]["error"] <= 1e-5
-    assert "7. the host part through TVM" in out and "built by TVM with its te_compute" in out
+    assert "8. the host part through TVM" in out and "built by TVM with its te_compute" in out

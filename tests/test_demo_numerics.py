@@ -17,7 +17,7 @@ def test_numerics_answer(tmp_path):
     assert set(figures) == {8, 16} and set(figures[8]) == {"depth", "volume"}
     for name in ("depth", "volume"):
         assert 5.0 < figures[8][name] < figures[16][name]
-    assert "6. fixed point" in out and "tiny resnet18, batch 1" in out
+    assert "7. fixed point" in out and "tiny resnet18, batch 1" in out
     assert "compared on another (seed 2)" in out
     for bits in (8, 16):
         line = next(line for line in out.splitlines() if line.startswith(f"   worst layers at {bits} bit"))

@@ -4,7 +4,9 @@ Builds the model as ONNX (by default the camera-aware depth net, the seed's own 
 it, runs it in the float emulator next to onnxruntime, prints how well they agree, then partitions it
 for TIDL as TI's flow would and states the seed's answers: subgraphs and host ops, what batch N needs,
 what happens to the BatchNorm feeding two GEMMs (and the two ways out), and where the deformable conv
-goes; then the numerics answer: float vs TIDL fixed point per output at 8 and 16 bit and the worst
+goes; then the same questions on TI's own BEVDet export (three inputs, ScatterND voxel pooling, TopK
+decode) through TI's ONNX Runtime flow, side by side with the built-in model through the TVM flow;
+then the numerics answer: float vs TIDL fixed point per output at 8 and 16 bit and the worst
 layers, on the tiny resnet18 model at batch 1 (``NUMERICS_MODEL``: the fixed-point kernels are plain
 numpy, too slow for the full model in a demo); then the host part through apache-tvm: the main
 model's host ops built for Arm and as C7x source, and BEVDet's voxel pooling (``bev_pool``), an op
@@ -132,11 +134,83 @@ def run_demo(backbone: str = "resnet50", batch: int = 6, tiny: bool = False, out
             console.print(f"   host: {host.reason}", markup=False)
     else:
         _answers(console, mod, as_is, report, raised, batch, backbone, tiny, out_dir)
+    ti_form = _ti_export_answers(console, mod, report, raised, batch, backbone, tiny, out_dir)
     numerics = _numerics(console, out_dir)
     host = _host_part(console, mod, raised, out_dir)
     page = _report_page(console, out_dir)
     return {"path": path, "errors": errors, "emulator_s": t_emu, "onnxruntime_s": t_ort, "numerics": numerics,
-            "host": host, "report": page}
+            "host": host, "report": page, "ti_export": ti_form}
+
+
+def _ti_export_answers(console, mod, report, raised, batch, backbone, tiny, out_dir) -> dict:
+    """The seed's questions on TI's own BEVDet export (``tidlx.models.bevdet_ti_export``: three
+    inputs, ScatterND voxel pooling, TopK decode) through TI's ONNX Runtime flow, next to the
+    built-in model through the TVM flow: subgraphs, what runs on the Arm and why, batch N (with
+    TIDL's large-feature-map batch limit), and what the other flow would do with each."""
+    from rich.table import Table
+
+    from . import load, partition
+    from .ir.text import printable
+    from .ir.analysis import describe_macs
+    from .models import bevdet_ti_export
+
+    def say(text: str) -> None:
+        console.print(text, markup=False)
+
+    console.print("[bold]6. TI's BEVDet as TI exports it, through TI's ONNX Runtime flow[/bold] (details: tidlx "
+                  "partition MODEL --flow both, docs/bevdet.md)")
+    path = os.path.join(out_dir, f"bevdet_ti_{backbone}_b{batch}{'_tiny' if tiny else ''}.onnx")
+    t0 = time.perf_counter()
+    model = bevdet_ti_export(backbone=backbone, batch=batch, tiny=tiny, path=path)
+    ti_mod = load(path)
+    _, ti = partition(ti_mod, {"flow": "ort"})
+    _, ti_tvm = partition(ti_mod, raised)
+    _, builtin_ort = partition(mod, {"flow": "ort"})
+    ops = {n.op_type for n in model.graph.node}
+    say(f"   {_shown_path(path)}: {len(model.graph.node)} ONNX nodes, inputs "
+        f"{', '.join(i.name for i in model.graph.input)} (the {batch} cameras as batch {batch}, the zero BEV grid, "
+        f"int64 frustum-point cells); voxel pooling as ScatterND(reduction='add'){', TopK decode' if 'TopK' in ops else ''}"
+        f" ({time.perf_counter() - t0:.1f} s with both partitions)")
+    table = Table(title="   the built-in camera-aware BEVDet (TVM flow) and TI's export (ORT flow)", title_justify="left")
+    for col in ("", "built-in, TVM flow", "TI's export, ORT flow"):
+        table.add_column(col)
+    from .backends.tidl.report import _share
+
+    def share(r) -> str:
+        return f"{_share(r.tidl_macs, r.total_macs)} of {describe_macs(r.total_macs)}" if r.total_macs else "-"
+
+    table.add_row("TIDL subgraphs", str(len(report.subgraphs)), str(len(ti.subgraphs)))
+    table.add_row("MACs on TIDL", share(report), share(ti))
+    table.add_row("ops on the Arm", str(len(report.host_ops)), str(len(ti.host_ops)))
+    table.add_row(f"batch {batch}", report.batch_limit.describe(), ti.batch_limit.describe())
+    table.add_row("large-feature-map batch warnings", str(len(report.batch_warnings())), str(len(ti.batch_warnings())))
+    console.print(table)
+    say(f"   TI's words for the ORT grouping: {ti.ort.summary_line()}")
+    say("   on the Arm with TI's export (ORT flow), and why:")
+    for g in ti.host_groups():
+        say(f"      {printable(g.describe_ops())}: {printable(g.reason)}")
+    verdicts = {v.index: v for v in ti.ort.verdicts}
+    for node in ti.ort.nodes:
+        if node.op_type in ("ScatterND", "TopK"):
+            v = verdicts[node.index]
+            where = f"TIDL subgraph_{v.subgraph}" if v.state == "tidl" else f"{v.state}: {v.reason}"
+            say(f"   {node.op_type} {printable(node.name)}: {printable(where)}")
+    from .backends.tidl.report import LARGE_FEATURE_MAP_ADVICE
+
+    warned = {"built-in, TVM flow": report.large_feature_maps(), "TI's export, ORT flow": ti.large_feature_maps()}
+    for form, maps in warned.items():
+        if maps:
+            say(f"   warning ({form}): batch {batch} with large feature maps in " + ", ".join(
+                f"{name} ({per_frame:,} elements per frame, {printable(layer)})" for name, _, per_frame, layer, _ in maps))
+    if any(warned.values()):
+        say(f"      {LARGE_FEATURE_MAP_ADVICE}")
+    else:
+        say(f"   batch {batch}: no feature map above the large-feature-map threshold (the full-size model has them)")
+    say("   the other flow: TI's export through the TVM flow: " + printable(ti_tvm.verdict())
+        + f"; the built-in through the ORT flow: {printable(builtin_ort.verdict())}")
+    return {"path": path, "subgraphs": len(ti.subgraphs), "host_ops": len(ti.host_ops),
+            "warnings": len(ti.batch_warnings()), "summary": ti.ort.summary_line(),
+            "tvm_subgraphs": len(ti_tvm.subgraphs)}
 
 
 #: The folder of the demo's HTML page (index.html), beside the --out folder: ``out`` -> ``demo-report``.
@@ -154,7 +228,7 @@ def _report_page(console, out_dir: str):
     def say(text: str) -> None:
         console.print(text, markup=False)
 
-    console.print("[bold]8. the report[/bold] (every answer above on one HTML page; details: tidlx report MODEL "
+    console.print("[bold]9. the report[/bold] (every answer above on one HTML page; details: tidlx report MODEL "
                   "-o FILE.html)")
     try:
         import matplotlib  # noqa: F401
@@ -197,7 +271,7 @@ def _host_part(console, mod, options, out_dir: str) -> dict:
     def say(text: str) -> None:
         console.print(text, markup=False)
 
-    console.print("[bold]7. the host part through TVM[/bold] (apache-tvm Relax; details: tidlx compile MODEL "
+    console.print("[bold]8. the host part through TVM[/bold] (apache-tvm Relax; details: tidlx compile MODEL "
                   "--target arm|c7x|x86, docs/tvm.md, docs/custom_ops.md)")
     try:
         import tvm  # noqa: F401
@@ -324,7 +398,7 @@ def _numerics(console, out_dir: str) -> dict:
         console.print(text, markup=False)
 
     os.makedirs(out_dir, exist_ok=True)
-    console.print("[bold]6. fixed point[/bold] (TIDL's integer arithmetic; details: tidlx compare MODEL --calib F)")
+    console.print("[bold]7. fixed point[/bold] (TIDL's integer arithmetic; details: tidlx compare MODEL --calib F)")
     options = {"advanced_options:calibration_frames": NUMERICS_CALIBRATION_FRAMES,
                "advanced_options:calibration_iterations": NUMERICS_BIAS_ITERATIONS}
     results = {}

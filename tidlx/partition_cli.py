@@ -10,6 +10,7 @@ the rest stays on the host.
     tidlx partition resnet18.txt --params resnet18.params        # Relay text + TVM's params file
     tidlx partition model.onnx --verbose                        # one host-op row per op
     tidlx partition model.onnx --flow ort                       # TI's ONNX Runtime grouping (docs/ort-flow.md)
+    tidlx partition model.onnx --flow both                      # both flows, and what differs
     tidlx partition model.onnx --compare-allowed artifacts/allowedNode.txt   # against a real TI compile
 
 The answer starts with one verdict line (``exports: yes — 2 TIDL subgraphs, 100% of MACs on
@@ -82,6 +83,8 @@ def cmd_partition(args) -> int:
     from .ir.partition import get_strategy
     from .ir.text import printable
 
+    if args.flow == "both":
+        return _cmd_both_flows(args)
     allowed = None
     flag = args.flow
     if args.compare_allowed is not None:
@@ -150,6 +153,38 @@ def cmd_partition(args) -> int:
     return 1 if comparison is not None and not comparison.same else 0
 
 
+def _cmd_both_flows(args) -> int:
+    """``--flow both``: the model through the TVM flow and the ORT flow, and where they differ."""
+    from rich.text import Text
+
+    from .backends.tidl.flows_compare import compare_flows
+    from .cli import load_model, make_console, print_warnings_once
+    from .ir.partition import get_strategy
+    from .ir.text import printable
+
+    for given, flag in ((args.compare_allowed is not None, "--compare-allowed"),
+                        (args.compare or args.strategy == "all", "--compare/--strategy all"),
+                        (bool(args.svg), "--svg"), (args.print_relay, "--print-relay")):
+        if given:
+            raise TidlxError(f"--flow both compares the two flows' partitions: {flag} takes one flow (--flow tvm or "
+                             f"--flow ort)")
+    get_strategy(args.strategy)
+    name = os.path.basename(args.model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = load_model(args)
+        attach_nodes(mod, args.model)
+        both = compare_flows(mod, list(args.option), args.strategy, model_name=name)
+    print_warnings_once(caught)
+    if args.json:
+        sys.stdout.write(both.to_json())
+        return 0
+    console = make_console()
+    for line in both.lines():
+        console.print(Text(printable(line)), soft_wrap=True)
+    return 0
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the ``partition`` command to ``tidlx``'s subparsers."""
     from .backends.tidl.flow import PREP_PASSES
@@ -171,6 +206,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
          "tidlx partition model.onnx --strategy all", "tidlx partition model.onnx --json > report.json",
          "tidlx partition model.onnx --svg graph.svg --print-relay",
          "tidlx partition model.onnx --flow ort        (TI's ONNX Runtime grouping, docs/ort-flow.md)",
+         "tidlx partition model.onnx --flow both       (both flows, and the layers where they differ)",
          "tidlx partition model.onnx --compare-allowed artifacts/allowedNode.txt"])
     add_model_arguments(p)
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
@@ -178,9 +214,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "allow_list:layer_name, max_num_subgraphs, max_num_subgraph_nodes, max_batch_size, "
                         "advanced_options:..., ...), disabled_passes=NAME[,NAME] to skip graph preparation "
                         f"passes ({', '.join(PREP_PASSES)}) or flow=tvm|ort; repeatable")
-    p.add_argument("--flow", choices=FLOWS, default=None,
-                   help="which of TI's flows to follow: tvm (TI's TVM import, the default) or ort (TI's ONNX "
-                        "Runtime import: ONNX nodes grouped in node order, the first max_num_subgraphs kept)")
+    p.add_argument("--flow", choices=FLOWS + ("both",), default=None,
+                   help="which of TI's flows to follow: tvm (TI's TVM import, the default), ort (TI's ONNX "
+                        "Runtime import: ONNX nodes grouped in node order, the first max_num_subgraphs kept), or "
+                        "both: each flow's verdict and the layers one keeps on the host and the other does not")
     p.add_argument("--compare-allowed", metavar="FILE",
                    help="compare, node by node, tidlx's ORT-flow grouping with an allowedNode.txt of a real TI "
                         "compile of the same model (implies --flow ort; exit status 1 when they differ)")

@@ -218,6 +218,22 @@ class GatherParams:
 
 
 @dataclass(frozen=True)
+class ScatterParams:
+    """ScatterElements for ScatterND: the reduction (ONNX's name: none, add, max, min)."""
+
+    reduction: str
+
+
+@dataclass(frozen=True)
+class TopKParams:
+    """TopK: K, the axis (normalized) and whether the largest values are kept."""
+
+    k: int
+    axis: int
+    largest: bool
+
+
+@dataclass(frozen=True)
 class LayerNormParams:
     axis: int
     epsilon: float
@@ -402,6 +418,17 @@ def take_params(call: Call) -> GatherParams:
     return GatherParams(_axis(int(call.attrs.axis), ndim))
 
 
+@register_op_attr("scatter_nd", TIDL_PARAMS)
+def scatter_nd_params(call: Call) -> ScatterParams:
+    return ScatterParams("none" if call.attrs.mode == "update" else str(call.attrs.mode))
+
+
+@register_op_attr("topk", TIDL_PARAMS)
+def topk_params(call: Call) -> TopKParams:
+    ndim = len(_shape(call.args[0]))
+    return TopKParams(int(call.attrs.k), _axis(int(call.attrs.axis), ndim), not call.attrs.is_ascend)
+
+
 @register_op_attr("nn.layer_norm", TIDL_PARAMS)
 def layer_norm_params(call: Call) -> LayerNormParams:
     ndim = len(_shape(call.args[0]))
@@ -468,5 +495,5 @@ def tanh_activation(call: Call) -> Activation:
 __all__ = ["TIDL_PARAMS", "TIDL_ACTIVATION", "ACTIVATION_IDS", "POOL_TYPE_IDS", "ELTWISE_TYPE_IDS",
            "RESIZE_MODE_IDS", "Activation", "NO_ACTIVATION", "NoParams", "ConvParams", "PoolParams",
            "InnerProductParams", "BatchNormParams", "EltWiseParams", "AxisParams", "ResizeParams", "SliceParams",
-           "ShapeParams", "ReduceParams", "PadParams", "DepthToSpaceParams", "GatherParams", "LayerNormParams",
+           "ShapeParams", "ReduceParams", "PadParams", "DepthToSpaceParams", "GatherParams", "ScatterParams", "TopKParams", "LayerNormParams",
            "DataConvertParams"]

@@ -315,16 +315,20 @@ def _ort_options(opts: TidlOptions, nodes: Sequence[OnnxNode], names: Mapping[st
 def _apply_ort_rules(analysis, nodes: Sequence[OnnxNode], unit_of) -> Dict[Call, HostReason]:
     """The oracle's reasons with the ORT-side checks of ``ort_rules`` added (a list or batch reason
     of a call stands; a check's reason replaces a shared rule's)."""
-    from .ort_rules import ORT_RULES, ort_node_reason
+    from .ort_rules import ORT_LAYER_OPS, ORT_RULES, ort_node_reason
     from .rules import where
 
     reasons = dict(analysis.reasons)
     by_node: Dict[int, List[Call]] = {}
     for call in analysis.ctx.calls():
         u = unit_of(call)
-        if u is not None and nodes[u].op_type in ORT_RULES:
+        if u is not None and (nodes[u].op_type in ORT_RULES or nodes[u].op_type in ORT_LAYER_OPS):
             by_node.setdefault(u, []).append(call)
     for u, calls in sorted(by_node.items()):
+        layer_op = ORT_LAYER_OPS.get(nodes[u].op_type)
+        if layer_op is not None:
+            _follow_layer_call(reasons, [c for c in calls if c.op_name == layer_op],
+                               [c for c in calls if c.op_name != layer_op], nodes[u])
         message = ort_node_reason(nodes[u].op_type, calls)
         if message is None or any(reasons.get(c) is not None and reasons[c].kind != "rule" for c in calls):
             continue
@@ -336,6 +340,25 @@ def _apply_ort_rules(analysis, nodes: Sequence[OnnxNode], unit_of) -> Dict[Call,
                     reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
                                                     f"({group.name}) with {message}")
     return reasons
+
+
+def _follow_layer_call(reasons: Dict[Call, HostReason], layer: Sequence[Call], others: Sequence[Call],
+                       node: OnnxNode) -> None:
+    """The node's other calls take the verdict of its layer call (``ort_rules.ORT_LAYER_OPS``): no
+    reason of their own when the layer is supported (a rule's reason on them, such as the int64
+    dtype of the indices they move, is the IR's form, not TIDL's), else the layer's reason."""
+    if not layer:
+        return
+    first = next((reasons[c] for c in layer if reasons.get(c) is not None), None)
+    for c in others:
+        own = reasons.get(c)
+        if own is not None and own.kind != "rule":
+            continue
+        if first is None:
+            reasons.pop(c, None)
+        else:
+            reasons[c] = HostReason(first.kind, f"{describe_call(c)} is part of {node.describe()} with "
+                                                f"{first.message}")
 
 
 def _layer_calls(fn) -> Dict[str, List[Call]]:

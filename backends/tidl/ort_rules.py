@@ -6,9 +6,10 @@ the shared support rules (``rules/``). Everything else is the same oracle in bot
 
 * ``Squeeze``: TIDL's ONNX import takes a Squeeze of a 4-D input only (its import log reads
   "op type - Squeeze, Number of input dims 2 != 4 .. not supported by TIDL").
-* ``ScatterND`` / ``ScatterElements``: TIDL runs them as its ScatterElements layer, whose
-  constraints include constant all-zero ``data``; tidlx has no layer model for that layer, so
-  the node stays on the host in either case and the reason says which case it is.
+* ``ScatterND``: TIDL runs it as its ScatterElements layer (the shared rule of ``scatter_nd``
+  holds TI's constraints); the node is judged by its scatter_nd alone (``ORT_LAYER_OPS``): the
+  transposition of its int64 indices that the IR adds is no TIDL layer. ScatterElements does
+  not import into tidlx.
 
 Other differences of the ORT flow are not per op: no batch limit (TIDL_RELAY_MAX_BATCH_SIZE is
 the TVM import's), node or output names in the layer-name lists (``ort_flow.py``). The shared
@@ -20,9 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Sequence
 
-import numpy as np
-
-from ...ir.expr import Call, Constant
+from ...ir.expr import Call
 from ...ir.types import TensorType
 from .rules import where
 
@@ -38,28 +37,16 @@ def _squeeze(calls: Sequence[Call]) -> Optional[str]:
     return None
 
 
-def _scatter(calls: Sequence[Call]) -> Optional[str]:
-    call = next((c for c in calls if c.op_name == "scatter_nd"), None)
-    if call is None:
-        return None
-    data = call.args[0]
-    if not isinstance(data, Constant):
-        what = f"'{data.name_hint}'" if hasattr(data, "name_hint") else "a computed tensor"
-        return (f"{where(call)}: TIDL's ONNX Runtime import runs a scatter as its ScatterElements layer only on "
-                f"constant all-zero data, and this one scatters into {what}")
-    if np.any(np.asarray(data.data)):
-        return (f"{where(call)}: TIDL's ONNX Runtime import runs a scatter as its ScatterElements layer only on "
-                f"constant all-zero data, and this data has non-zero values")
-    return (f"{where(call)}: TIDL's ONNX Runtime import may take this scatter as its ScatterElements layer (updates "
-            f"of at most one channel, along the width); tidlx has no layer model for that layer and keeps it on "
-            f"the host")
-
-
 #: ONNX op type -> its ORT-flow check.
 ORT_RULES: Dict[str, OrtRule] = {
     "Squeeze": _squeeze,
-    "ScatterND": _scatter,
-    "ScatterElements": _scatter,
+}
+
+#: ONNX op type -> the IR op that is the node's TIDL layer, where the node imports to more calls
+#: than that one: the node's other calls (index transpositions) are the IR's form of the same
+#: node and take that call's verdict (supported with it, or on the host for its reason).
+ORT_LAYER_OPS: Dict[str, str] = {
+    "ScatterND": "scatter_nd",
 }
 
 
@@ -72,4 +59,4 @@ def ort_node_reason(op_type: str, calls: Sequence[Call]) -> Optional[str]:
     return rule(calls)
 
 
-__all__ = ["ORT_RULES", "ort_node_reason"]
+__all__ = ["ORT_RULES", "ORT_LAYER_OPS", "ort_node_reason"]

@@ -77,6 +77,15 @@ REPORT_KINDS = ("rule", "deny_list", "deny_list:layer_type", "deny_list:layer_na
                 "limit:min_subgraph_macs", "cost_model", "strategy")
 
 JSON_SCHEMA_VERSION = 1
+#: A feature map of more than this many elements per frame is "large" for TIDL's batch processing
+#: (tidlx's choice: TI publishes no limit; edgeai-tidl-tools#42 saw 224 x 224 x 8 = 401,408 refused
+#: and 16 x 16 x 8 = 2,048 accepted; 2**16 lies between them).
+LARGE_FEATURE_MAP_ELEMENTS = 1 << 16
+LARGE_FEATURE_MAP_ADVICE = (f"TIDL may refuse batch processing of a large feature map (\"Batch processing is not "
+                            f"supported with large feature map case\", edgeai-tidl-tools#42; tidlx flags more than "
+                            f"{LARGE_FEATURE_MAP_ELEMENTS:,} elements per frame); if it does, split the batch into "
+                            f"parallel branches (TI's optimizer rule split_batch_dim_to_parallel_input_branches) or "
+                            f"run the frames one at a time")
 
 
 @dataclass(frozen=True)
@@ -446,6 +455,7 @@ class PartitionReport:
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "host_ops": [h.to_dict() for h in self.host_ops],
             "host_groups": [g.to_dict() for g in self.host_groups()],
+            "warnings": self.batch_warnings(),
             "transformations": [{"pass": t.pass_name, "layer": t.layer, "layer_type": t.layer_type,
                                  "change": t.change, "ops_before": list(t.ops_before),
                                  "ops_after": list(t.ops_after), "into": t.into, "message": t.message,
@@ -485,6 +495,47 @@ class PartitionReport:
         kinds = ", ".join(f"{k} {n}" for k, n in self.host_kinds().items())
         return f"exports: no \u2014 no TIDL subgraph: {host} on the host ({kinds})"
 
+    def large_feature_maps(self) -> List[Tuple[str, int, int, str, Tuple[int, ...]]]:
+        """The subgraphs that run a batch > 1 with a feature map of more than
+        LARGE_FEATURE_MAP_ELEMENTS elements per frame: ``(subgraph, batch, elements per frame,
+        layer, shape)`` of the largest such map of each (``batch_warnings`` says why it matters)."""
+        from .rules import call_batch
+        from .rules._base import tensor_types
+
+        flow = self._flow
+        if flow is None:
+            return []
+        out = []
+        for info, region in zip(self.subgraphs, flow.partition.regions):
+            largest = None
+            for call in region.calls:
+                batch = call_batch(call)
+                if batch <= 1:
+                    continue
+                for t in tensor_types(call.checked_type):
+                    if t.ndim >= 2 and t.shape[0] == batch:
+                        per_frame = 1
+                        for d in t.shape[1:]:
+                            per_frame *= int(d)
+                        if largest is None or per_frame > largest[0]:
+                            largest = (per_frame, batch, call, tuple(int(d) for d in t.shape))
+            if largest is not None and largest[0] > LARGE_FEATURE_MAP_ELEMENTS:
+                per_frame, batch, call, shape = largest
+                out.append((info.name, batch, per_frame, short_layer_name(call.layer, self._layer_type(call.layer)),
+                            shape))
+        return out
+
+    def batch_warnings(self) -> List[str]:
+        """TIDL's "large feature map" batch limit (edgeai-tidl-tools#42: TIDL's import stops with
+        "Batch processing is not supported with large feature map case" for a batch of 2 x 224 x 224
+        x 8 and accepts 2 x 16 x 16 x 8; TI publishes no limit): one warning per subgraph of
+        ``large_feature_maps`` (tidlx's threshold LARGE_FEATURE_MAP_ELEMENTS; docs/ort-flow.md)."""
+        from .rules._base import fmt_shape
+
+        return [f"{name} runs batch {batch} with feature maps of up to {per_frame:,} elements per frame ({layer}: "
+                f"{fmt_shape(shape)}): {LARGE_FEATURE_MAP_ADVICE}"
+                for name, batch, per_frame, layer, shape in self.large_feature_maps()]
+
     def host_groups(self) -> List["HostGroup"]:
         """The host ops grouped by what keeps them there: one group per (kind, reason), the
         reason without the op and layer it starts with (``general_reason``), in order of first
@@ -504,6 +555,7 @@ class PartitionReport:
         from rich.text import Text
 
         parts: List[Any] = [_text(self.verdict()), _text(self.headline())]
+        parts += [_text(f"warning: {w}") for w in self.batch_warnings()]
         if self.subgraphs:
             sub = Table(title="TIDL subgraphs", title_justify="left")
             for col, just in (("subgraph", "left"), ("nodes", "right"), ("TIDL layers", "right"),

@@ -47,7 +47,8 @@ LAYER_TYPE_IDS = {
     "RoiPool": 22, "OdPostProcess": 23, "DepthToSpace": 24, "Sigmoid": 25, "Pad": 26, "ColorConversion": 27,
     "OdOutputReformat": 28, "DataConvert": 29, "Custom": 30, "BatchReshape": 31, "Reduce": 32,
     "ScatterElements": 33, "Squeeze": 34, "Tanh": 35, "HardSigmoid": 36, "ELU": 37, "Reshape": 38,
-    "ConstData": 39, "Gather": 40, "Transpose": 41, "LayerNorm": 42,
+    "ConstData": 39, "Gather": 40, "Transpose": 41, "LayerNorm": 42, "GridSample": 43,
+    "TopK": 44,
 }
 #: TI's activation type ids (same source); tidlx's activation names are lower case. 255: not TI's.
 ACTIVATION_IDS = {"none": 0, "relu": 1, "prelu": 2, "relu6": 3, "clip": 4, "sigmoid": 5, "tanh": 6,

@@ -80,3 +80,26 @@ def variance(args, attrs, out_type):
     total = np.sum(np.square(centered), axis=axes, keepdims=attrs.keepdims, dtype=x.dtype)
     divisor = count - 1 if attrs.unbiased else count
     return (total / x.dtype.type(max(divisor, 1))).astype(out_dtype(out_type))
+
+
+@kernel("topk")
+def topk(args, attrs, out_type):
+    """The k largest (or, with ``is_ascend``, smallest) along the axis, best first; equal values
+    keep their order along the axis (the lower index first, as ONNX's TopK). The same order with
+    ``sorted=False``, where ONNX leaves it open."""
+    x = args[0]
+    axis = attrs.axis % x.ndim
+    n = x.shape[axis]
+    if attrs.is_ascend:
+        order = np.argsort(x, axis=axis, kind="stable")
+    else:
+        # A stable ascending sort of the reversed axis, read backwards: descending, ties by index.
+        order = n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+    indices = np.take(order, np.arange(attrs.k), axis=axis)
+    values = np.take_along_axis(x, indices, axis=axis)
+    indices = indices.astype(attrs.dtype)
+    if attrs.ret_type == "values":
+        return values
+    if attrs.ret_type == "indices":
+        return indices
+    return values, indices

@@ -1,4 +1,4 @@
-"""Reductions: sum/mean/max/min/prod/all/any, variance, argmax/argmin."""
+"""Reductions: sum/mean/max/min/prod/all/any, variance, argmax/argmin, and topk."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Optional
 
 from ..errors import TidlxTypeError
 from ..op import define_op
-from ..types import TensorType
-from ._rel import check_dtype, int_tuple, normalize_axes, set_int_tuples, tensor_arg
+from ..types import TensorType, TupleType
+from ._rel import (INDEX_DTYPES, check_choice, check_dtype, check_dtype_name, int_tuple, normalize_axes,
+                   normalize_axis, set_int_tuples, tensor_arg)
 
 
 @dataclass(frozen=True)
@@ -104,3 +105,41 @@ def variance_rel(arg_types, attrs):
 
 define_op("variance", num_inputs=2, attrs=VarianceAttrs, type_rel=variance_rel, arg_names=("data", "mean"),
             pattern="comm_reduce")
+
+
+# --- topk ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TopKAttrs:
+    """Relay's topk attributes, plus ``sorted`` (ONNX's: False leaves the order of the k results
+    open; TIDL's TopK layer refuses it, so the IR keeps it)."""
+
+    k: int = 1
+    axis: int = -1
+    ret_type: str = "both"
+    is_ascend: bool = False
+    dtype: str = "int32"
+    sorted: bool = True
+
+
+TOPK_RET_TYPES = ("both", "values", "indices")
+
+
+def topk_rel(arg_types, attrs):
+    data = tensor_arg(arg_types, 0, "data")
+    check_choice(attrs.ret_type, TOPK_RET_TYPES, "ret_type")
+    check_dtype_name(attrs.dtype, "dtype", INDEX_DTYPES)
+    axis = normalize_axis(attrs.axis, data.ndim)
+    k = attrs.k
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= data.shape[axis]:
+        raise TidlxTypeError(f"k={k!r} must be between 1 and the size {data.shape[axis]} of axis {axis}")
+    shape = tuple(k if i == axis else d for i, d in enumerate(data.shape))
+    values, indices = TensorType(shape, data.dtype), TensorType(shape, attrs.dtype)
+    if attrs.ret_type == "values":
+        return values
+    if attrs.ret_type == "indices":
+        return indices
+    return TupleType((values, indices))
+
+
+define_op("topk", num_inputs=1, attrs=TopKAttrs, type_rel=topk_rel, arg_names=("data",))

@@ -58,7 +58,8 @@ def test_every_tidl_op_has_a_layer_type_with_an_id_and_parameters():
         assert op.get_attr(TIDL_LAYER) in LAYER_TYPE_IDS, name
         assert op.has_attr(TIDL_PARAMS), f"{name} has a TIDL rule but no tidl.params"
     assert LAYER_TYPE_IDS["Data"] == 0 and LAYER_TYPE_IDS["Conv"] == 1 and LAYER_TYPE_IDS["LayerNorm"] == 42
-    assert len(LAYER_TYPE_IDS) == 43 and sorted(LAYER_TYPE_IDS.values()) == list(range(43))
+    assert LAYER_TYPE_IDS["TopK"] == 44
+    assert len(LAYER_TYPE_IDS) == 45 and sorted(LAYER_TYPE_IDS.values()) == list(range(45))
 
 
 def test_each_tidl_layer_is_one_composite_function_called_in_place():

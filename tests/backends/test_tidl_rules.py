@@ -90,6 +90,12 @@ def accepted_cases():
         ir.call("reshape", x, newshape=(1, 16, 1024)),
         ir.call("squeeze", var("s", (1, 16, 1, 32)), axis=(2,)),
         ir.call("expand_dims", var("e", (1, 16, 32)), axis=2),
+        # BEVDet's voxel pooling as TI exports it: variable data, one index per point, rank-2 updates
+        ir.call("scatter_nd", var("bev", (17, 8)), var("idx", (1, 40), "int64"), var("feat", (40, 8)), mode="add"),
+        ir.call("scatter_nd", const(np.zeros((1, 4, 6), "float32")), var("i3", (3, 5), "int64"), var("u", (5,)),
+                mode="max"),
+        ir.call("topk", var("heat", (1, 10, 64)), k=5, dtype="int64"),
+        ir.call("topk", x, k=4, axis=2),
     ]
     return cases
 
@@ -216,6 +222,20 @@ def rejected_cases():
         (ir.call("nn.depth_to_space", var("d", (1, 18, 4, 4)), block_size=3), "block_size=3 is not supported"),
         (ir.call("transpose", x, axes=(1, 0, 2, 3)), "axes=[1, 0, 2, 3] moves the batch axis"),
         (ir.call("nn.batch_flatten", var("b2", (2, 16, 4, 4))), "batch 2 is not supported (Flatten needs N=1)"),
+        # TI's ScatterElements constraints for ScatterND
+        (ir.call("scatter_nd", var("bev", (17, 8)), var("idx", (1, 40), "int64"), var("feat", (40, 8)), mode="mul"),
+         "reduction 'mul' is not supported (ScatterND: none, add, max or min"),
+        (ir.call("scatter_nd", var("d5", (2, 2, 3, 4, 5)), var("i5", (5, 7), "int64"), var("u5", (7,)), mode="add"),
+         "has 5 non-singleton dims (ScatterND: at most 4)"),
+        (ir.call("scatter_nd", var("d3", (1, 4, 6)), var("i3", (1, 5), "int64"), var("u3", (5, 4, 6)), mode="add"),
+         "updates (5, 4, 6) have 5 channels (axis -3) with reduction 'add'"),
+        (ir.call("scatter_nd", var("d3", (1, 4, 6)), var("i3", (1, 5), "int64"), var("u3", (5, 4, 6)), mode="update"),
+         "writes a slice of rank 2 (ScatterND: indices' last dimension at least rank - 1 = 2"),
+        (ir.call("scatter_nd", ones(4, 6), var("i2", (2, 5), "int64"), var("u2", (5,)), mode="add"),
+         "constant data with non-zero values and reduction 'add'"),
+        # TI's TopK constraints
+        (ir.call("topk", var("heat", (1, 10, 64)), k=5, sorted=False), "sorted=0 is not supported (TopK"),
+        (ir.call("topk", x, k=4, axis=1), "TopK along axis 1 (channel) is not supported (TopK: width or height"),
     ]
 
 

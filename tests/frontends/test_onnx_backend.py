@@ -34,7 +34,7 @@ CASE_MODULES = (
     "leakyrelu", "log", "lstm", "matmul", "matmulinteger", "max", "maxpool", "min", "mul", "neg", "pad", "pow",
     "prelu", "qlinearconv", "qlinearmatmul", "quantizelinear", "reducemax", "reducemean", "reducemin", "reducesum",
     "relu", "reshape", "resize", "scatternd", "shape", "sigmoid", "slice", "softmax", "spacetodepth", "split", "sqrt",
-    "squeeze", "sub", "tanh", "tile", "transpose", "unsqueeze", "upsample", "where",
+    "squeeze", "sub", "tanh", "tile", "topk", "transpose", "unsqueeze", "upsample", "where",
 )
 
 #: The ONNX ops whose cases run.
@@ -46,7 +46,7 @@ OPS = frozenset({
     "LeakyRelu", "Log", "MatMul", "MatMulInteger", "Max", "MaxPool", "Min", "Mul", "Neg", "PRelu", "Pad", "Pow",
     "QLinearConv", "QLinearMatMul", "QuantizeLinear", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "Relu",
     "Reshape", "Resize", "ScatterND", "Shape", "Sigmoid", "Slice", "Softmax", "SpaceToDepth", "Split", "Sqrt",
-    "Squeeze", "Sub", "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "Where",
+    "Squeeze", "Sub", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Upsample", "Where",
 })
 
 # Why a case is expected to fail; each reason is a limit of tidlx (IR, emulator or importer scope).

@@ -1,10 +1,12 @@
 """Data movement and reductions: reshape, transpose, squeeze/unsqueeze, flatten, concat, slices,
-split, gather, pad, depth-to-space, resize, reduce max/min and argmax."""
+split, gather, scatter, pad, depth-to-space, resize, reduce max/min, argmax and topk."""
 
 from __future__ import annotations
 
 from ....ir.ops.reduce import reduced_axes
 from ....ir.ops.transform import slice_ranges, transpose_axes
+import numpy as np
+
 from ._base import axis_name, axis_word, const_value, fmt_shape, is_const, norm_axis, rule, shape, ttype
 
 
@@ -194,3 +196,61 @@ def argmax(call, ctx):
         return "select_last_index=True is not supported"
     return None
 
+
+
+#: TIDL's ScatterElements layer: the ScatterND reductions it runs (TI's import maps 'mul' to an
+#: unsupported reduction).
+SCATTER_REDUCTIONS = ("update", "add", "max", "min")
+#: ONNX's names of the scatter_nd modes, for the reasons (ONNX's 'none' is the IR's 'update').
+_ONNX_REDUCTION = {"update": "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+#: The most non-singleton dims of the scatter's first variable input (TIDL's ScatterElements layer).
+SCATTER_MAX_DIMS = 4
+
+
+@rule("scatter_nd", layer="ScatterElements", int_args=(1,))
+def scatter_nd(call, ctx):
+    """TI's allowlisting constraints of the ScatterElements layer for ScatterND (edgeai-tidl-tools
+    docs/operators.md #20, TI's constraint table of the layer): 'mul' is refused; at most 4
+    non-singleton dims on the first variable input; with 'add', updates of at most one channel (the
+    third axis from the end, when updates have one); every index writes an element or a line
+    (indices address at least rank - 1 axes); a constant ``data`` must be all zero unless the
+    reduction is 'none' (a variable ``data`` is taken as zero, with a warning in TI's import)."""
+    data, indices, updates = call.args
+    mode = call.attrs.mode
+    if mode not in SCATTER_REDUCTIONS:
+        return (f"reduction '{_ONNX_REDUCTION.get(mode, mode)}' is not supported (ScatterND: none, add, max or "
+                f"min; TIDL's ScatterElements layer has no 'mul')")
+    variable = next((a for a in (data, indices, updates) if not is_const(a)), None)
+    if variable is not None:
+        dims = [d for d in shape(variable) if d != 1]
+        if len(dims) > SCATTER_MAX_DIMS:
+            return (f"its first variable input {fmt_shape(shape(variable))} has {len(dims)} non-singleton dims "
+                    f"(ScatterND: at most {SCATTER_MAX_DIMS})")
+    upd = shape(updates)
+    if mode == "add" and len(upd) >= 3 and upd[-3] > 1:
+        return (f"updates {fmt_shape(upd)} have {upd[-3]} channels (axis -3) with reduction 'add' (ScatterND: "
+                f"updates of at most 1 channel)")
+    rank, addressed = len(shape(data)), shape(indices)[0]
+    if rank - addressed >= 2:
+        return (f"each index addresses {addressed} of the {rank} axes of data {fmt_shape(shape(data))}, so it "
+                f"writes a slice of rank {rank - addressed} (ScatterND: indices' last dimension at least "
+                f"rank - 1 = {rank - 1}: an element or a line per index)")
+    if mode != "update" and is_const(data) and np.any(np.asarray(data.data)):
+        return (f"constant data with non-zero values and reduction '{_ONNX_REDUCTION[mode]}' (ScatterND: a "
+                f"constant data input must be all zero)")
+    return None
+
+
+@rule("topk", layer="TopK", int_output=True)
+def topk(call, ctx):
+    """TI's constraints of the TopK layer (edgeai-tidl-tools docs/operators.md #30): sorted results
+    only, K an initializer (the IR holds K as an attribute: a K computed at run time does not
+    import), along the width or the height axis."""
+    attrs = call.attrs
+    if not attrs.sorted:
+        return "sorted=0 is not supported (TopK: sorted results only)"
+    ndim = len(shape(call.args[0]))
+    axis = norm_axis(attrs.axis, ndim)
+    if axis_name(axis, ndim) not in ("W", "H"):
+        return f"TopK along {axis_word(axis, ndim)} is not supported (TopK: width or height axis only)"
+    return None

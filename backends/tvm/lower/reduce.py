@@ -86,3 +86,15 @@ def variance(ctx, call, args):
     divisor = count - 1 if call.attrs.unbiased else count
     out = ctx.emit(op.divide(total, ctx.scalar(max(divisor, 1), ctx.dtype(x))))
     return op.astype(out, call.checked_type.dtype) if ctx.dtype(out) != call.checked_type.dtype else out
+
+
+@lowers("topk")
+def topk(ctx, call, args):
+    a = call.attrs
+    x = args[0]
+    axis = a.axis % len(ctx.shape(x))
+    out = ctx.emit(ctx.op.topk(x, k=int(a.k), axis=axis, ret_type=a.ret_type, largest=not a.is_ascend,
+                               dtype=a.dtype))
+    if a.ret_type != "both":
+        return out
+    return ctx.relax.Tuple([ctx.emit(ctx.relax.TupleGetItem(out, i)) for i in range(2)])

@@ -40,7 +40,7 @@ STATIC_OPERANDS = {
     "Reshape": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3), "Upsample": (1,),
     "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Tile": (1,), "Expand": (1,), "ConstantOfShape": (0,),
     "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
-    "Dropout": (2,), "If": (0,), "LSTM": (4,),
+    "Dropout": (2,), "If": (0,), "LSTM": (4,), "TopK": (1,),
 }
 
 Produces = Union[Sequence[str], Mapping[str, Sequence[str]]]

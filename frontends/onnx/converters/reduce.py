@@ -1,4 +1,4 @@
-"""Reductions: ReduceMean/Sum/Max/Min/Prod and ArgMax/ArgMin."""
+"""Reductions: ReduceMean/Sum/Max/Min/Prod, ArgMax/ArgMin and TopK."""
 
 from __future__ import annotations
 
@@ -39,3 +39,25 @@ def convert_arg_reduce(ctx: NodeContext):
     if ctx.dtype(out) != "int64":
         out = ctx.call("cast", out, dtype="int64")
     return out
+
+
+@converter("TopK", produces=("topk",))
+def convert_topk(ctx: NodeContext):
+    x = ctx.input(0)
+    shape = ctx.shape(x)
+    axis = _axes(ctx, [int(ctx.attr("axis", -1))], len(shape), "axis")[0]
+    if ctx.opset < 10:
+        k = int(ctx.attr("k", 0))
+    else:
+        values = ctx.const_ints(1, "K")
+        if values is None or len(values) != 1:
+            raise ctx.error(f"K must hold one value, got {values}")
+        k = values[0]
+    if not 1 <= k <= shape[axis]:
+        raise ctx.unsupported(f"K={k} must be between 1 and the size {shape[axis]} of axis {axis} (a K of 0 gives "
+                              f"zero-size tensors, which are not supported)")
+    largest = bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True
+    is_sorted = bool(ctx.attr("sorted", 1)) if ctx.opset >= 11 else True
+    out = ctx.call("topk", x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64",
+                   sorted=is_sorted)
+    return [ctx.get(out, 0), ctx.get(out, 1)]

@@ -140,6 +140,8 @@ CASES = {
     "any": [([B(2, 3)], {"axis": (0,)})],
     "argmax": [([U(2, 3, 4)], {"axis": (1,)}), ([I(2, 3, 4, low=0, high=3)], {"axis": (1, 2), "select_last_index": True})],
     "argmin": [([U(2, 3, 4)], {"axis": (2,), "keepdims": True})],
+    "topk": [([U(2, 7, 3)], {"k": 3, "axis": 1, "dtype": "int64"}),
+             ([U(4, 6)], {"k": 2, "is_ascend": True, "ret_type": "indices"})],
     "variance": [([U(2, 3, 4), U(2, 1, 4)], {"axis": (1,), "keepdims": True}),
                  ([U(2, 3, 4), U(2, 3)], {"axis": (2,), "unbiased": True})],
 }
