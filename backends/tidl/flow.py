@@ -74,13 +74,46 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 #: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
 #: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
 SURGERY_RULES = {
-    "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
+    "RemoveWhereLayer": "remove_where_layer",
+    "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
+    "ConvertReducesumToMatmul": "convert_reducesum_to_matmul",
+    "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
+    "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
+    "ConvertNegToMul": "convert_neg_to_mul",
+    "ExpandSliceAcrossMultipleAxis": "expand_slice_across_multiple_axis",
+    "ConvertConv7x7Stride4ToStride1": "convert_conv_7x7_stride4_to_stride1",
+    "PushLargeChannelDimToHeightForWidthWiseSoftmax": "push_large_channel_dim_to_height_for_width_wise_softmax",
+    "ConvertSoftmaxAxisHeightToWidth": "convert_softmax_axis_height_to_width",
     "ConvertSoftmaxAxisChannelToWidth": "convert_softmax_axis_channel_to_width",
+    "ConvertBatchnormInputTo4D": "convert_batchnorm_input_to_4D",
+    "ConvertGatherWithSingleIndexToSlice": "convert_gather_with_single_index_to_slice",
+    "ConvertLargeGlobalAvgPoolingToMatmul": "convert_large_global_avg_pooling_to_matmul",
+    "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
+    "ConvertMaxpoolToCascadedMaxpool": "convert_maxpool_to_cascaded_maxpool",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "RemoveWhereLayer": "select with an all-true or all-false constant condition, replaced by the input it selects",
+    "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
+    "ConvertReducesumToMatmul": "sum over height, width or both, a MatMul by a constant column of ones",
+    "ConvertExpandToReshapeAndConcat": "expand, a reshape and concatenations of copies",
+    "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "
+                                               "concatenations",
+    "ConvertNegToMul": "negation, a multiply by -1",
+    "ExpandSliceAcrossMultipleAxis": "slice over several axes, one slice per axis",
+    "ConvertConv7x7Stride4ToStride1": "7x7 stride-4 convolution, run at stride 1 then two 1x1 stride-2 max pools",
+    "PushLargeChannelDimToHeightForWidthWiseSoftmax": "width softmax of over 1024 channels, run on the tensor "
+                                                      "reshaped to fewer channels and more rows",
+    "ConvertSoftmaxAxisHeightToWidth": "softmax along the height axis, run along the width axis between two "
+                                       "transposes",
+    "ConvertBatchnormInputTo4D": "batch norm of a rank-2 or rank-3 tensor, run on it reshaped to 4-D",
+    "ConvertGatherWithSingleIndexToSlice": "gather of one constant index, a slice and a reshape",
+    "ConvertLargeGlobalAvgPoolingToMatmul": "global average pool over 1024 values or more, a MatMul by a constant "
+                                            "column of 1/n",
+    "ConvertMaxpoolToCascadedMaxpool": "max pool of a large odd kernel (stride 1, same padding), a chain of 3x3 "
+                                       "max pools",
     "ConvertReduceMeanToMatmul": "mean over height and width (or width), a MatMul by a constant column of 1/n",
     "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
                                         "transposes",
@@ -309,6 +342,11 @@ def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_sur
     return surgery + [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
 
 
+def _is_qdq(fn: Function) -> bool:
+    """Whether ``fn`` quantizes (an ONNX QDQ model: QuantizeLinear imports to qnn.quantize)."""
+    return any(isinstance(n, Call) and n.op_name == "qnn.quantize" for n in post_order(fn.body))
+
+
 def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = (),
             timings: Optional[Dict[str, float]] = None, model_surgery: bool = False) \
         -> Tuple[IRModule, List[PassRecord], List[Transformation]]:
@@ -326,6 +364,9 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     records: List[PassRecord] = []
     changes: List[Transformation] = []
     before = None  # the layers' ops of @main before the first pass that changes it, when one does
+    # TI's optimizer runs only its QDQ rules (none of them on by default and modelled) on a model
+    # holding a QuantizeLinear
+    model_surgery = model_surgery and not _is_qdq(mod["main"])
     with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
         for p in _prep_passes(options, layer_types, model_surgery):
             if ctx.is_disabled(p.name):
@@ -517,7 +558,7 @@ def analyse(mod: IRModule, options: OptionsLike = None, *, batch_limit: Optional
         for pattern in _NAME_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern, category=TidlxWarning)
         reasons = explain_function(prepared, opts, ctx=ctx, batch_limit=batch_limit)
-    if not surgery and reasons:
+    if not surgery and reasons and not _is_qdq(prepared["main"]):
         reasons = with_surgery_hints(reasons, [rule for name, rule in SURGERY_RULES.items() if name not in disabled])
     t3 = time.perf_counter()
     return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,

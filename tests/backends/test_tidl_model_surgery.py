@@ -124,3 +124,90 @@ def test_mean_over_the_plane_hint_and_rewrite():
     assert not on.host_ops
     (t,) = on.transformations
     assert t.rule == "convert_reducemean_to_matmul" and t.ops_after == ("reshape", "nn.dense", "reshape")
+
+
+def _hint(rule):
+    return f"TI model optimizer rule {rule} moves it to TIDL (on by default in the ORT flow; model_surgery=1)"
+
+
+#: (TI's rule, the body after a relu of %x: Tensor[(1, 8, 13, 13)], params): a host op the rule moves.
+MOVED_BY_A_RULE = [
+    ("convert_neg_to_mul", "negative(%0) /* span=op:0:0 */", {}),
+    ("convert_maxpool_to_cascaded_maxpool",
+     "nn.max_pool2d(%0, pool_size=[9, 9], padding=[4, 4, 4, 4]) /* span=op:0:0 */", {}),
+    ("convert_gather_with_single_index_to_slice", "take(%0, 5, axis=2) /* span=op:0:0 */", {}),
+    ("convert_expand_to_reshape_and_concat",
+     "%1 = take(%0, %i, axis=1) /* span=g:0:0 */;\n  broadcast_to(%1, shape=[1, 3, 13, 13]) /* span=op:0:0 */",
+     {"i": np.array([0], "int64")}),
+    ("convert_conv_7x7_stride4_to_stride1",
+     "nn.conv2d(%0, %w, strides=[4, 4], padding=[3, 3, 3, 3], channels=4, kernel_size=[7, 7]) /* span=op:0:0 */",
+     {"w": np.ones((4, 8, 7, 7), "float32")}),
+    ("convert_reducesum_to_matmul", "sum(%0, axis=[3], keepdims=True) /* span=op:0:0 */", {}),
+]
+
+
+@pytest.mark.parametrize("rule,body,params", MOVED_BY_A_RULE, ids=[r for r, _, _ in MOVED_BY_A_RULE])
+def test_each_rule_names_itself_on_the_host_op_it_moves(rule, body, params):
+    decls = "".join(f", %{k}: Tensor[({', '.join(map(str, v.shape))},), {v.dtype}]".replace(",)", ")")
+                    for k, v in params.items())
+    mod = tidlx.parse_relay('#[version = "0.0.5"]\n'
+                            f'def @main(%x: Tensor[(1, 8, 13, 13), float32]{decls}) {{\n'
+                            '  %0 = nn.relu(%x) /* span=r:0:0 */;\n'
+                            f'  {body}\n}}', params=params or None)
+    _, off = tidlx.partition(mod)
+    (host,) = [h for h in off.host_ops if h.layer == "op"]
+    assert host.reason.endswith(_hint(rule))
+    _, on = tidlx.partition(mod, {"model_surgery": 1})
+    assert "op" not in [h.layer for h in on.host_ops]
+    assert rule in [t.rule for t in on.transformations if t.layer == "op"]
+
+
+def test_large_global_average_pool_names_its_rule_in_the_ort_flow():
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod = attach_onnx_nodes(from_onnx(model), model)
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    (host,) = off.host_ops
+    assert host.reason.endswith(_hint("convert_large_global_avg_pooling_to_matmul"))
+    assert off.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops and all(v.state != "host" for v in on.ort.verdicts)
+    assert [t.rule for t in on.transformations] == ["convert_large_global_avg_pooling_to_matmul"]
+
+
+def test_a_rewrite_that_stays_refused_gets_no_hint():
+    """A sum over the height: TI's MatMul form reads a transpose, which tidlx's MatMul rule
+    refuses (transA), so no rule is named."""
+    mod = tidlx.parse_relay('#[version = "0.0.5"]\n'
+                            'def @main(%x: Tensor[(1, 8, 4, 6), float32]) {\n'
+                            '  %0 = nn.relu(%x) /* span=r:0:0 */;\n'
+                            '  sum(%0, axis=[2], keepdims=True) /* span=op:0:0 */\n}')
+    _, off = tidlx.partition(mod)
+    (host,) = off.host_ops
+    assert "model_surgery" not in host.reason
+
+
+def test_no_surgery_on_a_qdq_model():
+    """TI's optimizer runs only its QDQ rules on a model holding a QuantizeLinear."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+         helper.make_node("Neg", ["d"], ["y"], name="neg")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializer=[scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod = attach_onnx_nodes(from_onnx(model), model)
+    _, report = tidlx.partition(mod, {"flow": "ort"})
+    assert not report.transformations
+    (host,) = [h for h in report.host_ops if h.layer == "neg"]
+    assert "model_surgery" not in host.reason

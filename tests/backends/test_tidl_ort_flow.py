@@ -223,8 +223,13 @@ def test_a_batch_norm_merged_into_a_gemm_is_listed_with_it():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     model = module.bn_between_gemms()   # fc1 (Gemm), bn, fc2 (Gemm)
-    _, report = ort(model)
+    _, report = ort(model, {"model_surgery": 0})
     assert report.ort.groups == ((0, 1, 2),) and report.ort.verdicts[1].merged_into == 0
+    # TI's default surgery (convert_batchnorm_input_to_4D) first runs the rank-2 BN in 4-D
+    # between reshapes: it no longer sits next to a Gemm and stays a layer of its own
+    _, report = ort(model)
+    assert report.ort.groups == ((0, 1, 2),) and report.ort.verdicts[1].merged_into is None
+    assert [t.rule for t in report.transformations] == ["convert_batchnorm_input_to_4D"]
     _, report = ort(model, {"deny_list:layer_type": "BatchNormalization"})
     assert report.ort.groups == ((0,), (2,)) and report.ort.verdicts[1].state == "host"
 
