@@ -211,3 +211,71 @@ def test_no_surgery_on_a_qdq_model():
     assert not report.transformations
     (host,) = [h for h in report.host_ops if h.layer == "neg"]
     assert "model_surgery" not in host.reason
+
+
+def _onnx(nodes, shape, inits, out="y"):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return attach_onnx_nodes(from_onnx(model), model)
+
+
+def test_a_transformer_block_runs_on_tidl_after_ti_default_surgery():
+    """A class token gathered, expanded and concatenated, then LayerNorm, MatMul, a height softmax
+    and a Neg: without the surgery the Gather, Expand and Neg fall back, each naming its rule;
+    with TI's default surgery (the ORT flow's default) the block is one subgraph."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array([1, 4, 32], np.int64), "shape"),
+             numpy_helper.from_array(np.ones(32, np.float32), "g"),
+             numpy_helper.from_array(np.zeros(32, np.float32), "b"),
+             numpy_helper.from_array(np.full((32, 32), 0.1, np.float32), "w")]
+    mod = _onnx([n("Relu", ["x"], ["t0"], name="relu"),
+                 n("Gather", ["t0", "i0"], ["cls"], name="gather", axis=1),
+                 n("Unsqueeze", ["cls", "ax"], ["cls3"], name="unsqueeze"),
+                 n("Expand", ["cls3", "shape"], ["clsn"], name="expand"),
+                 n("Concat", ["clsn", "t0"], ["tokens"], name="concat", axis=1),
+                 n("LayerNormalization", ["tokens", "g", "b"], ["ln"], name="ln", axis=-1),
+                 n("MatMul", ["ln", "w"], ["mm"], name="matmul"),
+                 n("Softmax", ["mm"], ["sm"], name="softmax", axis=1),
+                 n("Neg", ["sm"], ["y"], name="neg")], [1, 16, 32], inits)
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    hints = {h.layer: h.reason for h in off.host_ops}
+    assert sorted(hints) == ["expand", "gather", "neg"]
+    assert hints["gather"].endswith(_hint("convert_gather_with_single_index_to_slice"))
+    assert hints["expand"].endswith(_hint("convert_expand_to_reshape_and_concat"))
+    assert hints["neg"].endswith(_hint("convert_neg_to_mul"))
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops and on.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    assert [t.rule for t in on.transformations] == [
+        "convert_expand_to_reshape_and_concat", "convert_single_concat_to_consecutive_concats", "convert_neg_to_mul",
+        "convert_softmax_axis_height_to_width", "convert_gather_with_single_index_to_slice"]
+    rng = np.random.default_rng(5)
+    from tidlx.backends.tidl.flow import analyse
+
+    x = {"x": rng.standard_normal((1, 16, 32)).astype("float32")}
+    got = tidlx.emulate(analyse(mod, {"flow": "ort"}).prepared, x)
+    want = tidlx.emulate(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_yolo_spp_pools_run_on_tidl_after_ti_default_surgery():
+    from onnx import helper
+
+    n = helper.make_node
+    pools = [n("MaxPool", ["r"], [f"p{k}"], name=f"pool{k}", kernel_shape=[k, k], pads=[k // 2] * 4)
+             for k in (5, 9, 13)]
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu")] + pools +
+                [n("Concat", ["r", "p5", "p9", "p13"], ["y"], name="concat", axis=1)], [1, 8, 20, 20], [])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert sorted(h.layer for h in off.host_ops) == ["pool13", "pool5", "pool9"]
+    assert all(h.reason.endswith(_hint("convert_maxpool_to_cascaded_maxpool")) for h in off.host_ops)
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert {t.layer: t.ops_after.count("nn.max_pool2d") for t in on.transformations} == \
+        {"pool5": 2, "pool9": 4, "pool13": 6}
