@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ...ir.errors import TidlxError, TidlxWarning, closest
-from ...ir.expr import Call, Function
+from ...ir.expr import Call, Constant, Function
 from ...ir.module import IRModule
 from ...ir.op import Op
 from ...ir.partition import PartitionLimits, PartitionResult, gc_paused, list_strategies, partition
@@ -82,6 +82,7 @@ SURGERY_RULES = {
     "ConvertNegToMul": "convert_neg_to_mul",
     "ExpandSliceAcrossMultipleAxis": "expand_slice_across_multiple_axis",
     "ConvertConv7x7Stride4ToStride1": "convert_conv_7x7_stride4_to_stride1",
+    "ConvertConvLargePadToSmallerKernel": "convert_conv_large_pad_to_smaller_kernel",
     "PushLargeChannelDimToHeightForWidthWiseSoftmax": "push_large_channel_dim_to_height_for_width_wise_softmax",
     "ConvertSoftmaxAxisHeightToWidth": "convert_softmax_axis_height_to_width",
     "ConvertSoftmaxAxisChannelToWidth": "convert_softmax_axis_channel_to_width",
@@ -104,6 +105,8 @@ PASS_EFFECTS = {
     "ConvertNegToMul": "negation, a multiply by -1",
     "ExpandSliceAcrossMultipleAxis": "slice over several axes, one slice per axis",
     "ConvertConv7x7Stride4ToStride1": "7x7 stride-4 convolution, run at stride 1 then two 1x1 stride-2 max pools",
+    "ConvertConvLargePadToSmallerKernel": "convolution padded beyond its input, its kernel cropped to the taps "
+                                          "that meet the input",
     "PushLargeChannelDimToHeightForWidthWiseSoftmax": "width softmax of over 1024 channels, run on the tensor "
                                                       "reshaped to fewer channels and more rows",
     "ConvertSoftmaxAxisHeightToWidth": "softmax along the height axis, run along the width axis between two "
@@ -334,6 +337,17 @@ def _layer_ops(fn: Function) -> Dict[str, Tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _layer_forms(fn: Function) -> Dict[str, Tuple]:
+    """Layer name -> its calls' ops, attributes and constant shapes (a rewrite that keeps the ops
+    but changes a kernel or a padding changes the form)."""
+    out: Dict[str, List] = {}
+    for node in post_order(fn.body, enter_functions=False):
+        if isinstance(node, Call) and isinstance(node.op, Op) and node.layer:
+            consts = tuple(tuple(a.data.shape) for a in node.args if isinstance(a, Constant))
+            out.setdefault(node.layer, []).append((node.op.name, repr(node.attrs), consts))
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False) -> List[Pass]:
     from ...ir.passes import PASSES
     from ...ir.passes import SURGERY_PASSES as SURGERY
@@ -385,6 +399,8 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
             after = _layer_ops(mod["main"])
             merged = getattr(p, "merged_into", {})
             found = _diff_layers(p.name, before, after, layer_types, merged)
+            if p.name in SURGERY_RULES:
+                found += _reshaped_layers(p.name, old_main, mod["main"], found, layer_types)
             changes += found
             records.append(PassRecord(p.name, "ran", len(found)))
             before = after
@@ -394,6 +410,22 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     if not mod["main"].has_type:
         mod.infer_types()
     return mod, records, changes
+
+
+def _reshaped_layers(pass_name: str, old: Function, new: Function, found, layer_types) -> List[Transformation]:
+    """The layers a surgery pass rewrote keeping their ops (a cropped kernel, new padding)."""
+    seen = {t.layer for t in found}
+    before, after = _layer_forms(old), _layer_forms(new)
+    rule = SURGERY_RULES[pass_name]
+    out = []
+    for layer, form in before.items():
+        if layer in seen or layer not in after or after[layer] == form:
+            continue
+        ops = tuple(f[0] for f in form)
+        message = (f"'{layer}': {'+'.join(ops)} rewritten in place by TI's {rule} rule "
+                   f"({pass_name}: {PASS_EFFECTS[pass_name]})")
+        out.append(Transformation(pass_name, layer, layer_types.get(layer), "rewritten", ops, ops, None, message, rule))
+    return out
 
 
 def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str, str]) -> List[Transformation]:

@@ -379,6 +379,8 @@ def _apply_documented_constraints(analysis, nodes: Sequence[OnnxNode], unit_of) 
         if any(reasons.get(c) is not None and reasons[c].kind != "rule" for c in calls):
             continue
         message = documented_reason(nodes[u], calls)
+        if message is not None and not analysis.model_surgery:
+            message = _with_surgery_hint(analysis, calls, message)
         refused = [reasons[c] for c in calls if reasons.get(c) is not None]
         if message is None and refused:
             old = refused[0].message
@@ -401,6 +403,20 @@ def _apply_documented_constraints(analysis, nodes: Sequence[OnnxNode], unit_of) 
                     reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
                                                     f"({group.name}) with {message}")
     return reasons
+
+
+def _with_surgery_hint(analysis, calls: Sequence[Call], message: str) -> str:
+    """``message`` with the TI model optimizer rule that would move the node's calls to TIDL, as
+    the shared rules' reasons get it when the surgery is off."""
+    from .explain import with_surgery_hints
+    from .flow import SURGERY_RULES
+
+    rules = [rule for name, rule in SURGERY_RULES.items() if name not in analysis.disabled_passes]
+    for c in calls:
+        hinted = with_surgery_hints({c: HostReason("rule", message)}, rules)[c].message
+        if hinted != message:
+            return hinted
+    return message
 
 
 def _layer_calls(fn) -> Dict[str, List[Call]]:

@@ -14,6 +14,7 @@ from .convert_reducemean_to_matmul import ConvertReduceMeanToMatmul
 from .convert_softmax_axis_channel_to_width import ConvertSoftmaxAxisChannelToWidth
 from .convert_batchnorm_input_to_4D import ConvertBatchnormInputTo4D
 from .convert_conv_7x7_stride4_to_stride1 import ConvertConv7x7Stride4ToStride1
+from .convert_conv_large_pad_to_smaller_kernel import ConvertConvLargePadToSmallerKernel
 from .convert_expand_to_reshape_and_concat import ConvertExpandToReshapeAndConcat
 from .convert_gather_with_single_index_to_slice import ConvertGatherWithSingleIndexToSlice
 from .convert_large_global_avg_pooling_to_matmul import ConvertLargeGlobalAvgPoolingToMatmul
@@ -53,6 +54,7 @@ SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
     ConvertNegToMul,
     ExpandSliceAcrossMultipleAxis,
     ConvertConv7x7Stride4ToStride1,
+    ConvertConvLargePadToSmallerKernel,
     PushLargeChannelDimToHeightForWidthWiseSoftmax,
     ConvertSoftmaxAxisHeightToWidth,
     ConvertSoftmaxAxisChannelToWidth,
@@ -85,6 +87,7 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "ConvertNegToMul",
            "ExpandSliceAcrossMultipleAxis",
            "ConvertConv7x7Stride4ToStride1",
+           "ConvertConvLargePadToSmallerKernel",
            "PushLargeChannelDimToHeightForWidthWiseSoftmax",
            "ConvertSoftmaxAxisHeightToWidth",
            "ConvertBatchnormInputTo4D",

@@ -8,6 +8,7 @@ import pytest
 import tidlx
 import tidlx.ir as ir
 from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertConv7x7Stride4ToStride1,
+                             ConvertConvLargePadToSmallerKernel,
                              ConvertExpandToReshapeAndConcat, ConvertGatherWithSingleIndexToSlice,
                              ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
@@ -54,7 +55,8 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
     assert list(SURGERY_PASSES) == [
         "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
         "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
-        "ConvertConv7x7Stride4ToStride1", "PushLargeChannelDimToHeightForWidthWiseSoftmax",
+        "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
+        "PushLargeChannelDimToHeightForWidthWiseSoftmax",
         "ConvertSoftmaxAxisHeightToWidth", "ConvertSoftmaxAxisChannelToWidth", "ConvertBatchnormInputTo4D",
         "ConvertGatherWithSingleIndexToSlice", "ConvertLargeGlobalAvgPoolingToMatmul", "ConvertReduceMeanToMatmul",
         "ConvertMaxpoolToCascadedMaxpool"]
@@ -552,3 +554,42 @@ def test_other_max_pools_stay(attrs):
 def @main(%x: Tensor[(1, 4, 20, 17), float32]) {{
   nn.max_pool2d(%x, {attrs}) /* span=mp:0:0 */
 }}""")
+
+
+# -- ConvertConvLargePadToSmallerKernel --------------------------------------------------------
+
+ASPP_W = RNG.standard_normal((6, 4, 3, 3)).astype("float32")
+
+
+@pytest.mark.parametrize("size,rate", [(32, 36), (8, 12), (5, 6)])
+def test_dilated_conv_padded_beyond_its_input_keeps_its_centre_tap(size, rate):
+    """Each tap but the centre one is `rate` away from it, beyond the `size`-wide input: it only
+    ever meets padding."""
+    check(ConvertConvLargePadToSmallerKernel, f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, 3, 3), float32]) {{
+  nn.conv2d(%x, %w, padding=[{rate}, {rate}, {rate}, {rate}], dilation=[{rate}, {rate}], channels=6, kernel_size=[3, 3]) /* span=c:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %k: Tensor[(6, 4, 1, 1), float32]) {{
+  nn.conv2d(%x, %k, padding=[0, 0, 0, 0], dilation=[{rate}, {rate}], channels=6, kernel_size=[1, 1]) /* span=c:0:0 */
+}}""", before_params={"w": ASPP_W}, k=ASPP_W[:, :, 1:2, 1:2])
+
+
+def test_7x7_conv_on_a_single_pixel_keeps_its_centre_tap():
+    w = RNG.standard_normal((6, 4, 7, 7)).astype("float32")
+    check(ConvertConvLargePadToSmallerKernel, """
+def @main(%x: Tensor[(1, 4, 1, 1), float32], %w: Tensor[(6, 4, 7, 7), float32]) {
+  nn.conv2d(%x, %w, padding=[3, 3, 3, 3], channels=6, kernel_size=[7, 7]) /* span=c:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 4, 1, 1), float32], %k: Tensor[(6, 4, 1, 1), float32]) {
+  nn.conv2d(%x, %k, padding=[0, 0, 0, 0], channels=6, kernel_size=[1, 1]) /* span=c:0:0 */
+}""", before_params={"w": w}, tolerance=(1e-5, 1e-6), k=w[:, :, 3:4, 3:4])
+
+
+@pytest.mark.parametrize("size,k,rate,pad", [(2, 7, 1, 3), (32, 3, 24, 24), (16, 3, 1, 1)])
+def test_convs_whose_crop_would_drop_taps_on_the_input_stay(size, k, rate, pad):
+    """(2, 7, 1, 3): TI's rule would keep only the centre row of a 7x7 kernel on a 2-row input,
+    whose rows 2 and 4 also meet it; the others are padded less than their input."""
+    unchanged(ConvertConvLargePadToSmallerKernel, f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, {k}, {k}), float32]) {{
+  nn.conv2d(%x, %w, padding=[{pad}, {pad}, {pad}, {pad}], dilation=[{rate}, {rate}], channels=6, kernel_size=[{k}, {k}]) /* span=c:0:0 */
+}}""", w=np.ones((6, 4, k, k), "float32"))
