@@ -162,7 +162,7 @@ def _pass_names(value) -> Tuple[str, ...]:
         if not item:
             continue
         if item not in PREP_PASSES and item not in SURGERY_PASSES:
-            hint = closest(item, PREP_PASSES + SURGERY_PASSES)
+            hint = closest(item, PREP_PASSES + SURGERY_PASSES, n=1)   # the best: the surgery names are many
             extra = f"; did you mean {', '.join(hint)}?" if hint else ""
             raise OptionError(f"option {DISABLED_PASSES_OPTION}: '{item}' is not a graph preparation pass{extra} "
                               f"(the passes: {', '.join(PREP_PASSES)}; TI's model surgery: "

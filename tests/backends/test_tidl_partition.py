@@ -105,7 +105,7 @@ def test_options_come_as_a_dict_strings_or_tidl_options():
     ({"disable_passes": "FoldConstant"}, "did you mean 'disabled_passes'"),
     ({"weight_clipping": 1}, "did you mean 'advanced_options:weight_clipping'"),
     ({"disabled_passes": "FoldBatchNormIntoDens"}, "'FoldBatchNormIntoDens' is not a graph preparation pass; "
-                                                   "did you mean FoldBatchNormIntoDense"),
+                                                   "did you mean FoldBatchNormIntoDense?"),
     ({"max_num_subgraphs": 17}, "TIDL runs at most 16 subgraphs"),
     ({"tensor_bits": "12"}, "option tensor_bits=12 is not allowed: it must be one of 8, 16"),
     (["tensor_bits"], "must be written key=value"),
