@@ -225,13 +225,15 @@ def test_ort_flow_offloads_the_scatter_and_the_topks_and_says_why_the_rest_falls
     by_name = {report.ort.nodes[i].name: v.reason for i, v in host.items()}
     assert "input 0 has dtype int64" in by_name["/img_view_transformer/Unsqueeze_2"]   # lidar_coor_1d's Unsqueeze
     assert "Slice needs batch 1" in by_name["/img_view_transformer/Slice"]
-    assert "Squeeze on a 4-D input only, and this input has 5 dims" in by_name["/img_view_transformer/Squeeze"]
+    # TIDL 11.0 takes a Squeeze of up to 6 non-singleton dims: the 5-D one is on TIDL
+    assert "/img_view_transformer/Squeeze" not in by_name
     assert "input 0 has dtype int64" in by_name["/pts_bbox_head/bbox_coder/Div"]
-    assert "indices of shape (1, 64) are not supported (Gather: 1-D indices)" in by_name["/pts_bbox_head/bbox_coder/Gather_1"]
+    # TI's documented constraint comes first: the gathered axis is not the outermost non-1 axis
+    assert "whose outer dims are not 1" in by_name["/pts_bbox_head/bbox_coder/Gather_1"]
     # the softmax over depth is on TIDL: TI's default surgery moves its axis to the width
     assert _verdict(report, "/img_view_transformer/Softmax").state == "tidl"
     assert report.ort.summary_line().startswith(f"Final number of subgraphs created are : {len(report.ort.groups)}")
-    assert len(host) == 9
+    assert len(host) == 8
 
 
 def test_tvm_flow_keeps_the_scatter_on_the_host_for_its_point_axis(tiny_path):
@@ -284,9 +286,9 @@ def test_partition_flow_both(tiny_path, capsys):
     out = capsys.readouterr().out
     assert "flow=tvm: exports: yes" in out and "flow=ort: exports: yes" in out
     assert "Final number of subgraphs created are :" in out
-    assert "on the host with flow=tvm only" in out and "on the host with flow=ort only" in out
+    assert "on the host with flow=tvm only" in out and "on the host with flow=ort only" not in out
     assert "nn.softmax '/img_view_transformer/Softmax': softmax along axis 1 (channel)" in out
-    assert "squeeze '/img_view_transformer/Squeeze': TIDL's ONNX Runtime import takes Squeeze on a 4-D input" in out
+    assert "squeeze '/img_view_transformer/Squeeze'" not in out   # on TIDL in both flows
     assert main(["partition", str(tiny_path), "--flow", "both", "--json"]) == 0
     import json
 

@@ -131,7 +131,8 @@ def test_compare_allowed_same_and_different(models, tmp_path, capsys):
     other.write_text("2\n3\n0\n1\n2\n1\n4\n")
     code, out, err = run(capsys, "partition", models["chain"], "--compare-allowed", other)
     assert code == 1 and err == ""
-    assert "node 2 'e1' (Exp): TI subgraph 0, tidlx host (exp 'e1': TIDL has no layer for exp)" in out
+    assert ("node 2 'e1' (Exp): TI subgraph 0, tidlx host (exp 'e1': tidlx has no TIDL layer model for exp (TI's "
+            "ONNX Runtime import runs Exp as TIDL_ExpLayer") in out
     assert "node 3 'c2' (Conv): TI host, tidlx subgraph 1" in out
     assert "node 4 'r2' (Relu): TI subgraph 1 (from node 4), tidlx subgraph 1 (from node 3)" in out
     code, out, _ = run(capsys, "partition", models["chain"], "--compare-allowed", other, "--json")

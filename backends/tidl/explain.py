@@ -182,7 +182,54 @@ def _reducemean_to_matmul(call: Call) -> bool:
     return mean_form(call) is not None and int(call.args[0].checked_type.shape[0]) == 1
 
 
-#: TI's model optimizer rule -> whether it rewrites a call the support rules refuse into calls they take.
+def _alone(call: Call) -> Optional[IRModule]:
+    """A module whose @main is ``call`` alone: its non-constant inputs become parameters (one per
+    distinct input, so a concatenation of copies stays one of copies), its constants stay."""
+    from ...ir.expr import Constant, Tuple, Var
+
+    params: Dict[int, Var] = {}
+
+    def param(arg):
+        if isinstance(arg, Constant):
+            return arg
+        if isinstance(arg, Tuple):
+            return Tuple([param(f) for f in arg.fields])
+        if id(arg) not in params:
+            t = getattr(arg, "checked_type", None)
+            if t is None:
+                raise ValueError("an input without a type")
+            params[id(arg)] = Var(f"in{len(params)}", t)
+        return params[id(arg)]
+
+    try:
+        body = Call(call.op, [param(a) for a in call.args], call.attrs, layer=call.layer)
+        return IRModule({"main": Function(list(params.values()), body)}).infer_types()
+    except Exception:  # a call that cannot stand alone gets no hint
+        return None
+
+
+def _moves_to_tidl(rule: str, call: Call) -> bool:
+    """Whether the pass of TI's ``rule``, run on ``call`` alone, rewrites it into calls the support
+    rules all take (a removed call counts as taken)."""
+    from ...ir.passes import SURGERY_PASSES
+    from .flow import SURGERY_RULES
+
+    name = next((n for n, r in SURGERY_RULES.items() if r == rule), None)
+    mod = _alone(call) if name is not None else None
+    if mod is None:
+        return False
+    try:
+        out = SURGERY_PASSES[name](mod)
+    except Exception:  # a rule that cannot run on the call alone gives no hint
+        return False
+    if out["main"] is mod["main"] or out["main"].body is mod["main"].body:
+        return False
+    ctx = RuleContext(out["main"])
+    return all(check_call(c, ctx, absorbed=c in ctx.composites) is None for c in ctx.calls())
+
+
+#: TI's model optimizer rule -> whether it rewrites a call the support rules refuse into calls they
+#: take. Rules not listed are judged by running their pass on the call alone (``_moves_to_tidl``).
 SURGERY_FIXES = {
     "convert_softmax_axis_channel_to_width": _softmax_channel_to_width,
     "convert_reducemean_to_matmul": _reducemean_to_matmul,
@@ -202,7 +249,7 @@ def with_surgery_hints(reasons: Dict[Call, HostReason], rules: Sequence[str]) ->
             continue
         for rule in rules:
             fixes = SURGERY_FIXES.get(rule)
-            if fixes is not None and fixes(call):
+            if fixes(call) if fixes is not None else _moves_to_tidl(rule, call):
                 out[call] = HostReason(reason.kind, f"{reason.message}; {surgery_hint(rule)}")
                 break
     return out

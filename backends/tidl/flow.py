@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ...ir.errors import TidlxError, TidlxWarning, closest
-from ...ir.expr import Call, Function
+from ...ir.expr import Call, Constant, Function
 from ...ir.module import IRModule
 from ...ir.op import Op
 from ...ir.partition import PartitionLimits, PartitionResult, gc_paused, list_strategies, partition
@@ -74,13 +74,49 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 #: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
 #: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
 SURGERY_RULES = {
-    "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
+    "RemoveWhereLayer": "remove_where_layer",
+    "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
+    "ConvertReducesumToMatmul": "convert_reducesum_to_matmul",
+    "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
+    "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
+    "ConvertNegToMul": "convert_neg_to_mul",
+    "ExpandSliceAcrossMultipleAxis": "expand_slice_across_multiple_axis",
+    "ConvertConv7x7Stride4ToStride1": "convert_conv_7x7_stride4_to_stride1",
+    "ConvertConvLargePadToSmallerKernel": "convert_conv_large_pad_to_smaller_kernel",
+    "PushLargeChannelDimToHeightForWidthWiseSoftmax": "push_large_channel_dim_to_height_for_width_wise_softmax",
+    "ConvertSoftmaxAxisHeightToWidth": "convert_softmax_axis_height_to_width",
     "ConvertSoftmaxAxisChannelToWidth": "convert_softmax_axis_channel_to_width",
+    "ConvertBatchnormInputTo4D": "convert_batchnorm_input_to_4D",
+    "ConvertGatherWithSingleIndexToSlice": "convert_gather_with_single_index_to_slice",
+    "ConvertLargeGlobalAvgPoolingToMatmul": "convert_large_global_avg_pooling_to_matmul",
+    "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
+    "ConvertMaxpoolToCascadedMaxpool": "convert_maxpool_to_cascaded_maxpool",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "RemoveWhereLayer": "select with an all-true or all-false constant condition, replaced by the input it selects",
+    "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
+    "ConvertReducesumToMatmul": "sum over height, width or both, a MatMul by a constant column of ones",
+    "ConvertExpandToReshapeAndConcat": "expand, a reshape and concatenations of copies",
+    "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "
+                                               "concatenations",
+    "ConvertNegToMul": "negation, a multiply by -1",
+    "ExpandSliceAcrossMultipleAxis": "slice over several axes, one slice per axis",
+    "ConvertConv7x7Stride4ToStride1": "7x7 stride-4 convolution, run at stride 1 then two 1x1 stride-2 max pools",
+    "ConvertConvLargePadToSmallerKernel": "convolution padded beyond its input, its kernel cropped to the taps "
+                                          "that meet the input",
+    "PushLargeChannelDimToHeightForWidthWiseSoftmax": "width softmax of over 1024 channels, run on the tensor "
+                                                      "reshaped to fewer channels and more rows",
+    "ConvertSoftmaxAxisHeightToWidth": "softmax along the height axis, run along the width axis between two "
+                                       "transposes",
+    "ConvertBatchnormInputTo4D": "batch norm of a rank-2 or rank-3 tensor, run on it reshaped to 4-D",
+    "ConvertGatherWithSingleIndexToSlice": "gather of one constant index, a slice and a reshape",
+    "ConvertLargeGlobalAvgPoolingToMatmul": "global average pool over 1024 values or more, a MatMul by a constant "
+                                            "column of 1/n",
+    "ConvertMaxpoolToCascadedMaxpool": "max pool of a large odd kernel (stride 1, same padding), a chain of 3x3 "
+                                       "max pools",
     "ConvertReduceMeanToMatmul": "mean over height and width (or width), a MatMul by a constant column of 1/n",
     "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
                                         "transposes",
@@ -126,7 +162,7 @@ def _pass_names(value) -> Tuple[str, ...]:
         if not item:
             continue
         if item not in PREP_PASSES and item not in SURGERY_PASSES:
-            hint = closest(item, PREP_PASSES + SURGERY_PASSES)
+            hint = closest(item, PREP_PASSES + SURGERY_PASSES, n=1)   # the best: the surgery names are many
             extra = f"; did you mean {', '.join(hint)}?" if hint else ""
             raise OptionError(f"option {DISABLED_PASSES_OPTION}: '{item}' is not a graph preparation pass{extra} "
                               f"(the passes: {', '.join(PREP_PASSES)}; TI's model surgery: "
@@ -301,12 +337,28 @@ def _layer_ops(fn: Function) -> Dict[str, Tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _layer_forms(fn: Function) -> Dict[str, Tuple]:
+    """Layer name -> its calls' ops, attributes and constant shapes (a rewrite that keeps the ops
+    but changes a kernel or a padding changes the form)."""
+    out: Dict[str, List] = {}
+    for node in post_order(fn.body, enter_functions=False):
+        if isinstance(node, Call) and isinstance(node.op, Op) and node.layer:
+            consts = tuple(tuple(a.data.shape) for a in node.args if isinstance(a, Constant))
+            out.setdefault(node.layer, []).append((node.op.name, repr(node.attrs), consts))
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False) -> List[Pass]:
     from ...ir.passes import PASSES
     from ...ir.passes import SURGERY_PASSES as SURGERY
 
     surgery = [SURGERY[name] for name in SURGERY_PASSES] if model_surgery else []
     return surgery + [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
+
+
+def _is_qdq(fn: Function) -> bool:
+    """Whether ``fn`` quantizes (an ONNX QDQ model: QuantizeLinear imports to qnn.quantize)."""
+    return any(isinstance(n, Call) and n.op_name == "qnn.quantize" for n in post_order(fn.body))
 
 
 def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] = (),
@@ -326,6 +378,9 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     records: List[PassRecord] = []
     changes: List[Transformation] = []
     before = None  # the layers' ops of @main before the first pass that changes it, when one does
+    # TI's optimizer runs only its QDQ rules (none of them on by default and modelled) on a model
+    # holding a QuantizeLinear
+    model_surgery = model_surgery and not _is_qdq(mod["main"])
     with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
         for p in _prep_passes(options, layer_types, model_surgery):
             if ctx.is_disabled(p.name):
@@ -344,6 +399,8 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
             after = _layer_ops(mod["main"])
             merged = getattr(p, "merged_into", {})
             found = _diff_layers(p.name, before, after, layer_types, merged)
+            if p.name in SURGERY_RULES:
+                found += _reshaped_layers(p.name, old_main, mod["main"], found, layer_types)
             changes += found
             records.append(PassRecord(p.name, "ran", len(found)))
             before = after
@@ -353,6 +410,22 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     if not mod["main"].has_type:
         mod.infer_types()
     return mod, records, changes
+
+
+def _reshaped_layers(pass_name: str, old: Function, new: Function, found, layer_types) -> List[Transformation]:
+    """The layers a surgery pass rewrote keeping their ops (a cropped kernel, new padding)."""
+    seen = {t.layer for t in found}
+    before, after = _layer_forms(old), _layer_forms(new)
+    rule = SURGERY_RULES[pass_name]
+    out = []
+    for layer, form in before.items():
+        if layer in seen or layer not in after or after[layer] == form:
+            continue
+        ops = tuple(f[0] for f in form)
+        message = (f"'{layer}': {'+'.join(ops)} rewritten in place by TI's {rule} rule "
+                   f"({pass_name}: {PASS_EFFECTS[pass_name]})")
+        out.append(Transformation(pass_name, layer, layer_types.get(layer), "rewritten", ops, ops, None, message, rule))
+    return out
 
 
 def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str, str]) -> List[Transformation]:
@@ -517,7 +590,7 @@ def analyse(mod: IRModule, options: OptionsLike = None, *, batch_limit: Optional
         for pattern in _NAME_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern, category=TidlxWarning)
         reasons = explain_function(prepared, opts, ctx=ctx, batch_limit=batch_limit)
-    if not surgery and reasons:
+    if not surgery and reasons and not _is_qdq(prepared["main"]):
         reasons = with_surgery_hints(reasons, [rule for name, rule in SURGERY_RULES.items() if name not in disabled])
     t3 = time.perf_counter()
     return Analysis(prepared, opts, disabled, records, changes, ctx, groups, reasons, batch, batch_limit,

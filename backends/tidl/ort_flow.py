@@ -79,6 +79,12 @@ class OnnxNode:
     inputs: Tuple[str, ...] = ()
     outputs: Tuple[str, ...] = ()
     aliases: Tuple[str, ...] = ()
+    #: The node's scalar attributes (ints, floats, strings), sorted by name, for the documented
+    #: constraints that read attributes the import folds away (Gemm's alpha, Reshape's allowzero).
+    attributes: Tuple[Tuple[str, object], ...] = ()
+
+    def attr(self, name: str, default=None):
+        return dict(self.attributes).get(name, default)
 
     def describe(self) -> str:
         return f"node {self.index} '{self.name}' ({self.op_type})"
@@ -107,6 +113,20 @@ def _branch_names(node, layer: str) -> List[str]:
     return out
 
 
+def _scalar_attributes(node) -> Tuple[Tuple[str, object], ...]:
+    import onnx
+
+    out = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.INT:
+            out.append((attr.name, int(attr.i)))
+        elif attr.type == onnx.AttributeProto.FLOAT:
+            out.append((attr.name, float(attr.f)))
+        elif attr.type == onnx.AttributeProto.STRING:
+            out.append((attr.name, attr.s.decode("utf-8", "replace")))
+    return tuple(sorted(out))
+
+
 def onnx_nodes(model) -> Tuple[OnnxNode, ...]:
     """The node list of an ONNX model (a path, serialized bytes or a ModelProto), in ``graph.node``
     order. Weights stored outside the file are not read."""
@@ -129,14 +149,16 @@ def onnx_nodes(model) -> Tuple[OnnxNode, ...]:
     for i, node in enumerate(proto.graph.node):
         name = node.name if node.name else f"{node.op_type}_{i}"
         aliases = tuple(_branch_names(node, name)) if node.op_type == "If" else ()
-        nodes.append(OnnxNode(i, name, _op_type(node), tuple(node.input), tuple(node.output), aliases))
+        nodes.append(OnnxNode(i, name, _op_type(node), tuple(node.input), tuple(node.output), aliases,
+                              _scalar_attributes(node)))
     return tuple(nodes)
 
 
 def attach_onnx_nodes(mod: IRModule, model) -> IRModule:
     """Records the node list of ``model`` (the ONNX file ``mod`` was imported from: a path, bytes or
     a ModelProto) on ``mod`` for the ORT flow, which numbers nodes by it; returns ``mod``."""
-    mod.attrs[ONNX_NODES_ATTR] = [(n.name, n.op_type, n.inputs, n.outputs, n.aliases) for n in onnx_nodes(model)]
+    mod.attrs[ONNX_NODES_ATTR] = [(n.name, n.op_type, n.inputs, n.outputs, n.aliases, n.attributes)
+                                  for n in onnx_nodes(model)]
     return mod
 
 
@@ -150,8 +172,10 @@ def node_table(mod: IRModule) -> Tuple[Tuple[OnnxNode, ...], bool]:
     if recorded:
         nodes = []
         for i, entry in enumerate(recorded):
-            name, op_type, inputs, outputs, aliases = entry
-            nodes.append(OnnxNode(i, str(name), str(op_type), tuple(inputs), tuple(outputs), tuple(aliases)))
+            name, op_type, inputs, outputs, aliases = entry[:5]
+            attributes = tuple(tuple(a) for a in entry[5]) if len(entry) > 5 else ()
+            nodes.append(OnnxNode(i, str(name), str(op_type), tuple(inputs), tuple(outputs), tuple(aliases),
+                                  attributes))
         return tuple(nodes), True
     layer_types = mod.layer_types
     if not layer_types:
@@ -361,6 +385,63 @@ def _follow_layer_call(reasons: Dict[Call, HostReason], layer: Sequence[Call], o
                                                 f"{first.message}")
 
 
+def _apply_documented_constraints(analysis, nodes: Sequence[OnnxNode], unit_of) -> Dict[Call, HostReason]:
+    """The reasons with TI's documented constraints of the ONNX import added (``ort_constraints``):
+    a node they refuse goes to the host with the constraint named (its composite with it), and a
+    node the shared rules refuse for want of a layer TI's import has says so."""
+    from .ort_constraints import DOCUMENTED_CONSTRAINTS, UNMODELLED_LAYERS, documented_reason, unmodelled_reason
+    from .rules import where
+
+    reasons = dict(analysis.reasons)
+    by_node: Dict[int, List[Call]] = {}
+    for call in analysis.ctx.calls():
+        u = unit_of(call)
+        if u is not None and (nodes[u].op_type in DOCUMENTED_CONSTRAINTS or nodes[u].op_type in UNMODELLED_LAYERS):
+            by_node.setdefault(u, []).append(call)
+    for u, calls in sorted(by_node.items()):
+        if any(reasons.get(c) is not None and reasons[c].kind != "rule" for c in calls):
+            continue
+        message = documented_reason(nodes[u], calls)
+        if message is not None and not analysis.model_surgery:
+            message = _with_surgery_hint(analysis, calls, message)
+        refused = [reasons[c] for c in calls if reasons.get(c) is not None]
+        if message is None and refused:
+            old = refused[0].message
+            message = unmodelled_reason(nodes[u], calls, old)
+            if message is None:
+                continue
+            hint = old.find("; TI model optimizer rule")
+            message += old[hint:] if hint >= 0 else ""
+            for c in calls:
+                if reasons.get(c) is not None:
+                    reasons[c] = HostReason("rule", message)
+            continue
+        if message is None:
+            continue
+        for c in calls:
+            reasons[c] = HostReason("rule", message)
+            group = analysis.ctx.composite_of(c)
+            for m in (group.calls if group is not None else ()):
+                if m not in calls and (reasons.get(m) is None or reasons[m].kind == "rule"):
+                    reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
+                                                    f"({group.name}) with {message}")
+    return reasons
+
+
+def _with_surgery_hint(analysis, calls: Sequence[Call], message: str) -> str:
+    """``message`` with the TI model optimizer rule that would move the node's calls to TIDL, as
+    the shared rules' reasons get it when the surgery is off."""
+    from .explain import with_surgery_hints
+    from .flow import SURGERY_RULES
+
+    rules = [rule for name, rule in SURGERY_RULES.items() if name not in analysis.disabled_passes]
+    for c in calls:
+        hinted = with_surgery_hints({c: HostReason("rule", message)}, rules)[c].message
+        if hinted != message:
+            return hinted
+    return message
+
+
 def _layer_calls(fn) -> Dict[str, List[Call]]:
     out: Dict[str, List[Call]] = {}
     for node in post_order(fn.body, enter_functions=False):
@@ -525,6 +606,7 @@ def run_ort_flow(mod: IRModule, options=None, strategy: str = "greedy"):
             return names.get(call.layer) if call.layer is not None else None
 
         analysis = dataclasses.replace(analysis, reasons=_apply_ort_rules(analysis, nodes, unit_of))
+        analysis = dataclasses.replace(analysis, reasons=_apply_documented_constraints(analysis, nodes, unit_of))
         composite_of = analysis.ctx.composite_of
 
         def namer(calls):

@@ -4,8 +4,9 @@ the shared support rules (``rules/``). Everything else is the same oracle in bot
 
     reason = ort_node_reason("Squeeze", calls)   # None: the shared rules decide
 
-* ``Squeeze``: TIDL's ONNX import takes a Squeeze of a 4-D input only (its import log reads
-  "op type - Squeeze, Number of input dims 2 != 4 .. not supported by TIDL").
+* ``Squeeze``: at most 6 non-singleton input dims (TI's supported-operator table, 11.0; TIDL
+  8.x's import took a 4-D input only, its log reading "op type - Squeeze, Number of input dims
+  2 != 4 .. not supported by TIDL").
 * ``ScatterND``: TIDL runs it as its ScatterElements layer (the shared rule of ``scatter_nd``
   holds TI's constraints); the node is judged by its scatter_nd alone (``ORT_LAYER_OPS``): the
   transposition of its int64 indices that the IR adds is no TIDL layer. ScatterElements does
@@ -29,11 +30,13 @@ OrtRule = Callable[[Sequence[Call]], Optional[str]]
 
 
 def _squeeze(calls: Sequence[Call]) -> Optional[str]:
+    """TI's supported-operator table (11.0) limits Squeeze to at most 6 non-singleton input dims
+    (TIDL 8.x's import took a 4-D input only: "Number of input dims 2 != 4")."""
     call = next((c for c in calls if c.op_name == "squeeze"), calls[0])
     t = call.args[0].checked_type if call.args else None
-    if isinstance(t, TensorType) and t.ndim != 4:
-        return (f"{where(call)}: TIDL's ONNX Runtime import takes Squeeze on a 4-D input only, and this input has "
-                f"{t.ndim} dims (TIDL's import log: Number of input dims {t.ndim} != 4)")
+    if isinstance(t, TensorType) and sum(int(d) != 1 for d in t.shape) > 6:
+        return (f"{where(call)}: the input has more than 6 non-singleton dims (TI's supported-operator table, "
+                f"Squeeze: \"Number of non-singleton variable input dimensions must be less than <= 6\")")
     return None
 
 

@@ -12,6 +12,21 @@ from typing import Dict
 from ..transform import Pass, Sequential
 from .convert_reducemean_to_matmul import ConvertReduceMeanToMatmul
 from .convert_softmax_axis_channel_to_width import ConvertSoftmaxAxisChannelToWidth
+from .convert_batchnorm_input_to_4D import ConvertBatchnormInputTo4D
+from .convert_conv_7x7_stride4_to_stride1 import ConvertConv7x7Stride4ToStride1
+from .convert_conv_large_pad_to_smaller_kernel import ConvertConvLargePadToSmallerKernel
+from .convert_expand_to_reshape_and_concat import ConvertExpandToReshapeAndConcat
+from .convert_gather_with_single_index_to_slice import ConvertGatherWithSingleIndexToSlice
+from .convert_large_global_avg_pooling_to_matmul import ConvertLargeGlobalAvgPoolingToMatmul
+from .convert_maxpool_to_cascaded_maxpool import ConvertMaxpoolToCascadedMaxpool
+from .convert_neg_to_mul import ConvertNegToMul
+from .convert_reducesum_to_matmul import ConvertReducesumToMatmul
+from .convert_single_concat_to_consecutive_concats import ConvertSingleConcatToConsecutiveConcats
+from .convert_softmax_axis_height_to_width import ConvertSoftmaxAxisHeightToWidth
+from .convert_tanhgelu_to_erfgelu import ConvertTanhgeluToErfgelu
+from .expand_slice_across_multiple_axis import ExpandSliceAcrossMultipleAxis
+from .push_large_channel_dim_to_height_for_width_wise_softmax import PushLargeChannelDimToHeightForWidthWiseSoftmax
+from .remove_where_layer import RemoveWhereLayer
 from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
 from .fold_bn_dense import FoldBatchNormIntoDense
@@ -28,9 +43,26 @@ PASSES: Dict[str, Pass] = {p.name: p for p in (
 )}
 
 #: The passes made after rules of TI's ONNX model optimizer (TI's model surgery), by name. They are
-#: not in ``PASSES``: the TIDL flow runs them before its graph preparation when asked to.
+#: not in ``PASSES``: the TIDL flow runs them before its graph preparation when asked to, in TI's
+#: order (the order of TI's optimizer: its rules sorted by their dependencies).
 SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
-    ConvertReduceMeanToMatmul, ConvertSoftmaxAxisChannelToWidth,
+    RemoveWhereLayer,
+    ConvertTanhgeluToErfgelu,
+    ConvertReducesumToMatmul,
+    ConvertExpandToReshapeAndConcat,
+    ConvertSingleConcatToConsecutiveConcats,
+    ConvertNegToMul,
+    ExpandSliceAcrossMultipleAxis,
+    ConvertConv7x7Stride4ToStride1,
+    ConvertConvLargePadToSmallerKernel,
+    PushLargeChannelDimToHeightForWidthWiseSoftmax,
+    ConvertSoftmaxAxisHeightToWidth,
+    ConvertSoftmaxAxisChannelToWidth,
+    ConvertBatchnormInputTo4D,
+    ConvertGatherWithSingleIndexToSlice,
+    ConvertLargeGlobalAvgPoolingToMatmul,
+    ConvertReduceMeanToMatmul,
+    ConvertMaxpoolToCascadedMaxpool,
 )}
 
 
@@ -46,4 +78,19 @@ def inference_pipeline() -> Sequential:
 __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "SimplifyInference", "FoldBatchNormIntoConv",
            "FoldBatchNormIntoDense", "inference_pipeline",
            "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv",
-           "ConvertSoftmaxAxisChannelToWidth", "ConvertReduceMeanToMatmul"]
+           "ConvertSoftmaxAxisChannelToWidth", "ConvertReduceMeanToMatmul",
+           "RemoveWhereLayer",
+           "ConvertTanhgeluToErfgelu",
+           "ConvertReducesumToMatmul",
+           "ConvertExpandToReshapeAndConcat",
+           "ConvertSingleConcatToConsecutiveConcats",
+           "ConvertNegToMul",
+           "ExpandSliceAcrossMultipleAxis",
+           "ConvertConv7x7Stride4ToStride1",
+           "ConvertConvLargePadToSmallerKernel",
+           "PushLargeChannelDimToHeightForWidthWiseSoftmax",
+           "ConvertSoftmaxAxisHeightToWidth",
+           "ConvertBatchnormInputTo4D",
+           "ConvertGatherWithSingleIndexToSlice",
+           "ConvertLargeGlobalAvgPoolingToMatmul",
+           "ConvertMaxpoolToCascadedMaxpool"]

@@ -124,3 +124,178 @@ def test_mean_over_the_plane_hint_and_rewrite():
     assert not on.host_ops
     (t,) = on.transformations
     assert t.rule == "convert_reducemean_to_matmul" and t.ops_after == ("reshape", "nn.dense", "reshape")
+
+
+def _hint(rule):
+    return f"TI model optimizer rule {rule} moves it to TIDL (on by default in the ORT flow; model_surgery=1)"
+
+
+#: (TI's rule, the body after a relu of %x: Tensor[(1, 8, 13, 13)], params): a host op the rule moves.
+MOVED_BY_A_RULE = [
+    ("convert_neg_to_mul", "negative(%0) /* span=op:0:0 */", {}),
+    ("convert_maxpool_to_cascaded_maxpool",
+     "nn.max_pool2d(%0, pool_size=[9, 9], padding=[4, 4, 4, 4]) /* span=op:0:0 */", {}),
+    ("convert_gather_with_single_index_to_slice", "take(%0, 5, axis=2) /* span=op:0:0 */", {}),
+    ("convert_expand_to_reshape_and_concat",
+     "%1 = take(%0, %i, axis=1) /* span=g:0:0 */;\n  broadcast_to(%1, shape=[1, 3, 13, 13]) /* span=op:0:0 */",
+     {"i": np.array([0], "int64")}),
+    ("convert_conv_7x7_stride4_to_stride1",
+     "nn.conv2d(%0, %w, strides=[4, 4], padding=[3, 3, 3, 3], channels=4, kernel_size=[7, 7]) /* span=op:0:0 */",
+     {"w": np.ones((4, 8, 7, 7), "float32")}),
+    ("convert_reducesum_to_matmul", "sum(%0, axis=[3], keepdims=True) /* span=op:0:0 */", {}),
+]
+
+
+@pytest.mark.parametrize("rule,body,params", MOVED_BY_A_RULE, ids=[r for r, _, _ in MOVED_BY_A_RULE])
+def test_each_rule_names_itself_on_the_host_op_it_moves(rule, body, params):
+    decls = "".join(f", %{k}: Tensor[({', '.join(map(str, v.shape))},), {v.dtype}]".replace(",)", ")")
+                    for k, v in params.items())
+    mod = tidlx.parse_relay('#[version = "0.0.5"]\n'
+                            f'def @main(%x: Tensor[(1, 8, 13, 13), float32]{decls}) {{\n'
+                            '  %0 = nn.relu(%x) /* span=r:0:0 */;\n'
+                            f'  {body}\n}}', params=params or None)
+    _, off = tidlx.partition(mod)
+    (host,) = [h for h in off.host_ops if h.layer == "op"]
+    assert host.reason.endswith(_hint(rule))
+    _, on = tidlx.partition(mod, {"model_surgery": 1})
+    assert "op" not in [h.layer for h in on.host_ops]
+    assert rule in [t.rule for t in on.transformations if t.layer == "op"]
+
+
+def test_large_global_average_pool_names_its_rule_in_the_ort_flow():
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod = attach_onnx_nodes(from_onnx(model), model)
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    (host,) = off.host_ops
+    assert host.reason.endswith(_hint("convert_large_global_avg_pooling_to_matmul"))
+    assert off.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops and all(v.state != "host" for v in on.ort.verdicts)
+    assert [t.rule for t in on.transformations] == ["convert_large_global_avg_pooling_to_matmul"]
+
+
+def test_a_rewrite_that_stays_refused_gets_no_hint():
+    """A sum over the height: TI's MatMul form reads a transpose, which tidlx's MatMul rule
+    refuses (transA), so no rule is named."""
+    mod = tidlx.parse_relay('#[version = "0.0.5"]\n'
+                            'def @main(%x: Tensor[(1, 8, 4, 6), float32]) {\n'
+                            '  %0 = nn.relu(%x) /* span=r:0:0 */;\n'
+                            '  sum(%0, axis=[2], keepdims=True) /* span=op:0:0 */\n}')
+    _, off = tidlx.partition(mod)
+    (host,) = off.host_ops
+    assert "model_surgery" not in host.reason
+
+
+def test_no_surgery_on_a_qdq_model():
+    """TI's optimizer runs only its QDQ rules on a model holding a QuantizeLinear."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+         helper.make_node("Neg", ["d"], ["y"], name="neg")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializer=[scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod = attach_onnx_nodes(from_onnx(model), model)
+    _, report = tidlx.partition(mod, {"flow": "ort"})
+    assert not report.transformations
+    (host,) = [h for h in report.host_ops if h.layer == "neg"]
+    assert "model_surgery" not in host.reason
+
+
+def _onnx(nodes, shape, inits, out="y"):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return attach_onnx_nodes(from_onnx(model), model)
+
+
+def test_a_transformer_block_runs_on_tidl_after_ti_default_surgery():
+    """A class token gathered, expanded and concatenated, then LayerNorm, MatMul, a height softmax
+    and a Neg: without the surgery the Gather, Expand and Neg fall back, each naming its rule;
+    with TI's default surgery (the ORT flow's default) the block is one subgraph."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array([1, 4, 32], np.int64), "shape"),
+             numpy_helper.from_array(np.ones(32, np.float32), "g"),
+             numpy_helper.from_array(np.zeros(32, np.float32), "b"),
+             numpy_helper.from_array(np.full((32, 32), 0.1, np.float32), "w")]
+    mod = _onnx([n("Relu", ["x"], ["t0"], name="relu"),
+                 n("Gather", ["t0", "i0"], ["cls"], name="gather", axis=1),
+                 n("Unsqueeze", ["cls", "ax"], ["cls3"], name="unsqueeze"),
+                 n("Expand", ["cls3", "shape"], ["clsn"], name="expand"),
+                 n("Concat", ["clsn", "t0"], ["tokens"], name="concat", axis=1),
+                 n("LayerNormalization", ["tokens", "g", "b"], ["ln"], name="ln", axis=-1),
+                 n("MatMul", ["ln", "w"], ["mm"], name="matmul"),
+                 n("Softmax", ["mm"], ["sm"], name="softmax", axis=1),
+                 n("Neg", ["sm"], ["y"], name="neg")], [1, 16, 32], inits)
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    hints = {h.layer: h.reason for h in off.host_ops}
+    assert sorted(hints) == ["expand", "gather", "neg"]
+    assert hints["gather"].endswith(_hint("convert_gather_with_single_index_to_slice"))
+    assert hints["expand"].endswith(_hint("convert_expand_to_reshape_and_concat"))
+    assert hints["neg"].endswith(_hint("convert_neg_to_mul"))
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops and on.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    assert [t.rule for t in on.transformations] == [
+        "convert_expand_to_reshape_and_concat", "convert_single_concat_to_consecutive_concats", "convert_neg_to_mul",
+        "convert_softmax_axis_height_to_width", "convert_gather_with_single_index_to_slice"]
+    rng = np.random.default_rng(5)
+    from tidlx.backends.tidl.flow import analyse
+
+    x = {"x": rng.standard_normal((1, 16, 32)).astype("float32")}
+    got = tidlx.emulate(analyse(mod, {"flow": "ort"}).prepared, x)
+    want = tidlx.emulate(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_yolo_spp_pools_run_on_tidl_after_ti_default_surgery():
+    from onnx import helper
+
+    n = helper.make_node
+    pools = [n("MaxPool", ["r"], [f"p{k}"], name=f"pool{k}", kernel_shape=[k, k], pads=[k // 2] * 4)
+             for k in (5, 9, 13)]
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu")] + pools +
+                [n("Concat", ["r", "p5", "p9", "p13"], ["y"], name="concat", axis=1)], [1, 8, 20, 20], [])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert sorted(h.layer for h in off.host_ops) == ["pool13", "pool5", "pool9"]
+    assert all(h.reason.endswith(_hint("convert_maxpool_to_cascaded_maxpool")) for h in off.host_ops)
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert {t.layer: t.ops_after.count("nn.max_pool2d") for t in on.transformations} == \
+        {"pool5": 2, "pool9": 4, "pool13": 6}
+
+
+def test_an_aspp_branch_padded_beyond_its_map_runs_on_tidl_after_ti_default_surgery():
+    """DeepLab's ASPP: a 3x3 conv of dilation 36 on a 32x32 map is padded beyond the map's width,
+    which TI's documented Conv constraint refuses; TI's rule crops it to its centre tap."""
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(2).standard_normal((8, 8, 3, 3)).astype(np.float32), "w")
+    n = helper.make_node
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"),
+                 n("Conv", ["r", "w"], ["y"], name="aspp", kernel_shape=[3, 3], dilations=[36, 36], pads=[36] * 4)],
+                [1, 8, 32, 32], [w])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    (host,) = off.host_ops
+    assert "Input width less than MAX(Pad Left, Pad Right) is not supported" in host.reason
+    assert host.reason.endswith(_hint("convert_conv_large_pad_to_smaller_kernel"))
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops and [t.rule for t in on.transformations] == ["convert_conv_large_pad_to_smaller_kernel"]
+    assert on.transformations[0].message.startswith("'aspp': nn.conv2d rewritten in place by TI's "
+                                                    "convert_conv_large_pad_to_smaller_kernel rule")

@@ -7,7 +7,14 @@ import pytest
 
 import tidlx
 import tidlx.ir as ir
-from tidlx.ir.passes import SURGERY_PASSES, ConvertReduceMeanToMatmul, ConvertSoftmaxAxisChannelToWidth
+from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertConv7x7Stride4ToStride1,
+                             ConvertConvLargePadToSmallerKernel,
+                             ConvertExpandToReshapeAndConcat, ConvertGatherWithSingleIndexToSlice,
+                             ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
+                             ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
+                             ConvertSoftmaxAxisChannelToWidth, ConvertSoftmaxAxisHeightToWidth, ConvertTanhgeluToErfgelu,
+                             ExpandSliceAcrossMultipleAxis, PushLargeChannelDimToHeightForWidthWiseSoftmax,
+                             RemoveWhereLayer)
 
 RNG = np.random.default_rng(11)
 HEADER = '#[version = "0.0.5"]\n'
@@ -17,21 +24,23 @@ def parse(text, **params):
     return tidlx.parse_relay(HEADER + text, params=params or None)
 
 
-def same_outputs(before, after):
+def same_outputs(before, after, rtol=1e-6, atol=1e-7):
     inputs = {p.name_hint: RNG.standard_normal(p.checked_type.shape).astype(p.checked_type.dtype)
               for p in before.main.params}
     for got, want in zip(tidlx.emulate(after, inputs), tidlx.emulate(before, inputs)):
         assert got.shape == want.shape and got.dtype == want.dtype
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
-def check(pass_, before, after, **params):
-    """``params``: constants of ``after`` (the constants the pass makes)."""
-    mod = parse(before)
+def check(pass_, before, after, before_params=None, tolerance=(1e-6, 1e-7), **params):
+    """``params``: constants of ``after`` (the constants the pass makes); ``before_params``: those
+    of ``before``; ``tolerance``: (rtol, atol) of the outputs before and after."""
+    mod = parse(before, **(before_params or {}))
     out = pass_(mod)
-    ir.assert_structural_equal(out, parse(after, **params), compare_layers=True)
+    kept = {k: v for k, v in (before_params or {}).items() if f"%{k}:" in after}
+    ir.assert_structural_equal(out, parse(after, **kept, **params), compare_layers=True)
     ir.verify(out)
-    same_outputs(mod, out)
+    same_outputs(mod, out, *tolerance)
     return out
 
 
@@ -40,8 +49,17 @@ def unchanged(pass_, text, **params):
     ir.assert_structural_equal(pass_(mod), mod, compare_layers=True)
 
 
-def test_surgery_passes_are_listed_by_name():
-    assert list(SURGERY_PASSES) == ["ConvertReduceMeanToMatmul", "ConvertSoftmaxAxisChannelToWidth"]
+def test_surgery_passes_are_listed_by_name_in_ti_order():
+    """TI's optimizer runs its rules in the topological order of their dependencies; these are
+    the modelled rules that are on by default, in that order."""
+    assert list(SURGERY_PASSES) == [
+        "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
+        "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
+        "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
+        "PushLargeChannelDimToHeightForWidthWiseSoftmax",
+        "ConvertSoftmaxAxisHeightToWidth", "ConvertSoftmaxAxisChannelToWidth", "ConvertBatchnormInputTo4D",
+        "ConvertGatherWithSingleIndexToSlice", "ConvertLargeGlobalAvgPoolingToMatmul", "ConvertReduceMeanToMatmul",
+        "ConvertMaxpoolToCascadedMaxpool"]
 
 
 # -- ConvertSoftmaxAxisChannelToWidth ----------------------------------------------------------
@@ -137,3 +155,441 @@ def @main({X4}) {{
   %1 = subtract(%x, %0) /* span=sub:0:0 */;
   multiply(%1, %1) /* span=sq:0:0 */
 }}""")
+
+
+# -- RemoveWhereLayer --------------------------------------------------------------------------
+
+X = "%x: Tensor[(1, 4, 3, 5), float32], %y: Tensor[(1, 4, 3, 5), float32]"
+COND = "%c: Tensor[(1, 4, 3, 5), bool]"
+
+
+@pytest.mark.parametrize("value,picked", [(True, "%x"), (False, "%y")])
+def test_select_by_a_constant_condition_is_the_input_it_selects(value, picked):
+    check(RemoveWhereLayer, f"""
+def @main({X}, {COND}) {{
+  %0 = where(%c, %x, %y) /* span=w:0:0 */;
+  nn.relu(%0) /* span=r:0:0 */
+}}""", f"""
+def @main({X}) {{
+  nn.relu({picked}) /* span=r:0:0 */
+}}""", before_params={"c": np.full((1, 4, 3, 5), value)})
+
+
+def test_mixed_or_broadcast_selects_stay():
+    mixed = np.zeros((1, 4, 3, 5), bool)
+    mixed[0, 0, 0, 0] = True
+    unchanged(RemoveWhereLayer, f"""
+def @main({X}, {COND}) {{
+  where(%c, %x, %y) /* span=w:0:0 */
+}}""", c=mixed)
+    unchanged(RemoveWhereLayer, """
+def @main(%x: Tensor[(1, 4, 1, 5), float32], %y: Tensor[(1, 4, 3, 5), float32], %c: Tensor[(1, 4, 3, 5), bool]) {
+  where(%c, %x, %y) /* span=w:0:0 */
+}""", c=np.ones((1, 4, 3, 5), bool))
+
+
+# -- ConvertTanhgeluToErfgelu ------------------------------------------------------------------
+
+TANH_GELU = """
+def @main(%x: Tensor[(1, 16, 8), float32], %a: float32, %b: float32, %h: float32, %one: float32) {
+  %0 = multiply(%x, %x) /* span=sq:0:0 */;
+  %1 = multiply(%0, %x) /* span=cube:0:0 */;
+  %2 = multiply(%1, %a) /* span=ca:0:0 */;
+  %3 = add(%x, %2) /* span=sum:0:0 */;
+  %4 = multiply(%3, %b) /* span=cb:0:0 */;
+  %5 = tanh(%4) /* span=t:0:0 */;
+  %6 = add(%5, %one) /* span=one:0:0 */;
+  %7 = multiply(%x, %h) /* span=half:0:0 */;
+  multiply(%7, %6) /* span=out:0:0 */
+}"""
+GELU_CONSTANTS = {"a": np.float32(0.044715), "b": np.float32(0.7978845608), "h": np.float32(0.5),
+                  "one": np.float32(1.0)}
+
+
+def test_tanh_gelu_becomes_the_erf_form():
+    out = check(ConvertTanhgeluToErfgelu, TANH_GELU, """
+def @main(%x: Tensor[(1, 16, 8), float32], %h: float32, %one: float32, %s: float32) {
+  %0 = divide(%x, %s) /* span=t:0:0 */;
+  %1 = erf(%0) /* span=t:0:0 */;
+  %2 = add(%1, %one) /* span=one:0:0 */;
+  %3 = multiply(%x, %h) /* span=half:0:0 */;
+  multiply(%3, %2) /* span=out:0:0 */
+}""", before_params=GELU_CONSTANTS, tolerance=(0, 1e-3), s=np.float32(1.4142135381698608))
+    from tidlx.backends.tidl.composites import find_composites
+    assert [g.name for g in find_composites(out.main)] == ["gelu"]   # TIDL's GELU activation
+
+
+def test_tanh_of_other_constants_stays():
+    unchanged(ConvertTanhgeluToErfgelu, TANH_GELU, **{**GELU_CONSTANTS, "b": np.float32(0.5)})
+
+
+# -- ConvertReducesumToMatmul ------------------------------------------------------------------
+
+#: The MatMul adds in another order than the sum: equal to float32 rounding of the sums.
+SUM_TOLERANCE = (1e-5, 1e-6)
+
+@pytest.mark.parametrize("keep,out", [("True", "[1, 8, 1, 1]"), ("False", "[1, 8]")])
+def test_sum_over_the_plane_is_a_matmul_by_ones(keep, out):
+    check(ConvertReducesumToMatmul, f"""
+def @main({X4}) {{
+  sum(%x, axis=[2, 3], keepdims={keep}) /* span=rs:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1, 24), float32]) {{
+  %0 = reshape(%x, newshape=[1, 1, 8, 24]) /* span=rs:0:0 */;
+  %1 = nn.dense(%0, %k, units=1) /* span=rs:0:0 */;
+  reshape(%1, newshape={out}) /* span=rs:0:0 */
+}}""", tolerance=SUM_TOLERANCE, k=np.ones((1, 24), "float32"))
+
+
+def test_sum_over_the_width_is_a_matmul_and_a_squeeze():
+    check(ConvertReducesumToMatmul, f"""
+def @main({X4}) {{
+  sum(%x, axis=[3]) /* span=rs:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1, 6), float32]) {{
+  %0 = nn.dense(%x, %k, units=1) /* span=rs:0:0 */;
+  reshape(%0, newshape=[1, 8, 4]) /* span=rs:0:0 */
+}}""", tolerance=SUM_TOLERANCE, k=np.ones((1, 6), "float32"))
+
+
+def test_sum_over_the_height_runs_between_transposes():
+    check(ConvertReducesumToMatmul, f"""
+def @main({X4}) {{
+  sum(%x, axis=[-2], keepdims=True) /* span=rs:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1, 4), float32]) {{
+  %0 = transpose(%x, axes=[0, 1, 3, 2]) /* span=rs:0:0 */;
+  %1 = nn.dense(%0, %k, units=1) /* span=rs:0:0 */;
+  transpose(%1, axes=[0, 1, 3, 2]) /* span=rs:0:0 */
+}}""", tolerance=SUM_TOLERANCE, k=np.ones((1, 4), "float32"))
+
+
+@pytest.mark.parametrize("axes", ["[1]", "[1, 2]", "[1, 2, 3]"])
+def test_other_sums_stay(axes):
+    unchanged(ConvertReducesumToMatmul, f"""
+def @main({X4}) {{
+  sum(%x, axis={axes}, keepdims=True) /* span=rs:0:0 */
+}}""")
+
+
+# -- ConvertExpandToReshapeAndConcat, ConvertSingleConcatToConsecutiveConcats ------------------
+
+def test_expand_is_a_reshape_and_concatenations_of_copies():
+    check(ConvertExpandToReshapeAndConcat, """
+def @main(%x: Tensor[(3, 1, 5), float32]) {
+  broadcast_to(%x, shape=[1, 3, 4, 5]) /* span=e:0:0 */
+}""", """
+def @main(%x: Tensor[(3, 1, 5), float32]) {
+  %0 = reshape(%x, newshape=[1, 3, 1, 5]) /* span=e:0:0 */;
+  concatenate((%0, %0, %0, %0), axis=-2) /* span=e:0:0 */
+}""")
+
+
+def test_expand_along_two_axes_concatenates_twice():
+    check(ConvertExpandToReshapeAndConcat, """
+def @main(%x: Tensor[(1, 1, 2, 1), float32]) {
+  broadcast_to(%x, shape=[1, 2, 2, 3]) /* span=e:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 1, 2, 1), float32]) {
+  %0 = concatenate((%x, %x), axis=-3) /* span=e:0:0 */;
+  concatenate((%0, %0, %0), axis=-1) /* span=e:0:0 */
+}""")
+
+
+def test_concatenation_of_copies_is_a_chain_of_two_input_ones():
+    check(ConvertSingleConcatToConsecutiveConcats, """
+def @main(%x: Tensor[(1, 3, 1, 5), float32]) {
+  concatenate((%x, %x, %x, %x), axis=-2) /* span=c:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 3, 1, 5), float32]) {
+  %0 = concatenate((%x, %x), axis=-2) /* span=c:0:0 */;
+  %1 = concatenate((%x, %0), axis=-2) /* span=c:0:0 */;
+  concatenate((%x, %1), axis=-2) /* span=c:0:0 */
+}""")
+
+
+def test_concatenations_of_two_copies_or_of_different_tensors_stay():
+    unchanged(ConvertSingleConcatToConsecutiveConcats, """
+def @main(%x: Tensor[(1, 3, 1, 5), float32], %y: Tensor[(1, 3, 1, 5), float32]) {
+  %0 = concatenate((%x, %x), axis=1) /* span=c:0:0 */;
+  concatenate((%x, %y, %x), axis=1) /* span=d:0:0 */
+}""")
+
+
+# -- ConvertNegToMul ---------------------------------------------------------------------------
+
+def test_negation_is_a_multiply_by_minus_one():
+    check(ConvertNegToMul, f"""
+def @main({X4}) {{
+  negative(%x) /* span=n:0:0 */
+}}""", f"""
+def @main({X4}, %k: Tensor[(1), float32]) {{
+  multiply(%x, %k) /* span=n:0:0 */
+}}""", k=np.array([-1], "float32"))
+
+
+# -- ExpandSliceAcrossMultipleAxis -------------------------------------------------------------
+
+def test_slice_over_two_axes_is_two_slices_in_the_listed_order():
+    check(ExpandSliceAcrossMultipleAxis, """
+def @main(%x: Tensor[(1, 8, 9, 9), float32]) {
+  strided_slice(%x, begin=[2, 1], end=[7, 5], strides=[2, 1], axes=[3, 2]) /* span=s:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 8, 9, 9), float32]) {
+  %0 = strided_slice(%x, begin=[2], end=[7], strides=[2], axes=[3]) /* span=s:0:0 */;
+  strided_slice(%0, begin=[1], end=[5], strides=[1], axes=[2]) /* span=s:0:0 */
+}""")
+
+
+def test_slice_over_one_axis_stays():
+    unchanged(ExpandSliceAcrossMultipleAxis, """
+def @main(%x: Tensor[(1, 8, 9, 9), float32]) {
+  strided_slice(%x, begin=[2], end=[7], strides=[1], axes=[3]) /* span=s:0:0 */
+}""")
+
+
+# -- ConvertConv7x7Stride4ToStride1 ------------------------------------------------------------
+
+CONV_ARGS = "%x: Tensor[(1, 3, 30, 29), float32], %w: Tensor[(8, 3, 7, 7), float32], %b: Tensor[(8), float32]"
+CONV_PARAMS = {"w": RNG.standard_normal((8, 3, 7, 7)).astype("float32"),
+               "b": RNG.standard_normal(8).astype("float32")}
+
+
+def test_conv_7x7_stride_4_runs_at_stride_1_then_subsamples_after_its_bias():
+    check(ConvertConv7x7Stride4ToStride1, f"""
+def @main({CONV_ARGS}) {{
+  %0 = nn.conv2d(%x, %w, strides=[4, 4], padding=[3, 3, 3, 3], channels=8, kernel_size=[7, 7]) /* span=c:0:0 */;
+  %1 = nn.bias_add(%0, %b) /* span=c:0:0 */;
+  nn.relu(%1) /* span=r:0:0 */
+}}""", f"""
+def @main({CONV_ARGS}) {{
+  %0 = nn.conv2d(%x, %w, padding=[3, 3, 3, 3], channels=8, kernel_size=[7, 7]) /* span=c:0:0 */;
+  %1 = nn.bias_add(%0, %b) /* span=c:0:0 */;
+  %2 = nn.max_pool2d(%1, pool_size=[1, 1], strides=[2, 2], padding=[0, 0, 0, 0]) /* span=c:0:0 */;
+  %3 = nn.max_pool2d(%2, pool_size=[1, 1], strides=[2, 2], padding=[0, 0, 0, 0]) /* span=c:0:0 */;
+  nn.relu(%3) /* span=r:0:0 */
+}}""", before_params=CONV_PARAMS)
+
+
+def test_conv_7x7_stride_4_without_bias_and_unpadded():
+    check(ConvertConv7x7Stride4ToStride1, f"""
+def @main({CONV_ARGS}) {{
+  nn.conv2d(%x, %w, strides=[4, 4], channels=8, kernel_size=[7, 7]) /* span=c:0:0 */
+}}""", f"""
+def @main({CONV_ARGS}) {{
+  %0 = nn.conv2d(%x, %w, channels=8, kernel_size=[7, 7]) /* span=c:0:0 */;
+  %1 = nn.max_pool2d(%0, pool_size=[1, 1], strides=[2, 2], padding=[0, 0, 0, 0]) /* span=c:0:0 */;
+  nn.max_pool2d(%1, pool_size=[1, 1], strides=[2, 2], padding=[0, 0, 0, 0]) /* span=c:0:0 */
+}}""", before_params=CONV_PARAMS)
+
+
+def test_other_convs_stay():
+    unchanged(ConvertConv7x7Stride4ToStride1, f"""
+def @main({CONV_ARGS}) {{
+  nn.conv2d(%x, %w, strides=[2, 2], padding=[3, 3, 3, 3], channels=8, kernel_size=[7, 7]) /* span=c:0:0 */
+}}""", **CONV_PARAMS)
+
+
+# -- PushLargeChannelDimToHeightForWidthWiseSoftmax --------------------------------------------
+
+def test_width_softmax_of_many_channels_moves_channels_into_rows():
+    # C*H = 3300 rows of 8; the counts c from ceil(26400 / 32768) = 1 up to 1099 that divide 3300
+    # give heights 3300/c; of those, height 60 (c = 55) has the largest fraction of height/64
+    # (60/64 = 0.9375; no divisor of 3300 is 61-63 above a multiple of 64).
+    check(PushLargeChannelDimToHeightForWidthWiseSoftmax, """
+def @main(%x: Tensor[(1, 1100, 3, 8), float32]) {
+  nn.softmax(%x, axis=-1) /* span=sm:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 1100, 3, 8), float32]) {
+  %0 = reshape(%x, newshape=[1, 55, 60, 8]) /* span=sm:0:0 */;
+  %1 = nn.softmax(%0, axis=-1) /* span=sm:0:0 */;
+  reshape(%1, newshape=[1, 1100, 3, 8]) /* span=sm:0:0 */
+}""")
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 1024, 4, 8), -1), ((1, 1100, 3, 8), 2), ((1, 2048, 4, 8), -1)])
+def test_other_softmaxes_keep_their_shape(shape, axis):
+    ty = f"Tensor[({', '.join(map(str, shape))}), float32]"
+    unchanged(PushLargeChannelDimToHeightForWidthWiseSoftmax, f"""
+def @main(%x: {ty}) {{
+  nn.softmax(%x, axis={axis}) /* span=sm:0:0 */
+}}""")
+
+
+# -- ConvertSoftmaxAxisHeightToWidth -----------------------------------------------------------
+
+@pytest.mark.parametrize("axis", [2, -2])
+def test_height_softmax_runs_along_width_between_transposes(axis):
+    check(ConvertSoftmaxAxisHeightToWidth, f"""
+def @main(%x: Tensor[(1, 3, 7, 12), float32]) {{
+  nn.softmax(%x, axis={axis}) /* span=sm:0:0 */
+}}""", """
+def @main(%x: Tensor[(1, 3, 7, 12), float32]) {
+  %0 = transpose(%x, axes=[0, 1, 3, 2]) /* span=sm:0:0 */;
+  %1 = nn.softmax(%0, axis=-1) /* span=sm:0:0 */;
+  transpose(%1, axes=[0, 1, 3, 2]) /* span=sm:0:0 */
+}""")
+
+
+def test_height_softmax_at_rank_2():
+    check(ConvertSoftmaxAxisHeightToWidth, """
+def @main(%x: Tensor[(7, 12), float32]) {
+  nn.softmax(%x, axis=0) /* span=sm:0:0 */
+}""", """
+def @main(%x: Tensor[(7, 12), float32]) {
+  %0 = transpose(%x, axes=[1, 0]) /* span=sm:0:0 */;
+  %1 = nn.softmax(%0, axis=-1) /* span=sm:0:0 */;
+  transpose(%1, axes=[1, 0]) /* span=sm:0:0 */
+}""")
+
+
+@pytest.mark.parametrize("axis", [1, 3, -1])
+def test_other_axes_stay_for_the_height_rule(axis):
+    unchanged(ConvertSoftmaxAxisHeightToWidth, f"""
+def @main(%x: Tensor[(1, 3, 7, 12), float32]) {{
+  nn.softmax(%x, axis={axis}) /* span=sm:0:0 */
+}}""")
+
+
+# -- ConvertBatchnormInputTo4D -----------------------------------------------------------------
+
+BN_PARAMS = {k: RNG.uniform(0.5, 1.5, 6).astype("float32") for k in ("g", "b", "m", "v")}
+BN_ARGS = "%g: Tensor[(6), float32], %b: Tensor[(6), float32], %m: Tensor[(6), float32], %v: Tensor[(6), float32]"
+
+
+@pytest.mark.parametrize("shape,four", [((2, 6), "[2, 6, 1, 1]"), ((1, 6, 5), "[1, 6, 5, 1]")])
+def test_batch_norm_below_rank_4_runs_in_4d(shape, four):
+    ty = f"Tensor[({', '.join(map(str, shape))}), float32]"
+    check(ConvertBatchnormInputTo4D, f"""
+def @main(%x: {ty}, {BN_ARGS}) {{
+  %0 = nn.batch_norm(%x, %g, %b, %m, %v) /* span=bn:0:0 */;
+  %0.0
+}}""", f"""
+def @main(%x: {ty}, {BN_ARGS}) {{
+  %0 = reshape(%x, newshape={four}) /* span=bn:0:0 */;
+  %1 = nn.batch_norm(%0, %g, %b, %m, %v) /* span=bn:0:0 */;
+  %2 = %1.0;
+  reshape(%2, newshape=[{', '.join(map(str, shape))}]) /* span=bn:0:0 */
+}}""", before_params=BN_PARAMS)
+
+
+def test_batch_norm_in_4d_stays():
+    unchanged(ConvertBatchnormInputTo4D, f"""
+def @main(%x: Tensor[(1, 6, 2, 2), float32], {BN_ARGS}) {{
+  %0 = nn.batch_norm(%x, %g, %b, %m, %v) /* span=bn:0:0 */;
+  %0.0
+}}""", **BN_PARAMS)
+
+
+# -- ConvertGatherWithSingleIndexToSlice -------------------------------------------------------
+
+@pytest.mark.parametrize("axis,shape", [(1, "[1, 4, 6]"), (-1, "[1, 8, 4]")])
+def test_gather_of_one_index_is_a_slice_and_a_reshape(axis, shape):
+    norm = axis % 4
+    check(ConvertGatherWithSingleIndexToSlice, f"""
+def @main({X4}) {{
+  take(%x, 3, axis={axis}) /* span=g:0:0 */
+}}""", f"""
+def @main({X4}) {{
+  %0 = strided_slice(%x, begin=[3], end=[4], strides=[1], axes=[{norm}]) /* span=g:0:0 */;
+  reshape(%0, newshape={shape}) /* span=g:0:0 */
+}}""")
+
+
+@pytest.mark.parametrize("index,axis", [("3", 0), ("-1", 1), ("%i", 1)])
+def test_other_gathers_stay(index, axis):
+    unchanged(ConvertGatherWithSingleIndexToSlice, f"""
+def @main({X4}, %i: Tensor[(2), int64]) {{
+  take(%x, {index}, axis={axis}) /* span=g:0:0 */
+}}""", i=np.array([1, 2], "int64"))
+    unchanged(ConvertGatherWithSingleIndexToSlice, """
+def @main(%x: Tensor[(8, 6), float32]) {
+  take(%x, 3, axis=1) /* span=g:0:0 */
+}""")
+
+
+# -- ConvertLargeGlobalAvgPoolingToMatmul ------------------------------------------------------
+
+def test_global_average_pool_over_1024_values_is_a_matmul():
+    check(ConvertLargeGlobalAvgPoolingToMatmul, """
+def @main(%x: Tensor[(1, 4, 32, 32), float32]) {
+  nn.global_avg_pool2d(%x) /* span=gap:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 4, 32, 32), float32], %k: Tensor[(1, 1024), float32]) {
+  %0 = reshape(%x, newshape=[1, 4, 1024]) /* span=gap:0:0 */;
+  %1 = nn.dense(%0, %k, units=1) /* span=gap:0:0 */;
+  reshape(%1, newshape=[1, 4, 1, 1]) /* span=gap:0:0 */
+}""", k=np.full((1, 1024), 1 / 1024, "float32"))
+
+
+def test_global_average_pool_below_1024_values_stays():
+    unchanged(ConvertLargeGlobalAvgPoolingToMatmul, """
+def @main(%x: Tensor[(1, 4, 31, 33), float32]) {
+  nn.global_avg_pool2d(%x) /* span=gap:0:0 */
+}""")
+
+
+# -- ConvertMaxpoolToCascadedMaxpool -----------------------------------------------------------
+
+POOL3 = "nn.max_pool2d({}, pool_size=[3, 3], padding=[1, 1, 1, 1]) /* span=mp:0:0 */"
+
+
+@pytest.mark.parametrize("k", [5, 9, 13])
+def test_same_max_pool_of_a_large_odd_kernel_is_a_chain_of_3x3_pools(k):
+    n = (k - 1) // 2
+    lines = [f"  %{i} = " + POOL3.format("%x" if i == 0 else f"%{i - 1}") + ";" for i in range(n - 1)]
+    last = "  " + POOL3.format("%x" if n == 1 else f"%{n - 2}")
+    check(ConvertMaxpoolToCascadedMaxpool, f"""
+def @main(%x: Tensor[(1, 4, 20, 17), float32]) {{
+  nn.max_pool2d(%x, pool_size=[{k}, {k}], padding=[{n}, {n}, {n}, {n}]) /* span=mp:0:0 */
+}}""", "\ndef @main(%x: Tensor[(1, 4, 20, 17), float32]) {\n" + "\n".join(lines + [last]) + "\n}")
+
+
+@pytest.mark.parametrize("attrs", ["pool_size=[5, 5], strides=[2, 2], padding=[2, 2, 2, 2]",
+                                   "pool_size=[5, 5]", "pool_size=[4, 4], padding=[2, 2, 1, 1]",
+                                   "pool_size=[3, 3], padding=[1, 1, 1, 1]",
+                                   "pool_size=[5, 3], padding=[2, 1, 2, 1]"])
+def test_other_max_pools_stay(attrs):
+    unchanged(ConvertMaxpoolToCascadedMaxpool, f"""
+def @main(%x: Tensor[(1, 4, 20, 17), float32]) {{
+  nn.max_pool2d(%x, {attrs}) /* span=mp:0:0 */
+}}""")
+
+
+# -- ConvertConvLargePadToSmallerKernel --------------------------------------------------------
+
+ASPP_W = RNG.standard_normal((6, 4, 3, 3)).astype("float32")
+
+
+@pytest.mark.parametrize("size,rate", [(32, 36), (8, 12), (5, 6)])
+def test_dilated_conv_padded_beyond_its_input_keeps_its_centre_tap(size, rate):
+    """Each tap but the centre one is `rate` away from it, beyond the `size`-wide input: it only
+    ever meets padding."""
+    check(ConvertConvLargePadToSmallerKernel, f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, 3, 3), float32]) {{
+  nn.conv2d(%x, %w, padding=[{rate}, {rate}, {rate}, {rate}], dilation=[{rate}, {rate}], channels=6, kernel_size=[3, 3]) /* span=c:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %k: Tensor[(6, 4, 1, 1), float32]) {{
+  nn.conv2d(%x, %k, padding=[0, 0, 0, 0], dilation=[{rate}, {rate}], channels=6, kernel_size=[1, 1]) /* span=c:0:0 */
+}}""", before_params={"w": ASPP_W}, k=ASPP_W[:, :, 1:2, 1:2])
+
+
+def test_7x7_conv_on_a_single_pixel_keeps_its_centre_tap():
+    w = RNG.standard_normal((6, 4, 7, 7)).astype("float32")
+    check(ConvertConvLargePadToSmallerKernel, """
+def @main(%x: Tensor[(1, 4, 1, 1), float32], %w: Tensor[(6, 4, 7, 7), float32]) {
+  nn.conv2d(%x, %w, padding=[3, 3, 3, 3], channels=6, kernel_size=[7, 7]) /* span=c:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 4, 1, 1), float32], %k: Tensor[(6, 4, 1, 1), float32]) {
+  nn.conv2d(%x, %k, padding=[0, 0, 0, 0], channels=6, kernel_size=[1, 1]) /* span=c:0:0 */
+}""", before_params={"w": w}, tolerance=(1e-5, 1e-6), k=w[:, :, 3:4, 3:4])
+
+
+@pytest.mark.parametrize("size,k,rate,pad", [(2, 7, 1, 3), (32, 3, 24, 24), (16, 3, 1, 1)])
+def test_convs_whose_crop_would_drop_taps_on_the_input_stay(size, k, rate, pad):
+    """(2, 7, 1, 3): TI's rule would keep only the centre row of a 7x7 kernel on a 2-row input,
+    whose rows 2 and 4 also meet it; the others are padded less than their input."""
+    unchanged(ConvertConvLargePadToSmallerKernel, f"""
+def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, {k}, {k}), float32]) {{
+  nn.conv2d(%x, %w, padding=[{pad}, {pad}, {pad}, {pad}], dilation=[{rate}, {rate}], channels=6, kernel_size=[{k}, {k}]) /* span=c:0:0 */
+}}""", w=np.ones((6, 4, k, k), "float32"))
