@@ -236,7 +236,8 @@ _SPECS = (
           "(docs/numerics.md, \"Versions\")", TIDL_VERSIONS, origin="tidlx", steps=("quantization", "run"),
           support="partial",
           note="08.06: softmax pad lanes always in the denominator, 2^7 for a float to 16-bit data convert, "
-               "element-wise and concat inputs of range [0, 0] kept in min(inScale); 10.01 follows 11.00 "
+               "element-wise and concat inputs of range [0, 0] kept in min(inScale), tidlx's own activation tables "
+               "instead of TI's 8-bit ones; 10.01 follows 11.00 "
                "(no difference found in TI's material); the other releases are not modelled"),
     _spec("disabled_fusions", "disabled_fusions", "names",
           "composite fusions switched off (tidlx): FuseBatchNormIntoConv, FuseActivation, FuseBiasIntoConv, "
