@@ -74,7 +74,7 @@ class OptionSpec:
 
     name: str
     field: str
-    kind: str  # "int", "choice", "str", "names", "optional_int"
+    kind: str  # "int", "choice", "str", "names", "optional_int", "device"
     choices: Tuple[Any, ...] = ()
     minimum: Optional[int] = None
     maximum: Optional[int] = None
@@ -97,6 +97,11 @@ class OptionSpec:
             return "an integer"
         if self.kind == "names":
             return "a comma-separated list of names"
+        if self.kind == "device":
+            from .devices import DEVICES, accepted_names
+
+            aliases = [n for n in accepted_names() if n not in DEVICES]
+            return f"one of {', '.join(DEVICES)} (any case; also {', '.join(aliases)})"
         return "a string"
 
 
@@ -205,6 +210,12 @@ _SPECS = (
           note="checked, no effect (tidlx compile --target c7x writes the host part as C source)"),
     _spec("platform", "platform", "choice", "target SoC family", PLATFORMS, steps=(), support="accepted",
           note="checked (AM62A: num_cores must be 1); partition and fixed point are the same on both"),
+    _spec("target_device", "target_device", "device",
+          "TI's target device (TI's runner name; J7 aliases such as J721E, J721S2, J784S4, J722S); unset: TIDL's "
+          "own defaults", steps=("partition", "quantization"), support="partial",
+          note="selects the device's sigmoid (tables, or AM62A's piecewise-linear one), its documented layer "
+               "limits and num_cores' maximum; TI's quantization_scale_type 4 default is not emulated (a "
+               "warning; TIDL's default applies). tidlx devices lists each device's facts"),
     _spec("max_batch_size", "max_batch_size", "optional_int",
           f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1,
           origin="tidlx", steps=("partition",), support="full",
@@ -352,6 +363,20 @@ def _parse_names(spec: OptionSpec, value) -> Tuple[str, ...]:
     return tuple(out)
 
 
+def _parse_device(spec: OptionSpec, value) -> Optional[str]:
+    """TI's canonical device name for a target_device value (None or "" stays unset)."""
+    from .devices import resolve
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad_value(spec, value)
+    try:
+        return resolve(value)
+    except KeyError:
+        raise _bad_value(spec, value) from None
+
+
 def parse_value(spec: OptionSpec, value):
     """The typed value of option ``spec`` from a dict value or a ``key=value`` string."""
     if spec.kind == "names":
@@ -362,6 +387,8 @@ def parse_value(spec: OptionSpec, value):
         return value.strip()
     if spec.kind == "optional_int" and (value is None or (isinstance(value, str) and value.strip() == "")):
         return None
+    if spec.kind == "device":
+        return _parse_device(spec, value)
     if spec.kind == "choice" and isinstance(spec.choices[0], str):
         if not isinstance(value, str):
             raise _bad_value(spec, value)
@@ -380,6 +407,10 @@ def _check_value(spec: OptionSpec, value) -> None:
             raise _bad_value(spec, value)
         return
     if spec.kind == "optional_int" and value is None:
+        return
+    if spec.kind == "device":
+        if value is not None and _parse_device(spec, value) != value:
+            raise _bad_value(spec, value)
         return
     if spec.kind == "str":
         if not isinstance(value, str):
@@ -455,6 +486,7 @@ class TidlOptions:
     num_cores: int = 1
     c7x_codegen: int = 0
     platform: str = "J7"
+    target_device: Optional[str] = None
     max_batch_size: Optional[int] = None
     max_subgraph_io: int = 32
     min_subgraph_macs: int = 1
@@ -468,6 +500,9 @@ class TidlOptions:
             if spec.kind == "names" and isinstance(value, (list, str)):
                 value = _parse_names(spec, value)
                 object.__setattr__(self, f.name, value)
+            elif spec.kind == "device" and isinstance(value, str):
+                value = _parse_device(spec, value)
+                object.__setattr__(self, f.name, value)
             _check_value(spec, value)
         self._check_ops()
         self._check_layer_types()
@@ -475,6 +510,25 @@ class TidlOptions:
         if self.platform == "AM62A" and self.num_cores != 1:
             raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
                               f"platform=AM62A: AM62A has one C7x core")
+        self._check_device()
+
+    def _check_device(self) -> None:
+        from .devices import device
+
+        dev = device(self.target_device)
+        if dev is not None and self.num_cores > dev.cores.value:
+            raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
+                              f"target_device={dev.name}: {dev.name} has {dev.cores.value} C7x "
+                              f"core{'s' if dev.cores.value != 1 else ''}")
+
+    def device_warning(self) -> Optional[str]:
+        """The warning line about the device's default quantization style TI's tools would use (None when
+        there is nothing to say): see ``devices.scale_type_warning``."""
+        from .devices import scale_type_warning
+
+        given = ("quantization_scale_type" in getattr(self, "_given", ())
+                 or self.quantization_scale_type != TidlOptions.quantization_scale_type)
+        return scale_type_warning(self.target_device, given)
 
     # -- validation against the registries ---------------------------------------------------
     def _check_ops(self) -> None:
@@ -533,7 +587,11 @@ class TidlOptions:
                 raise _unknown_option(key)
             kwargs[spec.field] = parse_value(spec, value)
         options = cls(**kwargs)
+        object.__setattr__(options, "_given", frozenset(kwargs))
         options._warn_level9(kwargs)
+        note = options.device_warning()
+        if note:
+            warnings.warn(note, TidlxWarning, stacklevel=2)
         return options
 
     @classmethod
@@ -542,8 +600,10 @@ class TidlOptions:
         return cls.from_dict(parse_key_values(items))
 
     def replace(self, **changes) -> "TidlOptions":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (validated again); the options the user gave stay known."""
+        copy = dataclasses.replace(self, **changes)
+        object.__setattr__(copy, "_given", frozenset(getattr(self, "_given", ())) | frozenset(changes))
+        return copy
 
     def _warn_level9(self, given: Mapping[str, Any]) -> None:
         if self.accuracy_level == 9:
