@@ -65,6 +65,9 @@ def test_num_cores_is_bounded_by_the_device():
         TidlOptions.from_dict({"target_device": "j721s2", "advanced_options:num_cores": 3})
     with pytest.raises(OptionError, match="AM62A has 1 C7x core"):
         TidlOptions.from_strings(["target_device=AM62A", "advanced_options:num_cores=2"])
+    with pytest.raises(OptionError, match="platform=AM62A does not match target_device=AM68A"):
+        TidlOptions.from_dict({"platform": "AM62A", "target_device": "AM68A"})
+    assert quiet_options({"platform": "AM62A", "target_device": "am62a"}).target_device == "AM62A"
 
 
 def test_device_records_against_ti_sources():

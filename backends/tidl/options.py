@@ -516,6 +516,9 @@ class TidlOptions:
         from .devices import device
 
         dev = device(self.target_device)
+        if dev is not None and self.platform == "AM62A" and dev.name != "AM62A":
+            raise OptionError(f"option platform=AM62A does not match target_device={dev.name} (platform AM62A is "
+                              f"TI's name for the AM62A; the other devices are platform J7)")
         if dev is not None and self.num_cores > dev.cores.value:
             raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
                               f"target_device={dev.name}: {dev.name} has {dev.cores.value} C7x "
