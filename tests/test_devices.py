@@ -44,6 +44,8 @@ def test_names_and_aliases_become_ti_names(given, canonical):
 
 def test_unset_is_tidl_defaults():
     assert TidlOptions().target_device is None
+    assert devices.softmax_lanes(None) == 16 and devices.softmax_lanes("AM62A") == 8
+    assert devices.softmax_lanes("j784s4") == 16
     assert TidlOptions.from_strings([]).device_warning() is None
     assert nx.table_device(None) == "lut"
 

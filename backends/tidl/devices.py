@@ -3,6 +3,7 @@
     dev = device("j721s2")        # -> the AM68A record (TI's names and aliases, any case)
     dev.tables.value              # "lut": 8-bit lookup tables for sigmoid, tanh, ...; "pla" on AM62A
     dev.softmax_lanes.value       # float lanes of the C7x vector (softmax sums per lane)
+    softmax_lanes(None)           # 16: the lanes without a target device
     dev.ti_scale_type.value       # quantization_scale_type TI's runner presets for the device
     resolve("tda4vh")             # -> "AM69A" (None -> None: TIDL's own defaults)
 
@@ -188,6 +189,16 @@ def device(name: Optional[str]) -> Optional[Device]:
     return None if canonical is None else DEVICES[canonical]
 
 
+#: Softmax lanes without a target device: the 512-bit C7x of TIDL's reference kernel.
+DEFAULT_SOFTMAX_LANES = 16
+
+
+def softmax_lanes(target_device: Optional[str] = None) -> int:
+    """The float lanes TIDL's softmax sums its denominator over on ``target_device`` (16 without one)."""
+    dev = device(target_device)
+    return DEFAULT_SOFTMAX_LANES if dev is None else int(dev.softmax_lanes.value)
+
+
 def scale_type_warning(target_device: Optional[str], scale_type_given: bool) -> Optional[str]:
     """The warning when ``target_device`` names a device whose TI tools default to
     ``quantization_scale_type`` 4 and the user gave none: tidlx keeps TIDL's own default."""
@@ -211,4 +222,4 @@ def rules_line(target_device: Optional[str]) -> str:
 
 
 __all__ = ["Fact", "LayerLimit", "Device", "DEVICES", "TIDL_DEFAULT_SCALE_TYPE", "accepted_names", "resolve",
-           "device", "scale_type_warning", "rules_line"]
+           "device", "softmax_lanes", "DEFAULT_SOFTMAX_LANES", "scale_type_warning", "rules_line"]
