@@ -218,3 +218,16 @@ def test_compare_reports_the_device_and_the_warning(tmp_path, capsys):
     assert device["target_device"] == "AM68A" and "quantization_scale_type 4" in device["warning"]
     code, out, err = run_cli(capsys, "compare", path, "-o", "advanced_options:calibration_iterations=1")
     assert code == 0 and "target device: TIDL defaults (no target_device)" in out
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_the_warning_is_printed_once_per_command(tmp_path, capsys, command):
+    path = _wide_pad_conv(tmp_path / "m.onnx", pad=1)
+    extra = ["--out", tmp_path / "r.html"] if command == "report" else []
+    code, out, err = run_cli(capsys, command, path, "-o", "target_device=J721S2",
+                             "-o", "advanced_options:calibration_iterations=1", *extra)
+    assert code == 0, err
+    assert err.count("tidlx: warning: target_device=AM68A: TI's tools use quantization_scale_type 4") == 1
+    if command == "report":
+        page = (tmp_path / "r.html").read_text(encoding="utf-8")
+        assert "AM68A (J721S2 (AM68A, TDA4AL, TDA4VL); C7120 x2" in page and "does not emulate" in page

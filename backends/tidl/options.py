@@ -593,8 +593,8 @@ class TidlOptions:
         object.__setattr__(options, "_given", frozenset(kwargs))
         options._warn_level9(kwargs)
         note = options.device_warning()
-        if note:
-            warnings.warn(note, TidlxWarning, stacklevel=2)
+        if note:   # one place for every caller: a command that reads its options twice says it once
+            warnings.warn(note, TidlxWarning, stacklevel=1)
         return options
 
     @classmethod
