@@ -162,6 +162,10 @@ def cmd_compare(args) -> int:
     console.print(Text(printable(result.headline()), style="bold"))
     console.print(Text(printable(f"compared on {result.inputs}; calibrated: {result.calibration}; "
                                  f"quantization_scale_type={result.quantization_scale_type}")))
+    device = result.device_dict()
+    console.print(Text(printable(f"target device: {device['rules']}")))
+    if device["warning"]:
+        console.print(Text(printable(f"warning: {device['warning']}"), style="yellow"))
     outputs, layers = _tables(result, top, args.isolated)
     console.print(outputs)
     if result.findings:

@@ -95,7 +95,9 @@ def cmd_report(args) -> int:
     for option, given in (("--calib", args.calib), ("--input", args.input)):
         if given is not None and not os.path.exists(given):
             raise TidlxError(f"{option} {given}: no such file or folder")
-    resolve_options(list(options))   # a bad option is an error before loading the model
+    with warnings.catch_warnings():   # its warnings come once, from the report's own run below
+        warnings.simplefilter("ignore")
+        resolve_options(list(options))   # a bad option is an error before loading the model
     mean, scale = float_list(args.mean, "--mean"), float_list(args.scale, "--scale")
     try:
         import matplotlib  # noqa: F401

@@ -190,6 +190,9 @@ class ComparisonResult:
     calibration: Optional[str] = None
     #: why layers lost accuracy (findings.py), worst first
     findings: Tuple[Finding, ...] = ()
+    #: the option target_device (TI's name; None: TIDL's defaults) and the warning about its quantization style
+    target_device: Optional[str] = None
+    device_warning: Optional[str] = None
 
     def worst(self, n: Optional[int] = None) -> Tuple[LayerComparison, ...]:
         return self.layers if n is None else self.layers[:n]
@@ -209,7 +212,15 @@ class ComparisonResult:
                 "subgraphs": list(self.subgraphs), "layer_error": "isolated and accumulated" if self.isolated
                 else "accumulated", "headline": self.headline(),
                 "outputs": [o.to_dict() for o in self.outputs], "layers": [layer.to_dict() for layer in self.layers],
-                "findings": [f.to_dict() for f in self.findings]}
+                "findings": [f.to_dict() for f in self.findings],
+                "device": self.device_dict()}
+
+    def device_dict(self) -> Dict[str, Any]:
+        """Which device's rules applied (``devices.rules_line``) and the quantization-style warning."""
+        from .devices import rules_line
+
+        return {"target_device": self.target_device, "rules": rules_line(self.target_device),
+                "warning": self.device_warning}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
@@ -540,7 +551,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     layers = tuple(comparer.layers())
     return ComparisonResult(tuple(outputs), layers, len(chosen), where, int(opts.tensor_bits),
                             int(opts.quantization_scale_type), tuple(qmodel.subgraphs), isolated,
-                            ", ".join(calibrated) or None, findings(qmodel, layers, comparer.observed))
+                            ", ".join(calibrated) or None, findings(qmodel, layers, comparer.observed),
+                            opts.target_device, opts.device_warning())
 
 
 __all__ = ["compare", "CompareError", "ComparisonResult", "LayerComparison", "OutputComparison", "format_db",

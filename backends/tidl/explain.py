@@ -26,6 +26,7 @@ from ...ir.module import IRModule
 from .context import RuleContext
 from .options import BatchLimit, TidlOptions
 from .rules import batch_reason, check_call, where
+from .rules.device import device_reason
 
 #: The kinds of host reasons, in the order they are checked.
 HOST_REASON_KINDS = ("deny_list", "deny_list:layer_type", "deny_list:layer_name", "allow_list", "rule", "batch")
@@ -121,6 +122,11 @@ def _explain(call: Call, ctx: RuleContext, options: TidlOptions, limit: BatchLim
             message = rule_memo[m] = check_call(m, ctx, absorbed=group is not None)
         if message:
             return HostReason("rule", _in_group(call, m, group, message))
+    if options.target_device is not None:
+        for m in members:
+            message = device_reason(m, options)
+            if message:
+                return HostReason("rule", _in_group(call, m, group, message))
     if limit.value is None:  # no batch limit (TI's ONNX Runtime import)
         return None
     for m in members:

@@ -694,6 +694,7 @@ def _options_section(data: ReportData, doc: Dict[str, Any]) -> str:
                    + _table([("option", ""), ("value", ""), ("default", "")], rows, cls="changed"))
     settings = list(data.settings)
     settings.append(("strategy", data.report.strategy))
+    settings.append(("target device", data.report.device()["rules"]))
     if data.report.disabled_passes:
         settings.append(("disabled passes", ", ".join(data.report.disabled_passes)))
     settings.append(("batch", f"{data.report.batch} (limit {data.report.batch_limit.describe()})"))

@@ -744,8 +744,13 @@ def uses_ti_tables(tidl_version: str, in_bits: int, out_bits: int) -> bool:
 
 
 def table_device(target_device: Optional[str] = None) -> str:
-    """§8.10.2: "pla" for AM62A (TI's C7504 has no lookup unit), else "lut" (TDA4VM and the other C7x)."""
-    return "pla" if str(target_device or "").upper().replace("-", "") == "AM62A" else "lut"
+    """§8.10.2: "pla" on a device without a table unit (AM62A's C7504: TI's piecewise-linear sigmoid), else
+    "lut" (TI's 8-bit tables: TDA4VM and the other C7x; also without a target device). The device record
+    (``devices.py``) says which."""
+    from .devices import device
+
+    dev = device(target_device)
+    return "lut" if dev is None else dev.table_kind
 
 
 def exp_taylor(x) -> np.ndarray:

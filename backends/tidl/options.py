@@ -86,7 +86,7 @@ class OptionSpec:
 
     name: str
     field: str
-    kind: str  # "int", "choice", "str", "names", "optional_int", "version"
+    kind: str  # "int", "choice", "str", "names", "optional_int", "version", "device"
     choices: Tuple[Any, ...] = ()
     minimum: Optional[int] = None
     maximum: Optional[int] = None
@@ -112,6 +112,11 @@ class OptionSpec:
         if self.kind == "version":
             others = [v for v in _VERSION_SPELLINGS if v not in self.choices]
             return "one of " + ", ".join(self.choices) + " (also written " + ", ".join(others) + ")"
+        if self.kind == "device":
+            from .devices import DEVICES, accepted_names
+
+            aliases = [n for n in accepted_names() if n not in DEVICES]
+            return f"one of {', '.join(DEVICES)} (any case; also {', '.join(aliases)})"
         return "a string"
 
 
@@ -220,6 +225,12 @@ _SPECS = (
           note="checked, no effect (tidlx compile --target c7x writes the host part as C source)"),
     _spec("platform", "platform", "choice", "target SoC family", PLATFORMS, steps=(), support="accepted",
           note="checked (AM62A: num_cores must be 1); partition and fixed point are the same on both"),
+    _spec("target_device", "target_device", "device",
+          "TI's target device (TI's runner name; J7 aliases such as J721E, J721S2, J784S4, J722S); unset: TIDL's "
+          "own defaults", steps=("partition", "quantization"), support="partial",
+          note="selects the device's sigmoid (tables, or AM62A's piecewise-linear one), its documented layer "
+               "limits and num_cores' maximum; TI's quantization_scale_type 4 default is not emulated (a "
+               "warning; TIDL's default applies). tidlx devices lists each device's facts"),
     _spec("max_batch_size", "max_batch_size", "optional_int",
           f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1,
           origin="tidlx", steps=("partition",), support="full",
@@ -384,6 +395,20 @@ def parse_tidl_version(value) -> str:
                       f"(accepted spellings: {accepted})")
 
 
+def _parse_device(spec: OptionSpec, value) -> Optional[str]:
+    """TI's canonical device name for a target_device value (None or "" stays unset)."""
+    from .devices import resolve
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad_value(spec, value)
+    try:
+        return resolve(value)
+    except KeyError:
+        raise _bad_value(spec, value) from None
+
+
 def parse_value(spec: OptionSpec, value):
     """The typed value of option ``spec`` from a dict value or a ``key=value`` string."""
     if spec.kind == "version":
@@ -396,6 +421,8 @@ def parse_value(spec: OptionSpec, value):
         return value.strip()
     if spec.kind == "optional_int" and (value is None or (isinstance(value, str) and value.strip() == "")):
         return None
+    if spec.kind == "device":
+        return _parse_device(spec, value)
     if spec.kind == "choice" and isinstance(spec.choices[0], str):
         if not isinstance(value, str):
             raise _bad_value(spec, value)
@@ -414,6 +441,10 @@ def _check_value(spec: OptionSpec, value) -> None:
             raise _bad_value(spec, value)
         return
     if spec.kind == "optional_int" and value is None:
+        return
+    if spec.kind == "device":
+        if value is not None and _parse_device(spec, value) != value:
+            raise _bad_value(spec, value)
         return
     if spec.kind == "str":
         if not isinstance(value, str):
@@ -493,6 +524,7 @@ class TidlOptions:
     num_cores: int = 1
     c7x_codegen: int = 0
     platform: str = "J7"
+    target_device: Optional[str] = None
     max_batch_size: Optional[int] = None
     max_subgraph_io: int = 32
     min_subgraph_macs: int = 1
@@ -510,6 +542,9 @@ class TidlOptions:
             if spec.kind == "version" and value not in spec.choices:
                 value = parse_tidl_version(value)   # a direct construction with TI's spelling
                 object.__setattr__(self, f.name, value)
+            elif spec.kind == "device" and isinstance(value, str):
+                value = _parse_device(spec, value)
+                object.__setattr__(self, f.name, value)
             _check_value(spec, value)
         self._check_ops()
         self._check_layer_types()
@@ -517,6 +552,28 @@ class TidlOptions:
         if self.platform == "AM62A" and self.num_cores != 1:
             raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
                               f"platform=AM62A: AM62A has one C7x core")
+        self._check_device()
+
+    def _check_device(self) -> None:
+        from .devices import device
+
+        dev = device(self.target_device)
+        if dev is not None and self.platform == "AM62A" and dev.name != "AM62A":
+            raise OptionError(f"option platform=AM62A does not match target_device={dev.name} (platform AM62A is "
+                              f"TI's name for the AM62A; the other devices are platform J7)")
+        if dev is not None and self.num_cores > dev.cores.value:
+            raise OptionError(f"option advanced_options:num_cores={self.num_cores} is not allowed with "
+                              f"target_device={dev.name}: {dev.name} has {dev.cores.value} C7x "
+                              f"core{'s' if dev.cores.value != 1 else ''}")
+
+    def device_warning(self) -> Optional[str]:
+        """The warning line about the device's default quantization style TI's tools would use (None when
+        there is nothing to say): see ``devices.scale_type_warning``."""
+        from .devices import scale_type_warning
+
+        given = ("quantization_scale_type" in getattr(self, "_given", ())
+                 or self.quantization_scale_type != TidlOptions.quantization_scale_type)
+        return scale_type_warning(self.target_device, given)
 
     # -- validation against the registries ---------------------------------------------------
     def _check_ops(self) -> None:
@@ -575,7 +632,11 @@ class TidlOptions:
                 raise _unknown_option(key)
             kwargs[spec.field] = parse_value(spec, value)
         options = cls(**kwargs)
+        object.__setattr__(options, "_given", frozenset(kwargs))
         options._warn_level9(kwargs)
+        note = options.device_warning()
+        if note:   # one place for every caller: a command that reads its options twice says it once
+            warnings.warn(note, TidlxWarning, stacklevel=1)
         return options
 
     @classmethod
@@ -584,8 +645,10 @@ class TidlOptions:
         return cls.from_dict(parse_key_values(items))
 
     def replace(self, **changes) -> "TidlOptions":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (validated again); the options the user gave stay known."""
+        copy = dataclasses.replace(self, **changes)
+        object.__setattr__(copy, "_given", frozenset(getattr(self, "_given", ())) | frozenset(changes))
+        return copy
 
     def _warn_level9(self, given: Mapping[str, Any]) -> None:
         if self.accuracy_level == 9:

@@ -43,18 +43,6 @@ def _refuse(call: Call, what: str, op_type: str, constraint: str) -> str:
 
 # -- per ONNX op type ------------------------------------------------------------------------------
 
-def _conv(node, calls):
-    conv = _first(calls, "nn.conv2d")
-    dims = _dims(conv.args[0]) if conv is not None else None
-    if dims is None or len(dims) != 4 or len(conv.attrs.padding) != 4:
-        return None
-    left, right = int(conv.attrs.padding[1]), int(conv.attrs.padding[3])
-    if dims[3] < max(left, right):
-        return _refuse(conv, f"input width {dims[3]} is less than its left/right padding {left}/{right}", "Conv",
-                       "Input width less than MAX(Pad Left, Pad Right) is not supported")
-    return None
-
-
 def _gemm(node, calls):
     dense = _first(calls, "nn.dense")
     if dense is None:
@@ -201,7 +189,6 @@ def _gather(node, calls):
 
 #: ONNX op type -> its documented constraints beyond the shared rules.
 DOCUMENTED_CONSTRAINTS: Dict[str, Check] = {
-    "Conv": _conv,
     "Gemm": _gemm,
     "Reshape": _reshape,
     "ArgMax": _argmax,

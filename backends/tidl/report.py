@@ -448,6 +448,7 @@ class PartitionReport:
             "verdict": self.verdict(),
             "strategy": self.strategy,
             "options": self._changed_options(),
+            "device": self.device(),
             "disabled_passes": list(self.disabled_passes),
             "batch": {"model": self.batch, "limit": self.batch_limit.value,
                       "limit_from": self.batch_limit.describe()},
@@ -466,6 +467,14 @@ class PartitionReport:
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False) + "\n"
+
+    def device(self) -> Dict[str, Any]:
+        """Whose rules applied: the option target_device (None: TIDL's defaults), the line the report prints
+        (``devices.rules_line``) and the warning about TI's default quantization style on that device."""
+        from .devices import rules_line
+
+        target = getattr(self.options, "target_device", None)
+        return {"target_device": target, "rules": rules_line(target), "warning": self.options.device_warning()}
 
     # -- table ------------------------------------------------------------------------------------
     def headline(self) -> str:
@@ -555,6 +564,10 @@ class PartitionReport:
         from rich.text import Text
 
         parts: List[Any] = [_text(self.verdict()), _text(self.headline())]
+        device = self.device()
+        parts.append(_text(f"target device: {device['rules']}"))
+        if device["warning"]:
+            parts.append(_text(f"warning: {device['warning']}"))
         parts += [_text(f"warning: {w}") for w in self.batch_warnings()]
         if self.subgraphs:
             sub = Table(title="TIDL subgraphs", title_justify="left")

@@ -246,11 +246,12 @@ def test_fast_kernels_give_the_reference_bits_with_tables():
         assert np.array_equal(a, b)
 
 
-def test_am62a_sigmoid_is_the_piecewise_linear_one(monkeypatch):
+def test_am62a_sigmoid_is_the_piecewise_linear_one():
     """With a target device of AM62A, the sigmoid layer's table is TI's four-segment integers; a tanh there
     is refused by name."""
-    monkeypatch.setattr(TidlOptions, "target_device", "AM62A", raising=False)
-    q = _quantize(_head_model(), {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)})
+    am62a = {"target_device": "am62a"}
+    q = _quantize(_head_model(), {"x": np.random.default_rng(1).standard_normal((6, 3, 8, 8)).astype(np.float32)},
+                  **am62a)
     sub = q.subgraphs["tidl_0"]
     layer = [lay for lay in sub.compute_layers() if lay.type == "Sigmoid"][0]
     x_t, y_t = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
@@ -258,4 +259,5 @@ def test_am62a_sigmoid_is_the_piecewise_linear_one(monkeypatch):
     assert np.array_equal(layer.activation_table, nx.pla_sigmoid_table(x_t.scale, x_t.signed, rb))
     with pytest.raises(tidlx.TidlxError, match="Tanh activation on AM62A"):
         _quantize(tidlx.parse_relay(HEAD.replace("sigmoid(%1)", "tanh(%1)"), params=[
-            np.ones((4, 3, 3, 3), np.float32), np.zeros(4, np.float32)]), {"x": np.ones((2, 3, 8, 8), np.float32)})
+            np.ones((4, 3, 3, 3), np.float32), np.zeros(4, np.float32)]), {"x": np.ones((2, 3, 8, 8), np.float32)},
+            **am62a)

@@ -21,7 +21,8 @@ def test_defaults_are_tis():
         "advanced_options:activation_clipping": 1, "advanced_options:weight_clipping": 1,
         "advanced_options:bias_calibration": 1, "advanced_options:channel_wise_quantization": 0,
         "advanced_options:inference_mode": 0, "advanced_options:num_cores": 1,
-        "advanced_options:c7x_codegen": 0, "platform": "J7", "max_batch_size": None, "max_subgraph_io": 32,
+        "advanced_options:c7x_codegen": 0, "platform": "J7", "target_device": None,
+        "max_batch_size": None, "max_subgraph_io": 32,
         "min_subgraph_macs": 1, "disabled_fusions": "", "advanced_options:quant_params_proto_path": "",
         "tidl_version": "11.00",
     }
