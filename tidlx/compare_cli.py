@@ -36,12 +36,13 @@ def progress_bar(enabled: bool, labels=None):
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    labels = labels or {"calibration": "calibrating", "quantize": "quantizing (bias calibration)",
+    labels = labels or {"calibration": "calibrating", "quantize": "calibrating in fixed point (iterations x frames)",
                         "compare": "float vs fixed point"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         tasks = {}
 
         def update(stage: str, done: int, total: int) -> None:

@@ -29,7 +29,8 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     or a folder of images), a mapping of arrays, or None for seeded random frames (with a warning).
     ``mean``/``scale``: a folder's per-channel preprocessing ``(x - mean) * scale`` (TI's
     ``input_mean``/``input_scale``). ``progress(stage, done, total)``: the stages ``partition``,
-    ``calibration`` (after each frame) and ``quantize`` (which includes bias calibration).
+    ``calibration`` (after each frame of the float pass) and ``quantize`` (after each frame of each fixed-point
+    calibration iteration, then 1 of 1 when done).
     """
     from .backends.tidl.calibration import calibrate, _options
     from .backends.tidl.quantize import quantize_model
@@ -44,7 +45,7 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale,
                         progress=lambda done, total: step("calibration", done, total))
     step("quantize", 0, 1)
-    qmodel = quantize_model(partitioned, opts, results)
+    qmodel = quantize_model(partitioned, opts, results, progress=lambda done, total: step("quantize", done, total))
     step("quantize", 1, 1)
     return qmodel
 

@@ -481,11 +481,11 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
         results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
                             calib_frames, progress=step)
-        # quantization includes bias calibration (accuracy_level 1): calibration_iterations fixed-point
-        # runs of every frame, with no progress of its own; a stage of one step shows it is under way
+        # quantization runs the calibration iterations: calibration_iterations fixed-point runs of every frame
         if progress is not None:
             progress("quantize", 0, 1)
-        qmodel = quantize_model(partitioned, opts, results)
+        qmodel = quantize_model(partitioned, opts, results, progress=None if progress is None else
+                                (lambda done, total: progress("quantize", done, total)))
         if progress is not None:
             progress("quantize", 1, 1)
         if inputs is None and frames is None:
