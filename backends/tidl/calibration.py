@@ -17,7 +17,7 @@ a tensor of rank 0 or 1 whole: tidlx's choice). The kernels are the reference se
 (plain numpy: the same ranges on any machine and thread count); ``kernels="fast"`` is quicker
 on large models, its convolutions within 3e-5 of the output's largest value.
 
-The range (docs/numerics.md §9.1; TI: ``TIDL_UpdateTensorRangeStats`` on a float network), at every
+The range (docs/numerics.md §9.2; TI: ``TIDL_UpdateTensorRangeStats`` on a float network), at every
 accuracy_level: each frame's plain min and max (no histogram: TI's float pass has none; the histogram of
 ActRange belongs to the fixed-point iterations), combined across the frames by the running mean
 (``running_range``, TI's ``quantRangeUpdateFactor`` -1), or by the running min/max with TIDL 11.x's
@@ -35,7 +35,7 @@ rules once); ``observed_min``/``observed_max`` the plain min/max of the frames.
 A clip bound of +-FLT_MAX or +-inf (graph preparation writes ``max(x, c)`` as ``clip(c, FLT_MAX)``)
 is no bound: that side keeps its calibrated value (``<method>, clip``).
 
-For bias calibration (calibration_loop.py, docs/numerics.md §9.3) each ``TensorRange`` also holds the
+For bias calibration (calibration_loop.py, docs/numerics.md §9.5) each ``TensorRange`` also holds the
 float per-channel means (``channel_mean``, the running mean of each frame's) and each
 ``CalibrationResult`` the frames (``data``).
 """
@@ -125,7 +125,7 @@ RUNNING_MEAN_FRAME_CAP = 256
 
 def running_range(previous: Optional[Tuple[float, float]], current: Tuple[float, float], frame: int,
                   no_outlier: bool = False) -> Tuple[float, float]:
-    """A tensor's range after one more frame (docs/numerics.md §9.1; TI: ``TIDL_UpdateTensorRangeStats``,
+    """A tensor's range after one more frame (docs/numerics.md §9.2; TI: ``TIDL_UpdateTensorRangeStats``,
     ``TIDL_UpdateTensorRange`` in 08.06, with ``quantRangeUpdateFactor`` -1): the first frame of a run
     (``frame`` 0) sets the range; every later frame k moves it to ``old * (1 - b) + cur * b`` with
     ``b = 1 / (k + 1)`` (k capped at 256), all in float32 -- the running mean of the per-frame min and max.
@@ -159,7 +159,7 @@ def frame_channel_means(values: np.ndarray, scale: float = 1.0) -> Optional[np.n
     if values.ndim < 2 or values.size == 0:
         return None
     per = np.moveaxis(values[:1], 1, 0).reshape(values.shape[1], -1)
-    sums = per.astype(np.float64).sum(axis=1).astype(np.float32)
+    sums = per.sum(axis=1, dtype=np.int64 if values.dtype.kind in "iu" else np.float64).astype(np.float32)
     return (sums / np.float32(per.shape[1])) / np.float32(scale)
 
 

@@ -16,15 +16,16 @@ TI's import (``TIDL_runIterativeCalibration``, then ``TIDL_importQuantLayerParam
   ``(meanFloat - meanFixed) x factor`` (``bias_calibration_step``).
 * then quantize once more from the last ranges and biases: that is the model returned.
 
-Everything here runs the fast fixed-point kernels (the same bits as the reference ones). A layer whose
-output range and float bias did not change since the previous quantization is quantized again anyway
-(the quantizer is cheap next to the fixed-point runs).
+Everything here runs the fast fixed-point kernels (the same bits as the reference ones). What depends on
+a layer's float weights alone (its folded parameters, the weight range, the integer weights at a given
+weight scale) is computed once and kept across the quantizations; the statistics of a frame take one
+bincount of each 8/16-bit output.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -79,25 +80,41 @@ def histogram_bins_of(values: np.ndarray, lo: np.float32, hi: np.float32, scale:
     return np.minimum(bins, ACTIVATION_HISTOGRAM_BINS - 1)
 
 
-def frame_histogram_range(values: np.ndarray, scale: float) -> Tuple[int, int]:
+def integer_counts(values: np.ndarray) -> Tuple[np.ndarray, int]:
+    """How many elements hold each integer value: ``counts[i]`` for the value ``offset + i``, from the
+    lowest value of the type (8/16 bit: one pass of bincount over the bits) or of the array."""
+    flat = np.asarray(values).reshape(-1)
+    if flat.dtype in (np.uint8, np.uint16):
+        return np.bincount(flat), 0
+    if flat.dtype == np.int8:
+        return np.bincount(flat.view(np.uint8) ^ np.uint8(0x80)), -128
+    if flat.dtype == np.int16:
+        return np.bincount(flat.view(np.uint16) ^ np.uint16(0x8000)), -32768
+    q = flat.astype(np.int64)
+    low = int(q.min())
+    return np.bincount(q - low), low
+
+
+def frame_histogram_range(values: np.ndarray, scale: float, counts: Optional[Tuple[np.ndarray, int]] = None
+                          ) -> Tuple[int, int]:
     """One frame's range of an integer tensor by TI's per-frame histogram (TI:
-    ``TIDL_TensorMinMaxHistStats``, docs/numerics.md §9.2), in the tensor's integers: 1024 bins over the
+    ``TIDL_TensorMinMaxHistStats``, docs/numerics.md §9.3), in the tensor's integers: 1024 bins over the
     frame's own [min, max] (in real units, float32); from each end, the first bin where the running count
     reaches ``histogram_shrink_count`` (``>=``; the low end only when the frame's min is below 0); the
     end is that bin's position ``lo + i / 1023 * (hi - lo)`` (float32), kept inside [lo, hi], and back
-    to an integer by ``(int)(x * scale)`` (truncation toward zero). A constant frame gives its min/max."""
-    q = np.asarray(values).reshape(-1).astype(np.int64)
-    qmin, qmax = int(q.min()), int(q.max())
+    to an integer by ``(int)(x * scale)`` (truncation toward zero). A constant frame gives its min/max.
+    ``counts``: ``integer_counts(values)`` when known."""
+    counts, offset = counts if counts is not None else integer_counts(values)
+    present = np.nonzero(counts)[0]
+    qmin, qmax = offset + int(present[0]), offset + int(present[-1])
     s = np.float32(scale)
     lo, hi = np.float32(qmin) / s, np.float32(qmax) / s
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi - lo == 0:
         return qmin, qmax
     # every element of one integer value falls in one bin: bin the distinct values, weigh by their counts
-    counts = np.bincount(q - qmin)
-    present = np.nonzero(counts)[0]
-    bins = histogram_bins_of(present + qmin, lo, hi, s)
+    bins = histogram_bins_of(present + offset, lo, hi, s)
     hist = np.bincount(bins, weights=counts[present], minlength=ACTIVATION_HISTOGRAM_BINS).astype(np.int64)
-    need = histogram_shrink_count(q.size)
+    need = histogram_shrink_count(int(counts.sum()))
     low_bin = int(np.argmax(np.cumsum(hist) >= need)) if qmin < 0 else 0
     high_bin = ACTIVATION_HISTOGRAM_BINS - 1 - int(np.argmax(np.cumsum(hist[::-1]) >= need))
     last = np.float32(ACTIVATION_HISTOGRAM_BINS - 1)
@@ -108,15 +125,20 @@ def frame_histogram_range(values: np.ndarray, scale: float) -> Tuple[int, int]:
     return int(np.trunc(np.float32(out_lo * s))), int(np.trunc(np.float32(out_hi * s)))
 
 
-def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: bool) -> Tuple[float, float]:
-    """One frame's range of a layer output in real units (TI: ``TIDL_UpdateTensorRangeStats``): a float
-    tensor's min/max; an integer tensor's histogram ends (ActRange) or min/max, each divided by the
-    tensorScale in float32."""
+def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: bool
+                   ) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+    """One frame's range of a layer output in real units (TI: ``TIDL_UpdateTensorRangeStats``), and its
+    plain min/max: a float tensor's min/max; an integer tensor's histogram ends (ActRange) or min/max, each
+    divided by the tensorScale in float32."""
     if is_float:
-        return float(values.min()), float(values.max())
-    lo, hi = frame_histogram_range(values, scale) if histogram else (int(values.min()), int(values.max()))
+        lo, hi = float(values.min()), float(values.max())
+        return (lo, hi), (lo, hi)
+    counts = integer_counts(values)
+    present = np.nonzero(counts[0])[0]
+    qmin, qmax = counts[1] + int(present[0]), counts[1] + int(present[-1])
+    lo, hi = frame_histogram_range(values, scale, counts) if histogram else (qmin, qmax)
     s = np.float32(scale)
-    return float(np.float32(lo) / s), float(np.float32(hi) / s)
+    return (float(np.float32(lo) / s), float(np.float32(hi) / s)), (qmin / scale, qmax / scale)
 
 
 def _batch0(value: np.ndarray) -> np.ndarray:
@@ -165,11 +187,9 @@ class _Collector:
             if v.size == 0:
                 continue
             key = (o.subgraph, tid)
-            cur = range_of_frame(v, t.scale, t.is_float, self.histogram)
+            cur, seen = range_of_frame(v, t.scale, t.is_float, self.histogram)
             self.ranges[key] = running_range(self.ranges.get(key), cur, self.frame,
                                              self.no_outlier or input_convert)
-            seen = (float(v.min()), float(v.max())) if t.is_float else \
-                (float(v.min()) / t.scale, float(v.max()) / t.scale)
             old = self.observed.get(key)
             self.observed[key] = seen if old is None else (min(old[0], seen[0]), max(old[1], seen[1]))
         layer_key = (o.subgraph, o.layer.index)
@@ -181,7 +201,7 @@ class _Collector:
 
 
 def _quantized(partitioned: IRModule, networks, options: TidlOptions, results: Mapping[str, CalibrationResult],
-               biases: Mapping[Key, np.ndarray], errors) -> QuantizedModel:
+               biases: Mapping[Key, np.ndarray], errors, cache: Dict[str, Dict[Any, Any]]) -> QuantizedModel:
     subgraphs, found = {}, {}
     for net in networks:
         result = results.get(net.name)
@@ -189,7 +209,8 @@ def _quantized(partitioned: IRModule, networks, options: TidlOptions, results: M
             raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
         returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
         own = {index: b for (sg, index), b in biases.items() if sg == net.name}
-        subgraphs[net.name], floats = _quantize_subgraph(net, result, options, returns_tuple, own)
+        subgraphs[net.name], floats = _quantize_subgraph(net, result, options, returns_tuple, own,
+                                                         cache.setdefault(net.name, {}))
         found.update({(net.name, index): b for index, b in floats.items()})
     return QuantizedModel(partitioned, subgraphs, options, dict(results), bias_calibration_errors=tuple(errors),
                           float_biases=found)
@@ -213,7 +234,8 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
     results: Dict[str, CalibrationResult] = dict(calibration)
     biases: Dict[Key, np.ndarray] = {}
     errors: List[float] = []
-    model = _quantized(partitioned, networks, options, results, biases, errors)
+    cache: Dict[str, Dict[Any, Any]] = {}
+    model = _quantized(partitioned, networks, options, results, biases, errors, cache)
     total = iterations * (len(data) if data is not None else 0)
     for iteration in range(iterations):
         float_means = {}
@@ -244,7 +266,7 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
                 biases[key] = (np.asarray(model.float_biases[key]).astype(np.float32) + shift).astype(np.float64)
             errors.append(float(np.mean(deltas)))
         results = {name: _updated(result, collector, owners, method, len(data)) for name, result in results.items()}
-        model = _quantized(partitioned, networks, options, results, biases, errors)
+        model = _quantized(partitioned, networks, options, results, biases, errors, cache)
     return model
 
 
@@ -263,4 +285,4 @@ def _updated(result: CalibrationResult, collector: _Collector, owners, method: s
 
 
 __all__ = ["quantize_iteratively", "calibration_iterations", "bias_calibration_step", "frame_histogram_range",
-           "histogram_shrink_count", "range_of_frame", "ACTIVATION_HISTOGRAM_BINS"]
+           "histogram_shrink_count", "integer_counts", "range_of_frame", "ACTIVATION_HISTOGRAM_BINS"]

@@ -31,7 +31,7 @@ naming the layer: fixed point never falls back to float inside a TIDL subgraph.
   activations of the weighted layers and as layers of their own; HardSigmoid as its affine part plus
   Clip [0, 1]; Pad and DepthToSpace (§8.11).
 * Per-channel depthwise weights with calibration bit 8 (§4.5), bias calibration with bit 4 over
-  ``calibration_iterations`` (§9.3, calibration_loop.py), mixed precision by the 16-bit name lists (§3).
+  ``calibration_iterations`` (§9.5, calibration_loop.py), mixed precision by the 16-bit name lists (§3).
 
 GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their composite makes.
 
@@ -311,10 +311,13 @@ class _WeightedPlan:
 
 class _Quantizer:
     def __init__(self, net: TidlNetwork, calib: CalibrationResult, options: TidlOptions,
-                 biases: Optional[Mapping[int, np.ndarray]] = None):
+                 biases: Optional[Mapping[int, np.ndarray]] = None, cache: Optional[Dict[Any, Any]] = None):
         self.net = net
         #: layer index -> the float bias to quantize instead of the composite's (bias calibration's)
         self.bias_override = biases or {}
+        #: what depends on a layer's float weights alone (its folded parameters, weight scale, integer
+        #: weights at a given scale), kept across the quantizations of the calibration loop
+        self.cache = cache if cache is not None else {}
         self.calib = calib
         self.opts = options
         self.power_of_2 = nx.quantization_style(options.quantization_scale_type) == nx.P2_DYNAMIC
@@ -361,11 +364,12 @@ class _Quantizer:
         where = self.where(layer)
         if layer.activation.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {layer.activation.type} activation")
-        affine = _fold(layer, where)
+        affine = self.cache.get(("fold", layer.index))
+        if affine is None:
+            affine = self.cache[("fold", layer.index)] = _fold(layer, where)
         if layer.index in self.bias_override:
             affine = dataclasses.replace(affine, bias=np.asarray(self.bias_override[layer.index], np.float64))
         wbits, _ = self.widths(layer)
-        w = affine.folded_weights()
 
         def scale_of(w_part: np.ndarray) -> Tuple[float, float]:
             abs_max = nx.weight_abs_max(w_part)
@@ -377,6 +381,7 @@ class _Quantizer:
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
         if self.is_per_channel(layer):   # §4.5: one scale per output channel
+            w = affine.folded_weights()
             per = [scale_of(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(a for a, _ in per), np.array([s for _, s in per])
         elif given is not None and given.weight_abs_max is not None:
@@ -385,7 +390,9 @@ class _Quantizer:
                 abs_max = nx.smallest_power_of_2_at_least(abs_max)
             ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
         else:
-            abs_max, ws = scale_of(w)
+            found = self.cache.get(("scale", layer.index))
+            abs_max, ws = found if found is not None else self.cache.setdefault(("scale", layer.index),
+                                                                                     scale_of(affine.folded_weights()))
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
         if given is not None and affine.has_bias and given.bias_abs_max is not None:
             bias_abs_max = given.bias_abs_max
@@ -587,7 +594,10 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)
         aff = p.affine
-        wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
+        key = ("weights", layer.index, float(ws), p.weight_bits)
+        wq = self.cache.get(key)
+        if wq is None:
+            wq = self.cache[key] = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:
@@ -979,11 +989,11 @@ class _Quantizer:
 
 
 def _quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
-                       returns_tuple: bool, biases: Optional[Mapping[int, np.ndarray]] = None
-                       ) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
+                       returns_tuple: bool, biases: Optional[Mapping[int, np.ndarray]] = None,
+                       cache: Optional[Dict[Any, Any]] = None) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
     if calibration.network.name != net.name:
         raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
-    quantizer = _Quantizer(net, calibration, options, biases)
+    quantizer = _Quantizer(net, calibration, options, biases, cache)
     return quantizer.run(returns_tuple), quantizer.float_biases
 
 
@@ -1061,7 +1071,7 @@ BIAS_CALIBRATION_FACTOR = 0.05
 
 
 def bias_calibration_factor(iteration: int, iterations: int) -> float:
-    """docs/numerics.md §9.3: the factor of one iteration, divided by 10 in the first and the last 10%
+    """docs/numerics.md §9.5: the factor of one iteration, divided by 10 in the first and the last 10%
     of the iterations (``iterations // 10`` each); float32 as TI computes it (calibration_loop.py)."""
     from .calibration_loop import bias_calibration_step
 

@@ -1,4 +1,4 @@
-"""Bias calibration (accuracy_level 1's BiasCalib bit, docs/numerics.md §9.3): over
+"""Bias calibration (accuracy_level 1's BiasCalib bit, docs/numerics.md §9.5): over
 ``calibration_iterations``, each biased layer's bias is corrected so that its fixed-point per-channel
 output mean approaches the float one on the calibration frames."""
 
