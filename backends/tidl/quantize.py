@@ -594,10 +594,12 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out)
         aff = p.affine
-        key = ("weights", layer.index, float(ws), p.weight_bits)
-        wq = self.cache.get(key)
-        if wq is None:
-            wq = self.cache[key] = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
+        found = self.cache.get(("weights", layer.index))   # the last scale's integers only
+        if found is not None and found[0] == (float(ws), p.weight_bits):
+            wq = found[1]
+        else:
+            wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits)
+            self.cache[("weights", layer.index)] = ((float(ws), p.weight_bits), wq)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:
