@@ -223,7 +223,7 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
     frame (total: iterations x frames)."""
     networks = build_networks(partitioned)
     bits = calibration_option_bits(options)
-    iterations = calibration_iterations(options)
+    iterations = calibration_iterations(options) if networks else 0   # no TIDL subgraph: nothing to run
     histogram, no_outlier = bool(bits & ACT_RANGE_BIT), bool(bits & NO_OUTLIER_BIT)
     bias_calibration = bool(bits & BIAS_CALIB_BIT)
     method = HISTOGRAM if histogram else MINMAX
