@@ -36,12 +36,13 @@ def progress_bar(enabled: bool, labels=None):
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    labels = labels or {"calibration": "calibrating", "quantize": "quantizing (bias calibration)",
+    labels = labels or {"calibration": "calibrating", "quantize": "calibrating in fixed point (iterations x frames)",
                         "compare": "float vs fixed point"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         tasks = {}
 
         def update(stage: str, done: int, total: int) -> None:
@@ -192,9 +193,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "float and in TIDL's fixed point on the same inputs (--input; else the first calibration frame), and "
         "report per model output and per TIDL layer the SQNR in dB, the largest absolute error and the share "
         "of integer values saturated, worst layers first. A layer's figures count the error of the layers "
-        "before it (they ran in fixed point too); --isolated adds each layer's own error. At accuracy_level 1 "
-        "(TI's default) quantization calibrates the biases over advanced_options:calibration_iterations (50) "
-        "fixed-point runs of every calibration frame; a smaller N gives a quicker answer.",
+        "before it (they ran in fixed point too); --isolated adds each layer's own error. Quantization runs TI's "
+        "calibration loop: advanced_options:calibration_iterations (50; 1 at accuracy_level 0) fixed-point runs of "
+        "every calibration frame, each re-collecting the ranges and, at accuracy_level 1 (TI's default), "
+        "calibrating the biases; a smaller N gives a quicker answer.",
         ["tidlx compare model.onnx --calib frames.npz",
          "tidlx compare model.onnx --calib frames.npz -o tensor_bits=16",
          "tidlx compare model.onnx --calib calib_images/ --mean 123.675,116.28,103.53 "

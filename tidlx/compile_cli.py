@@ -96,7 +96,8 @@ def _write_ort_files(mod, options, folder: str):
 
 #: compile_model's stages as the progress bar names them
 STAGE_LABELS = {"partition": "partitioning for TIDL", "calibration": "calibrating",
-                "quantize": "quantizing (bias calibration)", "host": "building the host part with TVM",
+                "quantize": "calibrating in fixed point (iterations x frames)",
+                "host": "building the host part with TVM",
                 "artifacts": "writing the folder"}
 
 

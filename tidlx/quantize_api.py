@@ -29,7 +29,8 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     or a folder of images), a mapping of arrays, or None for seeded random frames (with a warning).
     ``mean``/``scale``: a folder's per-channel preprocessing ``(x - mean) * scale`` (TI's
     ``input_mean``/``input_scale``). ``progress(stage, done, total)``: the stages ``partition``,
-    ``calibration`` (after each frame) and ``quantize`` (which includes bias calibration).
+    ``calibration`` (after each frame of the float pass) and ``quantize`` (0 of 1 at its start, then after
+    each frame of each fixed-point calibration iteration; 1 of 1 when there is none).
     """
     from .backends.tidl.calibration import calibrate, _options
     from .backends.tidl.quantize import quantize_model
@@ -44,8 +45,11 @@ def quantize(mod: IRModule, options=None, calib=None, *, calibration_kernels: st
     results = calibrate(partitioned, opts, calib, kernels=calibration_kernels, mean=mean, scale=scale,
                         progress=lambda done, total: step("calibration", done, total))
     step("quantize", 0, 1)
-    qmodel = quantize_model(partitioned, opts, results)
-    step("quantize", 1, 1)
+    steps = []
+    qmodel = quantize_model(partitioned, opts, results,
+                            progress=lambda done, total: (steps.append(done), step("quantize", done, total)))
+    if not steps:   # no fixed-point frame (a quantization-parameters file)
+        step("quantize", 1, 1)
     return qmodel
 
 
@@ -90,9 +94,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     the batch axis); None: the first ``frames`` (default 1) calibration frames, which the ranges were
     calibrated on (a ``QuantizedModel`` without inputs: one seeded random frame). Each layer's error
     is accumulated (it ran on fixed-point inputs); ``isolated=True`` adds each layer's own error.
-    ``progress(stage, done, total)``: after each calibration frame (``"calibration"``), before and
-    after quantization (``"quantize"``, which includes bias calibration) and after each compared
-    frame (``"compare"``). ``mean``/``scale``: a ``calib`` folder's per-channel preprocessing.
+    ``progress(stage, done, total)``: after each calibration frame (``"calibration"``), during
+    quantization (``"quantize"``, as ``tidlx.quantize``) and after each compared frame (``"compare"``). ``mean``/``scale``: a ``calib`` folder's per-channel preprocessing.
 
     >>> result = tidlx.compare(mod, options={"tensor_bits": 16}, calib={"img": frames})  # doctest: +SKIP
     >>> result.outputs[0].sqnr_db, result.layers[0].layer                               # doctest: +SKIP

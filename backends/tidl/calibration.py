@@ -1,11 +1,12 @@
-"""Calibration: the float range of every tensor of every TIDL subgraph, as TIDL's import collects it.
+"""Calibration's float pass: the float range of every tensor of every TIDL subgraph, as TI's import collects
+it before its fixed-point iterations (calibration_loop.py; docs/numerics.md §9).
 
     partitioned, report = tidlx.partition(mod)
     results = calibrate(partitioned, {"accuracy_level": 1, "advanced_options:calibration_frames": 20}, "frames.npz")
     r = results["tidl_0"]                       # a CalibrationResult
     for tensor_id, rng in r.tensors.items():    # ids of report.networks[0].tensors
         print(r.network.tensors[tensor_id].name, rng.min, rng.max, rng.method, rng.frames)
-    r.by_name()["conv1"]                        # TensorRange(min=0.0, max=4.137, method='histogram', ...)
+    r.by_name()["conv1"]                        # TensorRange(min=0.0, max=4.137, method='minmax', ...)
 
 How (TI's flow): the whole partitioned module runs in the float
 emulator, host part included, so the values entering each subgraph are the ones the host
@@ -16,25 +17,16 @@ a tensor of rank 0 or 1 whole: tidlx's choice). The kernels are the reference se
 (plain numpy: the same ranges on any machine and thread count); ``kernels="fast"`` is quicker
 on large models, its convolutions within 3e-5 of the output's largest value.
 
-Methods (docs/numerics.md §9.1, and the range rules of §6.2 "Feature-map
-scales"):
-
-* ``accuracy_level`` 0: ``minmax``, the min and max over all frames.
-* ``accuracy_level`` 1 (TI's option 7; at level 9 when ``activation_clipping=1``):
-  ``histogram``, with ``percentileActRangeShrink`` 0.01: ``floor(total * 0.01 / 100)``
-  elements of all frames' batch-0 values are dropped on each side (the min side only when the
-  tensor is signed, i.e. its min is below 0). tidlx's choices where the document is open: one
-  histogram per tensor over all frames together, of ``HISTOGRAM_BINS`` = 1024 bins whose centres
-  are ``min + i * (max - min) / 1023`` over the pooled min and max, each value assigned to the
-  nearest centre (half up); the range end is the centre of the first bin, counted from that
-  side, where the cumulative count exceeds the elements dropped. It is computed exactly in
-  one pass without holding the histogram: only the ``dropped + 1`` most extreme values per side
-  are kept, and the bin of the first value not dropped is the bin where the count crosses.
-* Then the layer rules, at every level, by ``numerics.output_range`` (docs/numerics.md §6.2,
-  the rules' one definition): a Clip activation's bounds replace the range
-  (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool and inner product outputs have
-  their max multiplied by 1.25 and their min kept (TI's ``TIDL_UpdateScaleFactors``; method gets
-  ``, x 1.25``); every range is multiplied by ``quantRangeExpansionFactor`` = 1.0.
+The range (docs/numerics.md §9.2; TI: ``TIDL_UpdateTensorRangeStats`` on a float network), at every
+accuracy_level: each frame's plain min and max (no histogram: TI's float pass has none; the histogram of
+ActRange belongs to the fixed-point iterations), combined across the frames by the running mean
+(``running_range``, TI's ``quantRangeUpdateFactor`` -1), or by the running min/max with TIDL 11.x's
+NoOutlier option (128). A subgraph input is TI's input data convert: the min and max over the frames.
+Then the layer rules, by ``numerics.output_range`` (docs/numerics.md §6.2, the rules' one definition): a
+Clip activation's bounds replace the range (``clip``), ReLU6 is [0, 6] (``relu6``); global average pool
+and inner product outputs have their max multiplied by 1.25 and their min kept (TI's
+``TIDL_UpdateScaleFactors``; method gets ``, x 1.25``); every range is multiplied by
+``quantRangeExpansionFactor`` = 1.0.
 
 ``TensorRange.min``/``max`` are the range with the rules applied; ``raw_min``/``raw_max`` the
 method's range before them (for a quantizer that applies docs/numerics.md §6.2 itself: apply the
@@ -43,16 +35,15 @@ rules once); ``observed_min``/``observed_max`` the plain min/max of the frames.
 A clip bound of +-FLT_MAX or +-inf (graph preparation writes ``max(x, c)`` as ``clip(c, FLT_MAX)``)
 is no bound: that side keeps its calibrated value (``<method>, clip``).
 
-For bias calibration (``quantize.calibrate_biases``, docs/numerics.md §9.3) each ``TensorRange`` also
-holds the float per-channel means (``channel_mean``) and each ``CalibrationResult`` the frames
-(``data``).
+For bias calibration (calibration_loop.py, docs/numerics.md §9.5) each ``TensorRange`` also holds the
+float per-channel means (``channel_mean``, the running mean of each frame's) and each
+``CalibrationResult`` the frames (``data``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
@@ -71,9 +62,6 @@ from .options import TidlOptions
 
 #: TI's ``percentileActRangeShrink``: percent of the elements dropped on each side.
 PERCENTILE_ACT_RANGE_SHRINK = 0.01
-
-#: Bins of the activation histogram (tidlx's choice; TI's weight histogram has 1024).
-HISTOGRAM_BINS = 1024
 
 #: TI's ``quantRangeExpansionFactor``.
 QUANT_RANGE_EXPANSION_FACTOR = 1.0
@@ -131,36 +119,70 @@ class CalibrationResult:
         return {self.network.tensors[t].name: r for t, r in self.tensors.items()}
 
 
-def _shrunk_count(total: int) -> int:
-    """Elements dropped on each side: floor(total * percentileActRangeShrink / 100), exactly."""
-    return int(total * Fraction(str(PERCENTILE_ACT_RANGE_SHRINK)) // 100)
+#: TI's cap on the frame counter of the running mean (``procCallCounter`` stops at 256).
+RUNNING_MEAN_FRAME_CAP = 256
+
+
+def running_range(previous: Optional[Tuple[float, float]], current: Tuple[float, float], frame: int,
+                  no_outlier: bool = False) -> Tuple[float, float]:
+    """A tensor's range after one more frame (docs/numerics.md §9.2; TI: ``TIDL_UpdateTensorRangeStats``,
+    ``TIDL_UpdateTensorRange`` in 08.06, with ``quantRangeUpdateFactor`` -1): the first frame of a run
+    (``frame`` 0) sets the range; every later frame k moves it to ``old * (1 - b) + cur * b`` with
+    ``b = 1 / (k + 1)`` (k capped at 256), all in float32 -- the running mean of the per-frame min and max.
+    With NoOutlier (calibration option 128, TIDL 11.x) the range is the running min / max instead."""
+    cur_lo, cur_hi = np.float32(current[0]), np.float32(current[1])
+    if frame == 0 or previous is None:
+        return float(cur_lo), float(cur_hi)
+    old_lo, old_hi = np.float32(previous[0]), np.float32(previous[1])
+    if no_outlier:
+        return float(min(old_lo, cur_lo)), float(max(old_hi, cur_hi))
+    beta = np.float32(1.0) / (np.float32(min(frame, RUNNING_MEAN_FRAME_CAP)) + np.float32(1.0))
+    alpha = np.float32(1.0) - beta
+    return float(old_lo * alpha + cur_lo * beta), float(old_hi * alpha + cur_hi * beta)
+
+
+def running_channel_mean(previous: Optional[np.ndarray], current: np.ndarray, frame: int) -> np.ndarray:
+    """Per-channel means after one more frame (TI: ``TIDL_TensorPerChannelMeanStats``): frame k weighs the
+    frame's channel means by ``u = 1 / (k + 1)`` (computed in double, stored as float32):
+    ``old * (1 - u) + cur * u`` in float32; frame 0 starts from zeros."""
+    cur = np.asarray(current, np.float32)
+    old = np.zeros_like(cur) if previous is None or frame == 0 else np.asarray(previous, np.float32)
+    u = np.float32(1.0 / (float(frame) + 1.0))
+    return old * (np.float32(1.0) - u) + cur * u
+
+
+def frame_channel_means(values: np.ndarray, scale: float = 1.0) -> Optional[np.ndarray]:
+    """One frame's per-channel (axis 1) means of a tensor's batch-0 values in real units: the sum (tidlx
+    sums in float64; TI accumulates in float32), divided by the element count, then by ``scale`` (the
+    tensorScale, 1.0 for float), as float32 operations. None for a tensor of rank < 2."""
+    values = np.asarray(values)
+    if values.ndim < 2 or values.size == 0:
+        return None
+    per = np.moveaxis(values[:1], 1, 0).reshape(values.shape[1], -1)
+    sums = per.sum(axis=1, dtype=np.int64 if values.dtype.kind in "iu" else np.float64).astype(np.float32)
+    return (sums / np.float32(per.shape[1])) / np.float32(scale)
 
 
 class _TensorStats:
-    """Running statistics of one tensor's batch-0 values over the frames."""
+    """One tensor's statistics over the frames of the float pass: the running mean of the per-frame
+    min/max (or their running min/max under NoOutlier), the plain min/max, and the running per-channel
+    means (bias calibration's float means)."""
 
-    __slots__ = ("name", "count", "min", "max", "keep", "low", "high", "frames", "channel_sum", "channel_count")
+    __slots__ = ("name", "frames", "min", "max", "range", "no_outlier", "channel_mean", "input_convert")
 
-    def __init__(self, name: str, elements: int, frames: int, histogram: bool):
+    def __init__(self, name: str, no_outlier: bool, input_convert: bool):
         self.name = name
-        self.count = 0
         self.frames = 0
         self.min = math.inf
         self.max = -math.inf
-        # the dropped values and the first kept one, per side; 0 keeps nothing beyond min/max
-        dropped = _shrunk_count(elements * frames) if histogram else 0
-        self.keep = dropped + 1 if dropped else 0
-        self.low = np.empty(0, np.float64)
-        self.high = np.empty(0, np.float64)
-        self.channel_sum: Optional[np.ndarray] = None
-        self.channel_count = 0
+        self.range: Optional[Tuple[float, float]] = None
+        self.no_outlier = no_outlier
+        #: a float subgraph input (TI's input DataConvert layer): running min/max whatever the option
+        self.input_convert = input_convert
+        self.channel_mean: Optional[np.ndarray] = None
 
     def add(self, values: np.ndarray, where: str) -> None:
         values = np.asarray(values)
-        if values.ndim >= 2 and values.size:
-            sums = np.moveaxis(values, 1, 0).reshape(values.shape[1], -1).astype(np.float64).sum(axis=1)
-            self.channel_sum = sums if self.channel_sum is None else self.channel_sum + sums
-            self.channel_count += values.size // values.shape[1]
         flat = values.reshape(-1)
         if flat.size == 0:
             return
@@ -168,41 +190,12 @@ class _TensorStats:
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise CalibrationError(f"{where}: tensor '{self.name}' has non-finite values (inf or nan); TIDL cannot "
                                    f"calibrate a range for it")
+        means = frame_channel_means(values) if values.dtype.kind == "f" else None
+        if means is not None:
+            self.channel_mean = running_channel_mean(self.channel_mean, means, self.frames)
         self.min, self.max = min(self.min, lo), max(self.max, hi)
-        self.count += flat.size
+        self.range = running_range(self.range, (lo, hi), self.frames, self.no_outlier or self.input_convert)
         self.frames += 1
-        if self.keep:
-            k = self.keep
-            if flat.size > 2 * k:   # both tails of this frame in one partition, then merged with the kept ones
-                part = np.partition(flat, (k - 1, flat.size - k))
-                low, high = part[:k], part[flat.size - k:]
-            else:
-                low = high = flat
-            low = np.concatenate([self.low, low.astype(np.float64)])
-            self.low = low if low.size <= k else np.partition(low, k - 1)[:k]
-            high = np.concatenate([self.high, high.astype(np.float64)])
-            self.high = high if high.size <= k else np.partition(high, high.size - k)[high.size - k:]
-
-    def minmax(self) -> Tuple[float, float]:
-        return self.min, self.max
-
-    def histogram(self) -> Tuple[float, float]:
-        lo, hi = self.min, self.max
-        dropped = _shrunk_count(self.count)
-        if dropped == 0 or hi == lo:
-            return lo, hi
-        width = (hi - lo) / (HISTOGRAM_BINS - 1)
-
-        def centre(value: float) -> float:
-            return lo + math.floor((value - lo) / width + 0.5) * width
-
-        first_kept_high = float(np.sort(self.high)[-(dropped + 1)])
-        new_hi = min(hi, centre(first_kept_high))
-        new_lo = lo
-        if lo < 0:
-            first_kept_low = float(np.sort(self.low)[dropped])
-            new_lo = max(lo, centre(first_kept_low))
-        return new_lo, new_hi
 
 
 #: A clip bound this large is no bound: graph preparation writes max(x, c) as clip(x, c, FLT_MAX).
@@ -246,14 +239,6 @@ def _flatten(value) -> List[np.ndarray]:
             out.extend(_flatten(v))
         return out
     return [value]
-
-
-def _method(options: TidlOptions) -> str:
-    if options.accuracy_level == 0:
-        return MINMAX
-    if options.accuracy_level == 9:
-        return HISTOGRAM if options.activation_clipping else MINMAX
-    return HISTOGRAM
 
 
 class TidlTensorSources:
@@ -322,18 +307,12 @@ class TidlTensorSources:
 class _Recorder:
     """The observer: routes each observed value to the tensors of the subgraphs it belongs to."""
 
-    def __init__(self, mod: IRModule, networks: Tuple[TidlNetwork, ...], n_frames: int, method: str,
-                 entry: str = "main"):
+    def __init__(self, mod: IRModule, networks: Tuple[TidlNetwork, ...], no_outlier: bool, entry: str = "main"):
         self.networks = networks
         self.stats: Dict[str, Dict[int, _TensorStats]] = {}
-        self.layer_of_tensor: Dict[Tuple[str, int], TidlLayer] = {}
+        self.layer_of_tensor: Dict[Tuple[str, int], TidlLayer] = layer_of_tensor(networks)
         for net in networks:
-            self.stats[net.name] = {t.id: _TensorStats(t.name, _batch0_size(t.shape), n_frames, method == HISTOGRAM)
-                                    for t in net.tensors}
-            for layer in net.layers:
-                for tid in layer.outputs:
-                    if not layer.is_data:
-                        self.layer_of_tensor[(net.name, tid)] = layer
+            self.stats[net.name] = {t.id: _TensorStats(t.name, no_outlier, t.id in net.inputs) for t in net.tensors}
         self.sources = TidlTensorSources(mod, networks, CalibrationError, "calibration", entry)
         for net in networks:
             if self.sources.calls.get(net.name, 0) != 1:
@@ -366,9 +345,24 @@ class _Recorder:
         self.frame += 1
 
 
-def _batch0_size(shape: Tuple[int, ...]) -> int:
-    size = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    return size // shape[0] if len(shape) >= 2 and shape[0] else size
+def layer_of_tensor(networks) -> Dict[Tuple[str, int], TidlLayer]:
+    """(subgraph, tensor id) -> the layer whose output it is (the range rules' layer; inputs absent)."""
+    found: Dict[Tuple[str, int], TidlLayer] = {}
+    for net in networks:
+        for layer in net.layers:
+            if not layer.is_data:
+                for tid in layer.outputs:
+                    found[(net.name, tid)] = layer
+    return found
+
+
+def tensor_range(layer: Optional[TidlLayer], raw_lo: float, raw_hi: float, method: str, frames: int,
+                 observed: Tuple[float, float], channel_mean) -> TensorRange:
+    """The TensorRange of a tensor from its collected range: the layer rules of docs/numerics.md §6.2 applied."""
+    lo, hi, how = _layer_range(layer, raw_lo, raw_hi, method)
+    means = None if channel_mean is None else tuple(float(v) for v in channel_mean)
+    return TensorRange(float(lo), float(hi), how, frames, float(observed[0]), float(observed[1]), float(raw_lo),
+                       float(raw_hi), means)
 
 
 def _options(options) -> TidlOptions:
@@ -420,8 +414,9 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     data = load_frames(frames, partitioned, opts.calibration_frames, mean=mean, scale=scale, seed=seed)
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: no calibration frames")
-    method = _method(opts)
-    recorder = _Recorder(partitioned, networks, len(data), method)
+    from .quantize import NO_OUTLIER_BIT, calibration_option_bits
+
+    recorder = _Recorder(partitioned, networks, bool(calibration_option_bits(opts) & NO_OUTLIER_BIT))
     for frame in data:
         try:
             recorder.run_frame(partitioned, frame, kernels)
@@ -433,15 +428,12 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     for net in networks:
         tensors: Dict[int, TensorRange] = {}
         for tid, stats in recorder.stats[net.name].items():
-            raw_lo, raw_hi = stats.histogram() if method == HISTOGRAM else stats.minmax()
-            lo, hi, how = _layer_range(recorder.layer_of_tensor.get((net.name, tid)), raw_lo, raw_hi, method)
-            means = None if stats.channel_sum is None else \
-                tuple(float(v) for v in stats.channel_sum / max(stats.channel_count, 1))
-            tensors[tid] = TensorRange(float(lo), float(hi), how, stats.frames, stats.min, stats.max,
-                                       float(raw_lo), float(raw_hi), means)
-        results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, method, len(data), net, data)
+            raw_lo, raw_hi = stats.range
+            tensors[tid] = tensor_range(recorder.layer_of_tensor.get((net.name, tid)), raw_lo, raw_hi, MINMAX,
+                                        stats.frames, (stats.min, stats.max), stats.channel_mean)
+        results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, MINMAX, len(data), net, data)
     return results
 
 
 __all__ = ["calibrate", "CalibrationResult", "TensorRange", "CalibrationError", "PERCENTILE_ACT_RANGE_SHRINK",
-           "HISTOGRAM_BINS", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR", "MINMAX", "HISTOGRAM"]
+           "running_range", "running_channel_mean", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR", "MINMAX", "HISTOGRAM"]

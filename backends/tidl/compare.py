@@ -459,8 +459,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     ``mean``/``scale``: preprocessing of a ``calib`` folder of images (TI's per-channel
     ``input_mean``/``input_scale``). ``kernels``: the float kernels (the float run and the host
     part of the fixed run). ``progress(stage, done, total)``: after each calibration frame (stage
-    ``"calibration"``), before and after quantization (``"quantize"``, 0 then 1 of 1: it includes
-    bias calibration), and as each compared frame starts and ends (``"compare"``).
+    ``"calibration"``), during quantization (``"quantize"``: 0 of 1, then each fixed-point frame of the
+    calibration iterations; 1 of 1 when there is none), and as each compared frame starts and ends
+    (``"compare"``).
     """
     if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
         raise CompareError(f"frames must be an integer >= 1, got {frames!r}")
@@ -492,12 +493,13 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
         results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
                             calib_frames, progress=step)
-        # quantization includes bias calibration (accuracy_level 1): calibration_iterations fixed-point
-        # runs of every frame, with no progress of its own; a stage of one step shows it is under way
+        # quantization runs the calibration iterations: calibration_iterations fixed-point runs of every frame
+        steps = []
         if progress is not None:
             progress("quantize", 0, 1)
-        qmodel = quantize_model(partitioned, opts, results)
-        if progress is not None:
+        qmodel = quantize_model(partitioned, opts, results, progress=None if progress is None else
+                                (lambda done, total: (steps.append(done), progress("quantize", done, total))))
+        if progress is not None and not steps:   # no fixed-point frame (a quantization-parameters file)
             progress("quantize", 1, 1)
         if inputs is None and frames is None:
             frames = DEFAULT_COMPARE_FRAMES

@@ -178,8 +178,10 @@ _SPECS = (
           note="the first N frames of --calib (fewer: all, with a warning); without --calib, N seeded random "
                "frames"),
     _spec("advanced_options:calibration_iterations", "calibration_iterations", "int",
-          "iterations of bias calibration", minimum=1, steps=("quantization",), support="full",
-          note="when bias calibration is on (accuracy_level 1, or 9 with bias_calibration=1)"),
+          "fixed-point calibration iterations (ranges re-collected, biases calibrated)", minimum=1,
+          steps=("quantization",), support="full",
+          note="each re-quantizes the network and runs every calibration frame in fixed point; 1 at "
+               "accuracy_level 0; biases calibrated with accuracy_level 1, or 9 with bias_calibration=1"),
     _spec("advanced_options:quantization_scale_type", "quantization_scale_type", "choice",
           "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4),
           steps=("quantization",), support="partial",

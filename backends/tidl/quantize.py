@@ -32,7 +32,7 @@ naming the layer: fixed point never falls back to float inside a TIDL subgraph.
   over the input's values for Sigmoid/Tanh layers and for a GELU, ELU or HardSigmoid alone (a BatchNorm);
   otherwise HardSigmoid as its affine part plus Clip [0, 1]; Pad and DepthToSpace (§8.11).
 * Per-channel depthwise weights with calibration bit 8 (§4.5), bias calibration with bit 4 over
-  ``calibration_iterations`` (§9.3, ``calibrate_biases``), mixed precision by the 16-bit name lists (§3).
+  ``calibration_iterations`` (§9.5, calibration_loop.py), mixed precision by the 16-bit name lists (§3).
 
 GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their composite makes.
 
@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -68,10 +68,13 @@ from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
 
 #: Calibration option bits (TIDL-NUMERICS.md, "Calibration").
+ACT_RANGE_BIT = 1
 WEIGHT_RANGE_BIT = 2
 BIAS_CALIB_BIT = 4
 PER_CHANNEL_WEIGHT_BIT = 8
 BIAS_RANGE_BIT = 64
+#: TIDL 11.x's NoOutlier: ranges combined across frames by running min/max instead of the running mean.
+NO_OUTLIER_BIT = 128
 #: TI's default at accuracy_level 1: ActRange 1 + WeightRange 2 + BiasCalib 4.
 ACCURACY_LEVEL_1_OPTIONS = 7
 #: accuracy_level 0: BiasRange 64 alone (min/max ranges; no §4.4 bias clip, no §6.6 guard).
@@ -326,8 +329,14 @@ class _WeightedPlan:
 
 
 class _Quantizer:
-    def __init__(self, net: TidlNetwork, calib: CalibrationResult, options: TidlOptions):
+    def __init__(self, net: TidlNetwork, calib: CalibrationResult, options: TidlOptions,
+                 biases: Optional[Mapping[int, np.ndarray]] = None, cache: Optional[Dict[Any, Any]] = None):
         self.net = net
+        #: layer index -> the float bias to quantize instead of the composite's (bias calibration's)
+        self.bias_override = biases or {}
+        #: what depends on a layer's float weights alone (its folded parameters, weight scale, integer
+        #: weights at a given scale), kept across the quantizations of the calibration loop
+        self.cache = cache if cache is not None else {}
         self.calib = calib
         self.opts = options
         bits = calibration_option_bits(options)
@@ -376,9 +385,12 @@ class _Quantizer:
         where = self.where(layer)
         if layer.activation.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {layer.activation.type} activation")
-        affine = _fold(layer, where)
+        affine = self.cache.get(("fold", layer.index))
+        if affine is None:
+            affine = self.cache[("fold", layer.index)] = _fold(layer, where)
+        if layer.index in self.bias_override:
+            affine = dataclasses.replace(affine, bias=np.asarray(self.bias_override[layer.index], np.float64))
         wbits, _ = self.widths(layer)
-        w = affine.folded_weights()
 
         limits: List[float] = []
 
@@ -394,6 +406,7 @@ class _Quantizer:
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
         weight_limit: Any = None
         if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
+            w = affine.folded_weights()
             per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
         elif given is not None and given.weight_abs_max is not None:
@@ -402,8 +415,11 @@ class _Quantizer:
                 abs_max = nx.smallest_power_of_2_at_least(abs_max)
             ws = nx.weight_scale(abs_max, wbits, self.power_of_2)
         else:
-            abs_max, ws = scale_of(w)
-            weight_limit = limits[0] if limits else None
+            found = self.cache.get(("scale", layer.index))
+            if found is None:
+                abs_max, ws = scale_of(affine.folded_weights())
+                found = self.cache[("scale", layer.index)] = (abs_max, ws, limits[0] if limits else None)
+            abs_max, ws, weight_limit = found
         bias_abs_max = float(np.abs(affine.bias).max()) if affine.has_bias else 0.0
         if given is not None and affine.has_bias and given.bias_abs_max is not None:
             bias_abs_max = given.bias_abs_max
@@ -690,7 +706,13 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
-        wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits, p.weight_limit)
+        key = (float(ws), p.weight_bits, p.weight_limit)
+        found = self.cache.get(("weights", layer.index))   # the last scale's integers only
+        if found is not None and found[0] == key:
+            wq = found[1]
+        else:
+            wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits, p.weight_limit)
+            self.cache[("weights", layer.index)] = (key, wq)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:
@@ -1133,10 +1155,11 @@ class _Quantizer:
 
 
 def _quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
-                       returns_tuple: bool) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
+                       returns_tuple: bool, biases: Optional[Mapping[int, np.ndarray]] = None,
+                       cache: Optional[Dict[Any, Any]] = None) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
     if calibration.network.name != net.name:
         raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
-    quantizer = _Quantizer(net, calibration, options)
+    quantizer = _Quantizer(net, calibration, options, biases, cache)
     return quantizer.run(returns_tuple), quantizer.float_biases
 
 
@@ -1183,27 +1206,29 @@ class QuantizedModel:
                 f"{self.options.quantization_scale_type})")
 
 
-def quantize_model(partitioned: IRModule, options: TidlOptions,
-                   calibration: Mapping[str, CalibrationResult]) -> QuantizedModel:
-    """Quantizes every TIDL subgraph of ``partitioned`` from ``calibration`` (``calibrate``'s result),
-    then, when the calibration options have BiasCalib (accuracy_level 1, or 9 with bias_calibration),
-    calibrates the biases over ``calibration_iterations`` (``calibrate_biases``)."""
+def quantize_model(partitioned: IRModule, options: TidlOptions, calibration: Mapping[str, CalibrationResult],
+                   progress: Optional[Callable[[int, int], None]] = None) -> QuantizedModel:
+    """Quantizes every TIDL subgraph of ``partitioned`` as TI's import does from the float pass's
+    ``calibration`` (``calibrate``'s result): ``calibration_iterations`` fixed-point iterations that
+    re-collect the ranges and, with BiasCalib (accuracy_level 1), calibrate the biases, then the final
+    quantization (calibration_loop.py, docs/numerics.md §9). Ranges read from a quantization-parameters
+    file are used as given, without iterations. ``progress(done, total)`` after each fixed-point frame."""
     if options.quant_params_proto_path and not quant_proto.from_proto(calibration):
         return quant_proto.quantize_with_proto(partitioned, options, calibration)
-    subgraphs: Dict[str, QuantizedSubgraph] = {}
-    biases: Dict[Tuple[str, int], np.ndarray] = {}
-    for net in build_networks(partitioned):
-        result = calibration.get(net.name)
-        if result is None:
-            raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
-        returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
-        subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
-        biases.update({(net.name, index): b for index, b in found.items()})
-    model = QuantizedModel(partitioned, subgraphs, options, dict(calibration), float_biases=biases)
-    if calibration_option_bits(options) & BIAS_CALIB_BIT and biases and options.calibration_iterations > 0 \
-            and not quant_proto.from_proto(calibration):   # a file's biases are used as given
-        model = calibrate_biases(model, biases, options.calibration_iterations)
-    return model
+    if quant_proto.from_proto(calibration):   # a file's ranges and biases are used as given
+        subgraphs: Dict[str, QuantizedSubgraph] = {}
+        biases: Dict[Tuple[str, int], np.ndarray] = {}
+        for net in build_networks(partitioned):
+            result = calibration.get(net.name)
+            if result is None:
+                raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
+            returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
+            subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
+            biases.update({(net.name, index): b for index, b in found.items()})
+        return QuantizedModel(partitioned, subgraphs, options, dict(calibration), float_biases=biases)
+    from .calibration_loop import quantize_iteratively
+
+    return quantize_iteratively(partitioned, options, calibration, progress)
 
 
 #: Bias calibration's step factor: TI's import default ``biasCalibrationFactor`` 0.05 (its
@@ -1212,76 +1237,11 @@ BIAS_CALIBRATION_FACTOR = 0.05
 
 
 def bias_calibration_factor(iteration: int, iterations: int) -> float:
-    """docs/numerics.md §9.3: the factor of one iteration, divided by 10 in the first and the last 10%
-    of the iterations (``iterations // 10`` each)."""
-    edge = iterations // 10
-    return BIAS_CALIBRATION_FACTOR * (0.1 if iteration < edge or iteration >= iterations - edge else 1.0)
+    """docs/numerics.md §9.5: the factor of one iteration, divided by 10 in the first and the last 10%
+    of the iterations (``iterations // 10`` each); float32 as TI computes it (calibration_loop.py)."""
+    from .calibration_loop import bias_calibration_step
 
-
-def calibrate_biases(model: QuantizedModel, float_biases: Mapping[Tuple[str, int], np.ndarray],
-                     iterations: int) -> QuantizedModel:
-    """Bias calibration (docs/numerics.md §9.3, after TIDL-NUMERICS.md "Calibration"): each iteration
-    runs the calibration frames in fixed point, takes each biased layer's per-channel output mean
-    (batch 0, real values) and adds ``(meanFloat - meanFixed) x factor`` to its float bias, which is
-    quantized again with the layer's scales (§5.2-§5.4). Returns a new QuantizedModel."""
-    data = None
-    for result in model.calibration.values():
-        data = result.data if result.data is not None else data
-    if data is None:
-        raise QuantizationError("bias calibration needs the calibration frames (calibrate() keeps them)")
-    targets: Dict[Tuple[str, int], Tuple[np.ndarray, float]] = {}
-    for (sg, index), bias in float_biases.items():
-        layer = model.subgraphs[sg].layers[index]
-        rng = model.calibration[sg].tensors.get(layer.outputs[0])
-        if rng is None or rng.channel_mean is None or len(rng.channel_mean) != len(bias):
-            continue
-        targets[(sg, index)] = (np.array(rng.channel_mean, np.float64), model.subgraphs[sg].tensors[layer.outputs[0]].scale)
-    biases = {key: np.array(b, np.float64) for key, b in float_biases.items() if key in targets}
-    errors: List[float] = []
-    for iteration in range(iterations):
-        sums: Dict[Tuple[str, int], np.ndarray] = {}
-        counts: Dict[Tuple[str, int], int] = {}
-
-        def observe(o) -> None:
-            key = (o.subgraph, o.layer.index)
-            if key in targets:
-                out = np.asarray(o.outputs[0])[:1].astype(np.float64)
-                per = np.moveaxis(out, 1, 0).reshape(out.shape[1], -1)
-                sums[key] = sums.get(key, 0.0) + per.sum(axis=1)
-                counts[key] = counts.get(key, 0) + per.shape[1]
-
-        for frame in data:
-            model.run(frame, fixed_observers=[observe])
-        factor = bias_calibration_factor(iteration, iterations)
-        deltas = []
-        for key, (mean_float, scale) in targets.items():
-            mean_fixed = sums[key] / counts[key] / scale
-            deltas.append(np.abs(mean_float - mean_fixed).mean())
-            biases[key] = biases[key] + (mean_float - mean_fixed) * factor
-        errors.append(float(np.mean(deltas)) if deltas else 0.0)
-        model = _with_biases(model, biases, errors)
-    return model
-
-
-def _with_biases(model: QuantizedModel, biases: Mapping[Tuple[str, int], np.ndarray],
-                 errors: Sequence[float]) -> QuantizedModel:
-    """The model with each listed layer's bias quantized again from its float bias (§5.2-§5.4)."""
-    subgraphs = dict(model.subgraphs)
-    for sg, sub in model.subgraphs.items():
-        layers = list(sub.layers)
-        for i, layer in enumerate(layers):
-            bias = biases.get((sg, layer.index))
-            if bias is None:
-                continue
-            x = sub.tensors[layer.inputs[0]]
-            bq = nx.quantize_bias(bias, layer.bias_scale, layer.weight_bits)
-            isf = nx.in_scale_factor(layer.weight_scale, x.scale, layer.bias_scale)
-            bias_a, bias_b = nx.split_bias(bq, isf, layer.weight_bits, x.bits, x.signed)
-            layers[i] = dataclasses.replace(layer, bias_a=bias_a, bias_b=bias_b)
-        subgraphs[sg] = dataclasses.replace(sub, layers=tuple(layers))
-    return QuantizedModel(model.module, subgraphs, model.options, model.calibration,
-                          bias_calibration_errors=tuple(errors),
-                          float_biases={**model.float_biases, **biases})
+    return float(bias_calibration_step(iteration, iterations))
 
 
 __all__ = ["QuantizationError", "QuantizedModel", "QuantizedSubgraph", "QuantizedLayer", "QuantizedTensor",

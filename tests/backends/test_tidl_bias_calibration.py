@@ -1,4 +1,4 @@
-"""Bias calibration (accuracy_level 1's BiasCalib bit, docs/numerics.md §9.3): over
+"""Bias calibration (accuracy_level 1's BiasCalib bit, docs/numerics.md §9.5): over
 ``calibration_iterations``, each biased layer's bias is corrected so that its fixed-point per-channel
 output mean approaches the float one on the calibration frames."""
 
@@ -81,6 +81,8 @@ def test_bias_calibration_lowers_the_mean_error():
 
 def test_bias_calibration_factor_schedule():
     assert F == 0.05                  # TI's biasCalibrationFactor default
+    # float32 as TI's biasCalibrationFactor / TIDL_BIAS_CALIBRATION_WARMUP_FACTOR
+    full, edge = float(np.float32(F)), float(np.float32(F) / np.float32(10.0))
     factors = [bias_calibration_factor(i, 50) for i in range(50)]
-    assert factors[:5] == [F * 0.1] * 5 and factors[-5:] == [F * 0.1] * 5 and factors[5:45] == [F] * 40
-    assert [bias_calibration_factor(i, 5) for i in range(5)] == [F] * 5     # 5 // 10 = 0 at each end
+    assert factors[:5] == [edge] * 5 and factors[-5:] == [edge] * 5 and factors[5:45] == [full] * 40
+    assert [bias_calibration_factor(i, 5) for i in range(5)] == [full] * 5     # 5 // 10 = 0 at each end

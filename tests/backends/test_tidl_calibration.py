@@ -11,7 +11,7 @@ import pytest
 import tidlx
 import tidlx.ir as ir
 from tidlx.backends.tidl import build_networks
-from tidlx.backends.tidl.calibration import (HISTOGRAM_BINS, CalibrationError, TensorRange, calibrate)
+from tidlx.backends.tidl.calibration import CalibrationError, TensorRange, calibrate
 from tidlx.backends.tidl.frames import CalibrationDataError, load_frames, resize_bilinear
 from tidlx.ir import TensorType, Var, const
 from tidlx.ir.errors import TidlxError, TidlxWarning
@@ -20,7 +20,7 @@ from tidlx.ir.module import IRModule
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fewer than calibration_frames")
 
-H, W = 64, 80   # 2 x 64 x 80 = 10240 values per frame: the histogram's shrink drops elements from 2 frames on
+H, W = 64, 80
 
 
 def eye_conv(x, channels, gain, layer):
@@ -93,14 +93,27 @@ def test_two_subgraphs_and_the_layers_they_hold():
     assert [layer.describe() for layer in nets[1].compute_layers()] == ["Conv", "Pool"]
 
 
-def test_level0_ranges_are_the_exact_min_max_over_frames_with_boundaries_from_the_host_part():
+def mean_of_frames(values):
+    """TI's running mean over frames (quantRangeUpdateFactor -1), written out: frame 0 sets m, frame k gives
+    m * (1 - 1/(k+1)) + v * 1/(k+1), every operation in float32."""
+    m = np.float32(values[0])
+    for k, v in enumerate(values[1:], start=1):
+        b = np.float32(1.0) / np.float32(k + 1)
+        m = m * (np.float32(1.0) - b) + np.float32(v) * b
+    return float(m)
+
+
+def test_float_pass_ranges_are_the_mean_of_per_frame_min_max_with_boundaries_from_the_host_part():
     partitioned = partition(two_subgraph_model())
     results = calibrate(partitioned, {"accuracy_level": 0}, frames_of(*FRAMES))
     assert list(results) == ["tidl_0", "tidl_1"]
     refs = [host_reference(f) for f in FRAMES]
 
     def expected(key):
-        return (min(float(r[key].min()) for r in refs), max(float(r[key].max()) for r in refs))
+        if key in ("x", "softmax"):   # a subgraph's input (TI's input data convert): min/max over the frames
+            return (min(float(r[key].min()) for r in refs), max(float(r[key].max()) for r in refs))
+        return (mean_of_frames([np.float32(r[key].min()) for r in refs]),
+                mean_of_frames([np.float32(r[key].max()) for r in refs]))
 
     r0, r1 = by_layer(results["tidl_0"]), by_layer(results["tidl_1"])
     assert set(r0) == {"tidl_0_i0", "relu1", "pool1"} and set(r1) == {"tidl_1_i0", "conv2", "pool2"}
@@ -112,8 +125,10 @@ def test_level0_ranges_are_the_exact_min_max_over_frames_with_boundaries_from_th
     assert r1["tidl_1_i0"].max == pytest.approx(expected("softmax")[1], rel=1e-6)
     assert (r1["conv2"].min, r1["conv2"].max) == pytest.approx(expected("conv2"), rel=1e-6)
     assert (r1["pool2"].min, r1["pool2"].max) == pytest.approx(expected("pool2"), rel=1e-6)
-    for rng in list(r0.values()) + list(r1.values()):
-        assert (rng.observed_min, rng.observed_max) == (rng.min, rng.max)
+    assert r0["relu1"].max < r0["relu1"].observed_max == max(float(r["relu1"].max()) for r in refs)
+    # level 1 has the same float pass: its histogram belongs to the fixed-point iterations
+    level1 = calibrate(partitioned, {"accuracy_level": 1}, frames_of(*FRAMES))
+    assert all(level1[n].tensors == results[n].tensors for n in results)
 
 
 def test_statistics_read_batch_index_0_of_each_frame_only():
@@ -127,72 +142,7 @@ def test_statistics_read_batch_index_0_of_each_frame_only():
     low = min(float(FRAMES[0].min()), float(FRAMES[1].min()))
     high = max(float(FRAMES[0].max()), float(FRAMES[1].max()))
     assert (r0["tidl_0_i0"].min, r0["tidl_0_i0"].max) == (low, high)
-    assert r0["relu1"].max == high and r0["tidl_0_i0"].frames == 2
-
-
-def histogram_range(values, signed):
-    """The histogram method written from TIDL-NUMERICS.md and the module docstring, with a real histogram:
-    1024 bins centred on min + i * (max - min) / 1023, values to the nearest centre, floor(n / 10000) values
-    dropped per side (the min side only for a signed tensor), the range end at the centre of the bin where
-    the cumulative count first exceeds the values dropped."""
-    v = np.asarray(values, np.float64).ravel()
-    lo, hi = v.min(), v.max()
-    width = (hi - lo) / (HISTOGRAM_BINS - 1)
-    bins = np.floor((v - lo) / width + 0.5).astype(np.int64)
-    counts = np.bincount(bins, minlength=HISTOGRAM_BINS)
-    drop = v.size // 10000
-    up = int(np.argmax(np.cumsum(counts[::-1]) > drop))
-    new_hi = lo + (HISTOGRAM_BINS - 1 - up) * width
-    new_lo = lo + int(np.argmax(np.cumsum(counts) > drop)) * width if signed else lo
-    return new_lo, new_hi
-
-
-def outlier_frames():
-    frames = []
-    for k in range(2):
-        f = np.random.default_rng(100 + k).uniform(-1.0, 1.0, (1, 2, H, W)).astype(np.float32)
-        f.reshape(-1)[[5, 900, 4000]] = [40.0 + k, 35.0, 30.0]       # three large outliers per frame
-        f.reshape(-1)[[17, 2000]] = [-25.0, -20.0 - k]               # two small ones
-        frames.append(f)
-    return frames
-
-
-def test_level1_histogram_drops_the_percentile_tails_of_all_frames_together():
-    frames = outlier_frames()
-    partitioned = partition(two_subgraph_model())
-    level0 = by_layer(calibrate(partitioned, {"accuracy_level": 0}, frames_of(*frames))["tidl_0"])
-    level1 = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])
-    pooled = np.concatenate([f.ravel() for f in frames])          # 20480 values: 2 dropped per side
-    lo, hi = histogram_range(pooled, signed=True)
-    x1 = level1["tidl_0_i0"]
-    assert (x1.min, x1.max) == pytest.approx((lo, hi), abs=1e-12)
-    assert x1.method == "histogram" and (x1.observed_min, x1.observed_max) == (-25.0, 41.0)
-    assert (level0["tidl_0_i0"].min, level0["tidl_0_i0"].max) == (-25.0, 41.0)
-    # the two largest (41, 40) and the two smallest (-25, -25) dropped: the next ones, to half a bin (0.032)
-    assert abs(x1.max - 35.0) < 0.033 and abs(x1.min - -21.0) < 0.033
-    # an unsigned tensor (after the ReLU) keeps its min; only the max side shrinks
-    relu_lo, relu_hi = histogram_range(np.maximum(pooled, 0.0), signed=False)
-    assert (level1["relu1"].min, level1["relu1"].max) == pytest.approx((0.0, relu_hi), abs=1e-12)
-    assert relu_lo == 0.0 and level1["relu1"].observed_max == 41.0
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_histogram_range_matches_a_real_1024_bin_histogram(seed):
-    frames = [np.random.default_rng([seed, k]).standard_normal((1, 2, H, W)).astype(np.float32) for k in range(3)]
-    partitioned = partition(two_subgraph_model())
-    r = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])
-    pooled = np.concatenate([f.ravel() for f in frames])          # 30720 values: 3 dropped per side
-    assert (r["tidl_0_i0"].min, r["tidl_0_i0"].max) == pytest.approx(histogram_range(pooled, True), abs=1e-12)
-    assert r["relu1"].max == pytest.approx(histogram_range(np.maximum(pooled, 0), False)[1], abs=1e-12)
-
-
-def test_accuracy_level_9_follows_activation_clipping():
-    frames = frames_of(*outlier_frames())
-    partitioned = partition(two_subgraph_model())
-    plain = calibrate(partitioned, {"accuracy_level": 9, "advanced_options:activation_clipping": 0}, frames)
-    clipped = calibrate(partitioned, {"accuracy_level": 9, "advanced_options:activation_clipping": 1}, frames)
-    assert plain["tidl_0"].method == "minmax" and clipped["tidl_0"].method == "histogram"
-    assert by_layer(plain["tidl_0"])["tidl_0_i0"].max == 41.0 > by_layer(clipped["tidl_0"])["tidl_0_i0"].max
+    assert r0["relu1"].max == mean_of_frames([FRAMES[0].max(), FRAMES[1].max()]) and r0["tidl_0_i0"].frames == 2
 
 
 def test_fast_kernels_give_the_reference_ranges_within_their_tolerance():
@@ -205,23 +155,6 @@ def test_fast_kernels_give_the_reference_ranges_within_their_tolerance():
             assert (f.min, f.max) == pytest.approx((r.min, r.max), abs=3e-5 * max(abs(r.min), abs(r.max))), tid
     with pytest.raises(CalibrationError, match="kernels must be 'reference' or 'fast'"):
         calibrate(partitioned, None, frames_of(*FRAMES), kernels="fixed")
-
-
-def test_histogram_keeps_the_min_of_an_unsigned_tensor():
-    frames = [np.random.default_rng(7 + k).uniform(1.0, 2.0, (1, 2, H, W)).astype(np.float32) for k in range(2)]
-    for f in frames:
-        f.reshape(-1)[[3, 30, 300]] = [0.25, 0.5, 0.75]     # small values that a signed tensor would lose
-    partitioned = partition(two_subgraph_model())
-    x1 = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*frames))["tidl_0"])["tidl_0_i0"]
-    lo, hi = histogram_range(np.concatenate([f.ravel() for f in frames]), signed=False)
-    assert x1.min == x1.observed_min == 0.25 and x1.max == pytest.approx(hi, abs=1e-12) and x1.max < 2.0
-
-
-def test_histogram_of_a_small_tensor_is_its_min_max():
-    # tidl_1's pool output: 2 x 16 x 20 x 2 frames = 1280 values < 10000: nothing dropped
-    partitioned = partition(two_subgraph_model())
-    r = by_layer(calibrate(partitioned, {"accuracy_level": 1}, frames_of(*outlier_frames()))["tidl_1"])
-    assert (r["pool2"].min, r["pool2"].max) == (r["pool2"].observed_min, r["pool2"].observed_max)
 
 
 def rules_model():
@@ -252,14 +185,15 @@ def test_range_rules_clip_relu6_global_pool_and_inner_product(level):
     a = np.clip(4.0 * x.astype(np.float64), -1.0, 2.0)
     gap = np.clip(a, 0.0, 6.0).mean(axis=(2, 3))
     fc = gap @ np.array([[1.0, 2.0], [-1.0, 0.5]]).T + np.array([0.5, -0.25])
-    method = "minmax" if level == 0 else "histogram"
-    assert r["gap"].method == f"{method}, x 1.25" and r["fc"].method == f"{method}, x 1.25"
+    # the two frames (batch rows) give the mean of their min and max at both levels (the float pass)
+    gap_lo, gap_hi = mean_of_frames(gap.min(axis=1)), mean_of_frames(gap.max(axis=1))
+    fc_lo, fc_hi = mean_of_frames(fc.min(axis=1)), mean_of_frames(fc.max(axis=1))
+    assert r["gap"].method == "minmax, x 1.25" and r["fc"].method == "minmax, x 1.25"
     # the max x 1.25, the min kept (docs/numerics.md 6.2, as TI); raw_* keep the range before the rule
-    assert (r["gap"].min, r["gap"].max) == pytest.approx((gap.min(), 1.25 * gap.max()), rel=1e-6)
-    assert (r["fc"].min, r["fc"].max) == pytest.approx((fc.min(), 1.25 * fc.max()), rel=1e-6)
-    assert (r["fc"].raw_min, r["fc"].raw_max) == pytest.approx((fc.min(), fc.max()), rel=1e-6)
-    assert (r["clip"].raw_min, r["clip"].raw_max) == (r["clip"].observed_min, r["clip"].observed_max)
-    assert r["flatten"].max == pytest.approx(gap.max(), rel=1e-6) and r["flatten"].method == method
+    assert (r["gap"].min, r["gap"].max) == pytest.approx((gap_lo, 1.25 * gap_hi), rel=1e-6)
+    assert (r["fc"].min, r["fc"].max) == pytest.approx((fc_lo, 1.25 * fc_hi), rel=1e-6)
+    assert (r["fc"].raw_min, r["fc"].raw_max) == pytest.approx((fc_lo, fc_hi), rel=1e-6)
+    assert r["flatten"].max == pytest.approx(gap_hi, rel=1e-6) and r["flatten"].method == "minmax"
 
 
 def test_a_clip_with_one_bound_calibrates_the_other_side():
@@ -458,10 +392,9 @@ def test_tiny_bevdet_image_stage_calibrates_every_tensor():
     # tidl_1's first input is the host's softmax over depth: in (0, 1)
     depth = results["tidl_1"].by_name()["tidl_1_i0"]
     assert 0.0 < depth.observed_min and depth.observed_max < 1.0
-    # the input of the 64x192 image (3 x 64 x 192 x 4 frames = 147456 values) loses 14 values per side
+    # the image input (TI's input data convert): the min and max over the frames
     image = results["tidl_0"].by_name()["tidl_0_i0"]
-    assert image.method == "histogram" and image.observed_min <= image.min < image.observed_min + 0.01
-    assert image.observed_max - 0.01 < image.max <= image.observed_max
+    assert image.method == "minmax" and (image.min, image.max) == (image.observed_min, image.observed_max)
     again = calibrate(partitioned, {"advanced_options:calibration_frames": 4}, data)
     assert again == results
     print(f"tiny BEVDet-R18 calibration over 4 frames: {elapsed:.2f} s")

@@ -210,8 +210,10 @@ def test_progress_over_calibration_quantization_and_frames():
     seen = []
     quiet_compare(conv_model(), frames(2, seed=3), {"advanced_options:calibration_iterations": 1}, frames(3, seed=1),
                   progress=lambda stage, done, total: seen.append((stage, done, total)))
+    # quantize: its start, then each fixed-point frame of the one calibration iteration
     assert seen == [("calibration", 1, 3), ("calibration", 2, 3), ("calibration", 3, 3), ("quantize", 0, 1),
-                    ("quantize", 1, 1), ("compare", 0, 2), ("compare", 1, 2), ("compare", 2, 2)]
+                    ("quantize", 1, 3), ("quantize", 2, 3), ("quantize", 3, 3),
+                    ("compare", 0, 2), ("compare", 1, 2), ("compare", 2, 2)]
 
 
 HOST_TAIL = '''#[version = "0.0.5"]

@@ -562,9 +562,10 @@ def calibration_option_bits(level, activation_clipping=1, weight_clipping=1, bia
 
 
 def bias_calibration_factor(i, n):
-    """§9.3: 0.05, divided by 10 in the first and the last n // 10 iterations."""
+    """§9.5: 0.05f, divided by 10 in float32 in the first and the last n // 10 iterations."""
     edge = n // 10
-    return 0.05 / 10 if i < edge or i >= n - edge else 0.05
+    f = np.float32(0.05)
+    return float(f / np.float32(10.0)) if edge > 0 and (i < edge or i >= n - edge) else float(f)
 
 
 def depthwise_per_channel_round_bits(weight_scales, in_scale, out_scale):
