@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from tidlx.demo import NUMERICS_WORST_LAYERS, _numerics
+from tidlx.demo import NUMERICS_16BIT_GAIN_DB, NUMERICS_WORST_LAYERS, _numerics
 
 
 def test_numerics_answer(tmp_path):
@@ -16,9 +16,16 @@ def test_numerics_answer(tmp_path):
     out = buffer.getvalue()
     assert set(figures) == {8, 16} and set(figures[8]) == {"depth", "volume"}
     for name in ("depth", "volume"):
-        assert 5.0 < figures[8][name] < figures[16][name]
+        assert figures[8][name] > 5.0 and figures[16][name] > 5.0
+    # TI's ranges are the mean of the frames' ranges: with 4 random frames the held-out one saturates, and
+    # where 16 bit gains little the demo says so
+    flat = [name for name in ("depth", "volume") if figures[16][name] < figures[8][name] + NUMERICS_16BIT_GAIN_DB]
+    assert ("16 bit gains little on" in out) == bool(flat)
+    assert all(f"'{name}'" in out.split("16 bit gains little on")[1].split(":")[0] for name in flat)
     assert "7. fixed point" in out and "tiny resnet18, batch 1" in out
     assert "compared on another (seed 2)" in out
+    assert "rules: TIDL 11.00's import and reference kernels (option tidl_version" in out
+    assert "TI's calibration loop: a float pass, then 2 fixed-point iterations" in out
     for bits in (8, 16):
         line = next(line for line in out.splitlines() if line.startswith(f"   worst layers at {bits} bit"))
         assert line.count(" dB / ") == NUMERICS_WORST_LAYERS
