@@ -71,7 +71,9 @@ from .calibration import TidlTensorSources, _options, calibrate
 from .findings import Finding, findings
 from .frames import CalibrationFrames, load_frames, random_frames
 from .layers import TidlNetwork
-from .quantize import QuantizedModel, quantize_model
+from .calibration_loop import calibration_iterations
+from .quant_proto import from_proto
+from .quantize import BIAS_CALIB_BIT, QuantizedModel, calibration_option_bits, quantize_model
 
 #: Frames compared when no inputs are given (the first calibration frames).
 DEFAULT_COMPARE_FRAMES = 1
@@ -547,9 +549,14 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
                                         out_saturation[k].saturated_pct(), fed_by))
     opts = qmodel.options
     calibrated = sorted({f"{r.method} on {r.frames} frame(s)" for r in qmodel.calibration.values()})
-    bias_iterations = len(getattr(qmodel, "bias_calibration_errors", ()) or ())
-    if calibrated and bias_iterations:
-        calibrated[-1] += f", biases over {bias_iterations} iteration{'s' if bias_iterations != 1 else ''}"
+    if calibrated and not from_proto(qmodel.calibration):
+        # TI's loop: a float pass, then fixed-point iterations re-collecting the ranges (and the biases)
+        iterations = calibration_iterations(opts)
+        frames = sorted({r.frames for r in qmodel.calibration.values()})
+        methods = sorted({r.method for r in qmodel.calibration.values()})
+        calibrated = [f"a float pass on {'/'.join(map(str, frames))} frame(s), then {iterations} fixed-point "
+                      f"iteration{'s' if iterations != 1 else ''} ({'/'.join(methods)} ranges"
+                      f"{', biases' if calibration_option_bits(opts) & BIAS_CALIB_BIT else ''})"]
     layers = tuple(comparer.layers())
     return ComparisonResult(tuple(outputs), layers, len(chosen), where, int(opts.tensor_bits),
                             int(opts.quantization_scale_type), tuple(qmodel.subgraphs), isolated,

@@ -206,6 +206,14 @@ def test_json_has_no_infinities():
     assert "Infinity" not in result.to_json()
 
 
+def test_the_calibration_is_said_as_ti_runs_it():
+    result = quiet_compare(conv_model(), frames(1, seed=3), {"advanced_options:calibration_iterations": 2},
+                           frames(3, seed=1))
+    assert result.calibration == "a float pass on 3 frame(s), then 2 fixed-point iterations (histogram ranges, biases)"
+    result = quiet_compare(conv_model(), frames(1, seed=3), {"accuracy_level": 0}, frames(3, seed=1))
+    assert result.calibration == "a float pass on 3 frame(s), then 1 fixed-point iteration (minmax ranges)"
+
+
 def test_progress_over_calibration_quantization_and_frames():
     seen = []
     quiet_compare(conv_model(), frames(2, seed=3), {"advanced_options:calibration_iterations": 1}, frames(3, seed=1),
