@@ -404,6 +404,18 @@ def data_convert_input_q(out_bits: int, signed: bool, range_min: float, range_ma
     return max(0, _c_round(math.log(float(scale)) / math.log(2.0)))
 
 
+def symmetric_range_scale(range_min: float, range_max: float, bits: int, signed: bool) -> float:
+    """§8.16: TI's symmetric scale of a range (``TIDL_asymRangeToScale``, symmetric): ``float32(top /
+    absMax)``, top = 2^(bits-1) - 1 signed, 2^bits - 1 unsigned; 0.0 for a range narrower than 1e-15
+    (TI zeroes such a buffer; the caller chooses)."""
+    lo, hi = _f32(range_min), _f32(range_max)
+    abs_max = max(abs(lo), abs(hi))
+    if not abs(hi - lo) >= _f32(ABS_MAX_EPSILON) or abs_max == 0:
+        return 0.0
+    top = _f32((1 << (bits - 1)) - 1 if signed else (1 << bits) - 1)
+    return float(top / abs_max)
+
+
 def in_scales_for_min(in_scales: Sequence[float], zero_ranges: Sequence[bool],
                       tidl_version: str = "11.00") -> Tuple[float, ...]:
     """§6.1: the input scales an element-wise sum/max or a concat takes ``min(inScales)`` over. TIDL

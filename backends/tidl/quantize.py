@@ -49,7 +49,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import FixedType, activation_bounds, data_convert_to_fixed
+from ...emulator.fixed.arith import (INDEX_TYPE, FixedPointError, FixedType, activation_bounds,
+                                     data_convert_to_fixed, mma_scale_and_shift)
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -1078,7 +1079,61 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               attrs, acc_scale=x.scale)
 
+    def index_input(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.15: an int64 (or int32) subgraph input holds indices: TIDL takes them as int32 at scale 1."""
+        self.output_tensor(layer, 0, 32, True, 1.0)
+        return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs,
+                              {"direction": "in"}, acc_scale=1.0)
+
+    def topk(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.15: the values keep the input's type and scale (TI's import: roundBits 0, the input's
+        tensorScale), the indices are int32 at scale 1."""
+        x = self.tensors[layer.inputs[0]]
+        if x.bits not in (8, 16):
+            raise self.unsupported(layer, "TopK of an index tensor")
+        prm = layer.params
+        self.output_tensor(layer, 0, x.bits, x.signed, x.scale)
+        if len(layer.outputs) > 1:
+            self.output_tensor(layer, 1, 32, True, 1.0)
+        return QuantizedLayer(layer.index, layer.name, "TopK", layer.type_id, layer.inputs, layer.outputs,
+                              {"k": int(prm.k), "axis": int(prm.axis), "largest": bool(prm.largest)},
+                              acc_scale=x.scale)
+
+    def scatter_elements(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.16, TI's ScatterND form of the ScatterElements layer: the output at the updates' type; 'add'
+        at the symmetric scale of its own calibrated range (TI 11.x ``TIDL_UpdateScaleFactors``) reached
+        by an 8-bit multiplier and shift from the updates' scale, the others at the updates' scale; the
+        data brought to the updates' scale (tidlx's choice)."""
+        d, i, u = (self.tensors[t] for t in layer.inputs)
+        if i.fixed_type != INDEX_TYPE or u.bits not in (8, 16) or d.bits not in (8, 16):
+            raise self.unsupported(layer, "a ScatterElements layer whose indices are not an index tensor or "
+                                          "whose data or updates are")
+        reduction = layer.params.reduction
+        attrs: Dict[str, Any] = {"reduction": reduction}
+        notes: List[str] = []
+        out_scale = u.scale
+        if reduction == "add":
+            rng = self.range_of(layer.outputs[0])
+            out_scale = nx.symmetric_range_scale(rng.min, rng.max, u.bits, u.signed) or u.scale
+            attrs["scale"], attrs["shift"] = self.mma(layer, out_scale / u.scale, "the output")
+        if d.scale != u.scale:
+            attrs["data_scale"], attrs["data_shift"] = self.mma(layer, u.scale / d.scale, "the data")
+            notes.append(f"data at scale {d.scale:.6g} brought to the updates' {u.scale:.6g}")
+        out = self.output_tensor(layer, 0, u.bits, u.signed, out_scale)
+        return QuantizedLayer(layer.index, layer.name, "ScatterElements", layer.type_id, layer.inputs,
+                              layer.outputs, attrs, acc_scale=u.scale, bounds=out.fixed_type.bounds,
+                              notes=tuple(notes))
+
+    def mma(self, layer: TidlLayer, ratio: float, what: str) -> Tuple[int, int]:
+        try:
+            return mma_scale_and_shift(ratio)
+        except FixedPointError as exc:
+            raise QuantizationError(f"{self.where(layer)}: {what}: {exc}") from None
+
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
+        if layer.is_data and not layer.inputs and np.dtype(self.net.tensors[layer.outputs[0]].dtype) in \
+                (np.dtype(np.int64), np.dtype(np.int32)):
+            return self.index_input(layer)
         if layer.is_data:
             return self.data_in(layer) if not layer.inputs else self.data_out(layer)
         if layer.activation.type not in SUPPORTED_ACTIVATIONS:
@@ -1119,6 +1174,10 @@ class _Quantizer:
             return self.argmax(layer)
         if layer.type == "LayerNorm":
             return self.layer_norm(layer)
+        if layer.type == "TopK":
+            return self.topk(layer)
+        if layer.type == "ScatterElements":
+            return self.scatter_elements(layer)
         if layer.type in KEEPING:
             return self.keeping(layer)
         raise self.unsupported(layer, f"{layer.type} layers")
