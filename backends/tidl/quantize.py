@@ -36,6 +36,9 @@ naming the layer: fixed point never falls back to float inside a TIDL subgraph.
 
 GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their composite makes.
 
+* TopK (§8.15: values at the input's type and scale, int32 indices) and ScatterElements for ScatterND
+  (§8.16); an int64 subgraph input is an int32 index tensor.
+
 Left for later: the asymmetric styles, the histogram weight-range method, ArgMax/Reduce.
 """
 
@@ -1103,13 +1106,32 @@ class _Quantizer:
         """§8.16, TI's ScatterND form of the ScatterElements layer: the output at the updates' type; 'add'
         at the symmetric scale of its own calibrated range (TI 11.x ``TIDL_UpdateScaleFactors``) reached
         by an 8-bit multiplier and shift from the updates' scale, the others at the updates' scale; the
-        data brought to the updates' scale (tidlx's choice)."""
-        d, i, u = (self.tensors[t] for t in layer.inputs)
-        if i.fixed_type != INDEX_TYPE or u.bits not in (8, 16) or d.bits not in (8, 16):
+        data brought to the updates' scale (tidlx's choice). A constant data is held in ``weights`` (at the
+        updates' type and scale), constant indices in ``attrs["indices"]`` (int32)."""
+        consts = {c.role.split(".")[-1]: c.constant.data for c in layer.constants}
+        if "updates" in consts or len(layer.inputs) + len(consts) != 3:
+            raise self.unsupported(layer, "a ScatterElements layer with constant updates (or other than data, "
+                                          "indices and updates)")
+        tensors = iter(layer.inputs)
+        ids = {name: None if name in consts else next(tensors) for name in ("data", "indices", "updates")}
+        u = self.tensors[ids["updates"]]
+        i = INDEX_TYPE if ids["indices"] is None else self.tensors[ids["indices"]].fixed_type
+        d = None if ids["data"] is None else self.tensors[ids["data"]]
+        if i != INDEX_TYPE or u.bits not in (8, 16) or (d is not None and d.bits not in (8, 16)):
             raise self.unsupported(layer, "a ScatterElements layer whose indices are not an index tensor or "
                                           "whose data or updates are")
+        extra: Dict[str, Any] = {}
+        if d is None:   # a constant data: quantized at the updates' type and scale (§8.12's rounding)
+            data_q = data_convert_to_fixed(np.asarray(consts["data"], np.float32), u.scale, u.fixed_type)
+            extra = {"weights": data_q, "weight_bits": u.bits, "weight_scale": u.scale}
+            d = u
         reduction = layer.params.reduction
         attrs: Dict[str, Any] = {"reduction": reduction}
+        if "indices" in consts:
+            index_values = np.asarray(consts["indices"])
+            if index_values.size and (index_values.min() < -2**31 or index_values.max() >= 2**31):
+                raise QuantizationError(f"{self.where(layer)}: constant indices outside int32 (TIDL's index type)")
+            attrs["indices"] = index_values.astype(np.int32)
         notes: List[str] = []
         out_scale = u.scale
         if reduction == "add":
@@ -1122,7 +1144,7 @@ class _Quantizer:
         out = self.output_tensor(layer, 0, u.bits, u.signed, out_scale)
         return QuantizedLayer(layer.index, layer.name, "ScatterElements", layer.type_id, layer.inputs,
                               layer.outputs, attrs, acc_scale=u.scale, bounds=out.fixed_type.bounds,
-                              notes=tuple(notes))
+                              notes=tuple(notes), **extra)
 
     def mma(self, layer: TidlLayer, ratio: float, what: str) -> Tuple[int, int]:
         try:

@@ -285,8 +285,17 @@ def topk_kernel(layer, xs, tensors):
 
 @fixed_kernel("ScatterElements")
 def scatter_elements_kernel(layer, xs, tensors):
-    """§8.16: (data, indices, updates); the multiplier and shift of 'add' and of the data's scale."""
+    """§8.16: (data, indices, updates), a constant data in ``weights`` and constant indices in attrs
+    ``indices``; the multiplier and shift of 'add' and of the data's scale."""
     a = layer.attrs
+    xs = list(xs)
+    if layer.weights is not None:
+        xs.insert(0, layer.weights)
+    if "indices" in a:
+        xs.insert(1, np.asarray(a["indices"]))
+    if len(xs) != 3:
+        raise FixedPointError(f"layer {layer.describe()}: ScatterElements takes data, indices and updates, got "
+                              f"{len(xs)} operands")
     return [arith.scatter_elements(xs[0], xs[1], xs[2], a["reduction"], _out(layer, tensors).fixed_type,
                                    scale=int(a.get("scale", 1)), shift=int(a.get("shift", 0)),
                                    data_scale=int(a.get("data_scale", 1)), data_shift=int(a.get("data_shift", 0)))]

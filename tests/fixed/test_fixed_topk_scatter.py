@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import oracle
 import tidlx
+from fixed_cases import count
 from tidlx.emulator.fixed import arith
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60)
@@ -59,6 +60,7 @@ def test_topk_against_the_oracle(kind, largest, n, seed):
     x = rng.choice(pool, size=(3, n)).astype(oracle.dtype(bits, signed))
     k = int(rng.integers(1, n + 1))
     values, indices = arith.topk(x, k, 1, largest)
+    count("topk")
     for row in range(3):
         want_v, want_i = oracle.topk_line(x[row], k, bits, signed, largest)
         assert values[row].tolist() == want_v and indices[row].tolist() == want_i
@@ -133,6 +135,7 @@ def test_scatter_against_the_oracle(kind, reduction, lines, seed):
                                  arith.FixedType(bits, signed), scale=c, shift=sh, data_scale=cd, data_shift=shd)
     want = oracle.scatter(data, [tuple(int(v) for v in p) for p in points], list(updates), reduction, bits, signed,
                           c, sh, cd, shd)
+    count("scatter_elements")
     np.testing.assert_array_equal(got, want)
 
 
@@ -244,3 +247,72 @@ def test_ti_bevdet_export_compares_compiles_and_runs_in_fixed_point(bevdet_ti, f
     assert done.returncode == 0, done.stderr
     result = np.load(out + ".npz")
     assert result["labels"].dtype == np.int64 and result["scores"].shape == (1, 64)
+
+
+def test_a_scatter_nd_with_constant_zero_data_and_constant_indices(tmp_path):
+    """TI's constraint form: a constant all-zero data; the indices an initializer too."""
+    rng = np.random.default_rng(3)
+    points, rows, width = 30, 5, 8
+    idx = np.stack([np.zeros(points, np.int64), rng.integers(0, rows, points)], -1).reshape(1, points, 2)
+    w = numpy_helper.from_array((rng.standard_normal((1, 1, 1, 1)) + 1.5).astype(np.float32), "w")
+    inits = [w, numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.zeros((1, rows, width), np.float32), "d"), numpy_helper.from_array(idx, "i")]
+    model = _model([helper.make_node("Conv", ["u", "w"], ["uc"]),
+                    helper.make_node("Squeeze", ["uc", "ax"], ["us"]),
+                    helper.make_node("ScatterND", ["d", "i", "us"], ["o"], reduction="add")],
+                   [helper.make_tensor_value_info("u", TensorProto.FLOAT, (1, 1, points, width))],
+                   [helper.make_tensor_value_info("o", TensorProto.FLOAT, (1, rows, width))], inits)
+    path = str(tmp_path / "scatter_const.onnx")
+    onnx.save(model, path)
+    mod = tidlx.load(path)
+    frames = {"u": rng.standard_normal((3, 1, points, width)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qmodel = tidlx.quantize(mod, {"accuracy_level": 0, "flow": "ort"}, calib=frames)
+    scatter = [layer for sub in qmodel.subgraphs.values() for layer in sub.layers if layer.type == "ScatterElements"]
+    assert len(scatter) == 1 and scatter[0].weights is not None and not scatter[0].weights.any()
+    assert scatter[0].attrs["indices"].dtype == np.int32 and len(scatter[0].inputs) == 1
+    frame = {"u": frames["u"][:1]}
+    assert _sqnr(tidlx.emulate(mod, frame)[0], qmodel.run(frame)[0]) > 25
+
+
+def test_topk_and_scatter_subgraphs_read_back_from_their_record_and_run_the_same(tmp_path):
+    """The network record keeps the int32 index tensors, the constant data and indices, and the layers'
+    parameters; the read subgraph runs to the same bits; a broken record is refused by name."""
+    import dataclasses
+
+    from tidlx.backends.tidl.artifacts import NetworkInfo, encode_network
+    from tidlx.emulator.fixed.artifact_format import ArtifactError
+    from tidlx.emulator.fixed.artifact_checks import check_subgraph
+    from tidlx.emulator.fixed.artifact_reader import read_network
+    from tidlx.emulator.fixed.layers import run_subgraph
+
+    test_a_scatter_nd_with_constant_zero_data_and_constant_indices(tmp_path)
+    rng = np.random.default_rng(4)
+    models = []
+    for name in ("topk.onnx", "scatter_const.onnx"):
+        if name == "topk.onnx":
+            test_a_topk_model_on_tidl_runs_in_fixed_point(tmp_path)
+        mod = tidlx.load(str(tmp_path / name))
+        shapes = {p.name_hint: tuple(int(d) for d in p.checked_type.shape) for p in mod["main"].params}
+        frames = {n: rng.standard_normal((2,) + s[1:]).astype(np.float32) for n, s in shapes.items()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            models.append(tidlx.quantize(mod, {"accuracy_level": 0, "flow": "ort"}, calib=frames))
+    seen = set()
+    for qmodel in models:
+        for sub in qmodel.subgraphs.values():
+            read = read_network(encode_network(sub, NetworkInfo(0, 0, 1)), "net.bin").subgraph
+            x = [rng.standard_normal(sub.tensors[t].shape).astype(np.float32) for t in sub.inputs]
+            for a, b in zip(run_subgraph(sub, x), run_subgraph(read, x)):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            seen |= {layer.type for layer in read.layers}
+            for i, layer in enumerate(sub.layers):
+                if layer.type in ("TopK", "ScatterElements"):
+                    key = "k" if layer.type == "TopK" else "reduction"
+                    broken = dict(layer.attrs, **{key: 0 if key == "k" else "mul"})
+                    layers = list(sub.layers)
+                    layers[i] = dataclasses.replace(layer, attrs=broken)
+                    with pytest.raises(ArtifactError, match=f"'{key}'"):
+                        check_subgraph(dataclasses.replace(sub, layers=tuple(layers)), "net.bin")
+    assert {"TopK", "ScatterElements"} <= seen
