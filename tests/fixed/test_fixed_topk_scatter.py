@@ -123,9 +123,9 @@ def test_scatter_against_the_oracle(kind, reduction, lines, seed):
     rng = np.random.default_rng(seed)
     shape = (4, 3) if lines else (3, 4)
     m = 1 if lines else 2
-    count = int(rng.integers(1, 12))
-    points = rng.integers(-5, 5, size=(count, m))
-    upd_shape = (count, 3) if lines else (count,)
+    n_points = int(rng.integers(1, 12))
+    points = rng.integers(-5, 5, size=(n_points, m))
+    upd_shape = (n_points, 3) if lines else (n_points,)
     pool = np.array([lo, hi, 0, lo + 1, hi - 1] + list(rng.integers(lo, hi + 1, 3)))
     updates = rng.choice(pool, size=upd_shape).astype(oracle.dtype(bits, signed))
     data = rng.choice(pool, size=shape).astype(oracle.dtype(bits, signed))
