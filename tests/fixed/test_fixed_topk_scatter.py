@@ -123,13 +123,19 @@ def test_scatter_against_the_oracle(kind, reduction, lines, seed):
     rng = np.random.default_rng(seed)
     shape = (4, 3) if lines else (3, 4)
     m = 1 if lines else 2
-    n_points = int(rng.integers(1, 12))
-    points = rng.integers(-5, 5, size=(n_points, m))
+    # 'heavy': 300 adds at one place, past the 8-bit updates' 16-bit accumulator and back
+    heavy = reduction == "add" and bits == 8 and rng.random() < 0.4
+    n_points = 300 if heavy else int(rng.integers(1, 12))
+    points = np.zeros((n_points, m), np.int64) if heavy else rng.integers(-5, 5, size=(n_points, m))
     upd_shape = (n_points, 3) if lines else (n_points,)
     pool = np.array([lo, hi, 0, lo + 1, hi - 1] + list(rng.integers(lo, hi + 1, 3)))
     updates = rng.choice(pool, size=upd_shape).astype(oracle.dtype(bits, signed))
+    if heavy:
+        up, down = (hi, lo) if signed and rng.random() < 0.5 or not signed else (lo, hi)
+        updates[:270] = up
+        updates[270:] = down if signed else 0
     data = rng.choice(pool, size=shape).astype(oracle.dtype(bits, signed))
-    c, sh = oracle.mma_scale_shift(float(rng.uniform(0.01, 2.0)))
+    c, sh = oracle.mma_scale_shift(2.0 ** -9 if heavy else float(rng.uniform(0.01, 2.0)))
     cd, shd = oracle.mma_scale_shift(float(rng.uniform(0.5, 2.0)))
     got = arith.scatter_elements(data, points.T.astype(np.int32).copy(), updates, reduction,
                                  arith.FixedType(bits, signed), scale=c, shift=sh, data_scale=cd, data_shift=shd)
@@ -274,6 +280,27 @@ def test_a_scatter_nd_with_constant_zero_data_and_constant_indices(tmp_path):
     assert scatter[0].attrs["indices"].dtype == np.int32 and len(scatter[0].inputs) == 1
     frame = {"u": frames["u"][:1]}
     assert _sqnr(tidlx.emulate(mod, frame)[0], qmodel.run(frame)[0]) > 25
+
+
+def test_an_index_input_outside_int32_is_an_error_naming_it(tmp_path):
+    from tidlx.emulator.fixed.layers import run_subgraph
+
+    test_a_scatter_nd_add_model_on_tidl_runs_in_fixed_point(tmp_path)
+    mod = tidlx.load(str(tmp_path / "scatter.onnx"))
+    rng = np.random.default_rng(5)
+    frames = {"u": rng.standard_normal((2, 1, 40, 8)).astype(np.float32), "d": np.zeros((2, 6, 8), np.float32),
+              "i": np.zeros((2, 40, 2), np.int64)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qmodel = tidlx.quantize(mod, {"accuracy_level": 0, "flow": "ort"}, calib=frames)
+    sub = next(s for s in qmodel.subgraphs.values() if any(layer.type == "ScatterElements" for layer in s.layers))
+    x = [np.zeros(sub.tensors[t].shape, np.int64) if sub.tensors[t].fixed_type == arith.INDEX_TYPE
+         else np.zeros(sub.tensors[t].shape, np.float32) for t in sub.inputs]
+    run_subgraph(sub, x)
+    index = next(i for i, t in enumerate(sub.inputs) if sub.tensors[t].fixed_type == arith.INDEX_TYPE)
+    x[index] = x[index] + 2**31
+    with pytest.raises(arith.FixedPointError, match="index input .* outside int32"):
+        run_subgraph(sub, x)
 
 
 def test_topk_and_scatter_subgraphs_read_back_from_their_record_and_run_the_same(tmp_path):
