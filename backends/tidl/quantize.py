@@ -98,6 +98,8 @@ BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
            "Reduce")
 _NO_BOUND = float(np.finfo(np.float32).max)
+#: §8.16: the largest ratio TIDL's 8-bit multiplier holds (``TIDL_getMMAv2_ScaleAndShift``).
+MMA_MAX_SCALE = 255.0
 
 
 #: the ops whose operands are an EltWise / Concat layer's inputs, one each
@@ -1127,16 +1129,22 @@ class _Quantizer:
             d = u
         reduction = layer.params.reduction
         attrs: Dict[str, Any] = {"reduction": reduction}
+        notes: List[str] = []
         if "indices" in consts:
             index_values = np.asarray(consts["indices"])
             if index_values.size and (index_values.min() < -2**31 or index_values.max() >= 2**31):
                 raise QuantizationError(f"{self.where(layer)}: constant indices outside int32 (TIDL's index type)")
             attrs["indices"] = index_values.astype(np.int32)
-        notes: List[str] = []
         out_scale = u.scale
         if reduction == "add":
             rng = self.range_of(layer.outputs[0])
-            out_scale = nx.symmetric_range_scale(rng.min, rng.max, u.bits, u.signed) or u.scale
+            if abs(rng.max - rng.min) < nx.ABS_MAX_EPSILON:   # tidlx's choice: a constant output, the updates'
+                notes.append("calibrated output range empty: the updates' scale")
+            else:
+                out_scale = nx.symmetric_range_scale(rng.min, rng.max, u.bits, u.signed)
+            if out_scale / u.scale > MMA_MAX_SCALE:   # tidlx's choice: the largest ratio TI's multiplier holds
+                notes.append(f"output scale {out_scale:.6g} lowered to {MMA_MAX_SCALE} x the updates' scale")
+                out_scale = MMA_MAX_SCALE * u.scale
             attrs["scale"], attrs["shift"] = self.mma(layer, out_scale / u.scale, "the output")
         if d.scale != u.scale:
             attrs["data_scale"], attrs["data_shift"] = self.mma(layer, u.scale / d.scale, "the data")

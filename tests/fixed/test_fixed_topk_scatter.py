@@ -76,6 +76,17 @@ def test_mma_scale_and_shift_by_hand():
         arith.mma_scale_and_shift(300.0)
 
 
+def test_the_scatter_output_scale_by_hand():
+    from tidlx.backends.tidl import numerics as nx
+
+    assert nx.symmetric_range_scale(-20.0, 20.0, 8, True) == float(np.float32(127) / np.float32(20))
+    assert nx.symmetric_range_scale(0.0, 100.0, 8, False) == float(np.float32(255) / np.float32(100))
+    assert nx.symmetric_range_scale(-128.0, 127.0, 8, True) == 1.0        # 127/128 < 1 inside the type: 1
+    assert nx.symmetric_range_scale(-200.0, 100.0, 8, True) == float(np.float32(127) / np.float32(200))
+    assert nx.symmetric_range_scale(0.0, 0.0, 16, True) == 32767000.0
+    assert nx.symmetric_range_scale(2.0, 2.0, 16, False) == 65535 / 2
+
+
 def test_scatter_add_accumulates_in_twice_the_width_then_requantizes():
     out = arith.scatter_elements(np.zeros(1, np.int8), np.array([[0, 0]], np.int32), np.array([100, 100], np.int8),
                                  "add", arith.FixedType(8, True), scale=163, shift=8)
