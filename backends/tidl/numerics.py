@@ -404,6 +404,22 @@ def data_convert_input_q(out_bits: int, signed: bool, range_min: float, range_ma
     return max(0, _c_round(math.log(float(scale)) / math.log(2.0)))
 
 
+def symmetric_range_scale(range_min: float, range_max: float, bits: int, signed: bool) -> float:
+    """§8.16: TI's symmetric scale of a range (``TIDL_asymRangeToScale``, symmetric, TIDL 11.x), in
+    float32: ``top / absMax`` with top = 2^(bits-1) - 1 signed, 2^bits - 1 unsigned; 1.0 when that is
+    below 1 and the range lies within the type's bounds; for a range narrower than 1e-15, ``top /
+    |max|``, or ``top x 1000`` when max is 0."""
+    lo, hi = _f32(range_min), _f32(range_max)
+    top = _f32((1 << (bits - 1)) - 1 if signed else (1 << bits) - 1)
+    if not abs(hi - lo) >= _f32(ABS_MAX_EPSILON):
+        return float(top / abs(hi)) if hi != 0 else float(top * _f32(1000))
+    scale = top / max(abs(lo), abs(hi))
+    type_lo = -float(top) - 1 if signed else 0.0
+    if scale < 1 and hi <= top and lo >= type_lo:
+        scale = _f32(1.0)
+    return float(scale)
+
+
 def in_scales_for_min(in_scales: Sequence[float], zero_ranges: Sequence[bool],
                       tidl_version: str = "11.00") -> Tuple[float, ...]:
     """§6.1: the input scales an element-wise sum/max or a concat takes ``min(inScales)`` over. TIDL

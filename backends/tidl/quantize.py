@@ -36,6 +36,9 @@ naming the layer: fixed point never falls back to float inside a TIDL subgraph.
 
 GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their composite makes.
 
+* TopK (§8.15: values at the input's type and scale, int32 indices) and ScatterElements for ScatterND
+  (§8.16); an int64 subgraph input is an int32 index tensor.
+
 Left for later: the asymmetric styles, the histogram weight-range method, ArgMax/Reduce.
 """
 
@@ -49,7 +52,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ...emulator.config import EmulatorConfig
-from ...emulator.fixed.arith import FixedType, activation_bounds, data_convert_to_fixed
+from ...emulator.fixed.arith import (INDEX_TYPE, FixedPointError, FixedType, activation_bounds,
+                                     data_convert_to_fixed, mma_scale_and_shift)
 from ...emulator.fixed.kernel_set import fixed_point_kernel_set, run_fixed
 from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 from ...ir.errors import TidlxError
@@ -97,6 +101,8 @@ BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
            "Reduce")
 _NO_BOUND = float(np.finfo(np.float32).max)
+#: §8.16: the largest ratio TIDL's 8-bit multiplier holds (``TIDL_getMMAv2_ScaleAndShift``).
+MMA_MAX_SCALE = 255.0
 
 
 #: the ops whose operands are an EltWise / Concat layer's inputs, one each
@@ -1100,7 +1106,86 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               attrs, acc_scale=x.scale)
 
+    def index_input(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.15: an int64 (or int32) subgraph input holds indices: TIDL takes them as int32 at scale 1."""
+        self.output_tensor(layer, 0, 32, True, 1.0)
+        return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs,
+                              {"direction": "in"}, acc_scale=1.0)
+
+    def topk(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.15: the values keep the input's type and scale (TI's import: roundBits 0, the input's
+        tensorScale), the indices are int32 at scale 1."""
+        x = self.tensors[layer.inputs[0]]
+        if x.bits not in (8, 16):
+            raise self.unsupported(layer, "TopK of an index tensor")
+        prm = layer.params
+        self.output_tensor(layer, 0, x.bits, x.signed, x.scale)
+        if len(layer.outputs) > 1:
+            self.output_tensor(layer, 1, 32, True, 1.0)
+        return QuantizedLayer(layer.index, layer.name, "TopK", layer.type_id, layer.inputs, layer.outputs,
+                              {"k": int(prm.k), "axis": int(prm.axis), "largest": bool(prm.largest)},
+                              acc_scale=x.scale)
+
+    def scatter_elements(self, layer: TidlLayer) -> QuantizedLayer:
+        """§8.16, TI's ScatterND form of the ScatterElements layer: the output at the updates' type; 'add'
+        at the symmetric scale of its own calibrated range (TI 11.x ``TIDL_UpdateScaleFactors``) reached
+        by an 8-bit multiplier and shift from the updates' scale, the others at the updates' scale; the
+        data brought to the updates' scale (tidlx's choice). A constant data is held in ``weights`` (at the
+        updates' type and scale), constant indices in ``attrs["indices"]`` (int32)."""
+        consts = {c.role.split(".")[-1]: c.constant.data for c in layer.constants}
+        if "updates" in consts or len(layer.inputs) + len(consts) != 3:
+            raise self.unsupported(layer, "a ScatterElements layer with constant updates (or other than data, "
+                                          "indices and updates)")
+        tensors = iter(layer.inputs)
+        ids = {name: None if name in consts else next(tensors) for name in ("data", "indices", "updates")}
+        u = self.tensors[ids["updates"]]
+        i = INDEX_TYPE if ids["indices"] is None else self.tensors[ids["indices"]].fixed_type
+        d = None if ids["data"] is None else self.tensors[ids["data"]]
+        if i != INDEX_TYPE or u.bits not in (8, 16) or (d is not None and d.bits not in (8, 16)):
+            raise self.unsupported(layer, "a ScatterElements layer whose indices are not an index tensor or "
+                                          "whose data or updates are")
+        extra: Dict[str, Any] = {}
+        if d is None:   # a constant data: quantized at the updates' type and scale (§8.12's rounding)
+            data_q = data_convert_to_fixed(np.asarray(consts["data"], np.float32), u.scale, u.fixed_type)
+            extra = {"weights": data_q, "weight_bits": u.bits, "weight_scale": u.scale}
+            d = u
+        reduction = layer.params.reduction
+        attrs: Dict[str, Any] = {"reduction": reduction}
+        notes: List[str] = []
+        if "indices" in consts:
+            index_values = np.asarray(consts["indices"])
+            if index_values.size and (index_values.min() < -2**31 or index_values.max() >= 2**31):
+                raise QuantizationError(f"{self.where(layer)}: constant indices outside int32 (TIDL's index type)")
+            attrs["indices"] = index_values.astype(np.int32)
+        out_scale = u.scale
+        if reduction == "add":
+            rng = self.range_of(layer.outputs[0])
+            if abs(rng.max - rng.min) < nx.ABS_MAX_EPSILON:   # tidlx's choice: a constant output, the updates'
+                notes.append("calibrated output range empty: the updates' scale")
+            else:
+                out_scale = nx.symmetric_range_scale(rng.min, rng.max, u.bits, u.signed)
+            if out_scale / u.scale > MMA_MAX_SCALE:   # tidlx's choice: the largest ratio TI's multiplier holds
+                notes.append(f"output scale {out_scale:.6g} lowered to {MMA_MAX_SCALE} x the updates' scale")
+                out_scale = MMA_MAX_SCALE * u.scale
+            attrs["scale"], attrs["shift"] = self.mma(layer, out_scale / u.scale, "the output")
+        if d.scale != u.scale:
+            attrs["data_scale"], attrs["data_shift"] = self.mma(layer, u.scale / d.scale, "the data")
+            notes.append(f"data at scale {d.scale:.6g} brought to the updates' {u.scale:.6g}")
+        out = self.output_tensor(layer, 0, u.bits, u.signed, out_scale)
+        return QuantizedLayer(layer.index, layer.name, "ScatterElements", layer.type_id, layer.inputs,
+                              layer.outputs, attrs, acc_scale=u.scale, bounds=out.fixed_type.bounds,
+                              notes=tuple(notes), **extra)
+
+    def mma(self, layer: TidlLayer, ratio: float, what: str) -> Tuple[int, int]:
+        try:
+            return mma_scale_and_shift(ratio)
+        except FixedPointError as exc:
+            raise QuantizationError(f"{self.where(layer)}: {what}: {exc}") from None
+
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
+        if layer.is_data and not layer.inputs and np.dtype(self.net.tensors[layer.outputs[0]].dtype) in \
+                (np.dtype(np.int64), np.dtype(np.int32)):
+            return self.index_input(layer)
         if layer.is_data:
             return self.data_in(layer) if not layer.inputs else self.data_out(layer)
         if layer.activation.type not in SUPPORTED_ACTIVATIONS:
@@ -1141,6 +1226,10 @@ class _Quantizer:
             return self.argmax(layer)
         if layer.type == "LayerNorm":
             return self.layer_norm(layer)
+        if layer.type == "TopK":
+            return self.topk(layer)
+        if layer.type == "ScatterElements":
+            return self.scatter_elements(layer)
         if layer.type in KEEPING:
             return self.keeping(layer)
         raise self.unsupported(layer, f"{layer.type} layers")

@@ -8,6 +8,7 @@ as roundSat does; float appears only where TIDL itself is float (§8.8's other r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple, Union
 
@@ -47,13 +48,14 @@ def element_type_id(bits: int, signed: bool) -> int:
 
 @dataclass(frozen=True)
 class FixedType:
-    """§1.2: a feature map's element type: 8 or 16 bits, signed or unsigned."""
+    """§1.2: a feature map's element type: 8 or 16 bits, signed or unsigned; or TIDL's signed 32-bit
+    index type (§8.15: TopK's indices, ScatterElements' indices; ``INDEX_TYPE``)."""
 
     bits: int
     signed: bool
 
     def __post_init__(self):
-        if self.bits not in (8, 16):
+        if self.bits not in (8, 16) and (self.bits, self.signed) != (32, True):
             raise FixedPointError(f"feature maps are 8 or 16 bits wide, not {self.bits}")
 
     @property
@@ -76,6 +78,16 @@ class FixedType:
             raise FixedPointError(f"{what}: expected a uint8, int8, uint16 or int16 array, got "
                                   f"{dtype if dtype is not None else type(array).__name__}")
         return cls(*_TENSOR_DTYPES[dtype])
+
+
+#: §8.15: TIDL's index tensors are int32 (S32), whatever the model's index type.
+INDEX_TYPE = FixedType(32, True)
+
+
+def check_moved(array, what: str = "input") -> None:
+    """A tensor that data movement copies (§8.11): a feature map (8/16 bit) or an int32 index tensor."""
+    if getattr(array, "dtype", None) != np.dtype(np.int32):
+        FixedType.of(array, what)
 
 
 def _tensor(array, what: str, ndim: Optional[int] = None) -> Tuple[np.ndarray, FixedType]:
@@ -780,3 +792,113 @@ def depth_to_space(x, block: int, mode: str = "DCR") -> np.ndarray:
     else:
         raise FixedPointError(f"depth-to-space: mode {mode!r} (DCR or CRD)")
     return np.ascontiguousarray(y.reshape(n, c // (b * b), h * b, w * b)).astype(xtype.dtype)
+
+
+# ---- §8.15 TopK, §8.16 ScatterElements ----------------------------------------------------------
+
+def topk_fill(dtype, largest: bool) -> Tuple[int, int]:
+    """§8.15: TopK's starting (value, index) in every output slot: the value type's lowest (largest
+    first) or highest (smallest first), and the int32 that TI's output buffer holds where that value's
+    bytes are repeated over the index (TI: TIDL_refTopK fills the whole buffer, indices included, with
+    the value)."""
+    dtype = np.dtype(dtype)
+    info = np.iinfo(dtype)
+    value = int(info.min if largest else info.max)
+    raw = np.array([value], dtype).tobytes() * (4 // dtype.itemsize)
+    return value, int(np.frombuffer(raw, "<i4")[0])
+
+
+def topk(x, k: int, axis: int, largest: bool = True) -> Tuple[np.ndarray, np.ndarray]:
+    """§8.15 (TI: TIDL_refTopK, TIDL_findTopK): the k largest (smallest) values along ``axis`` in
+    order, equal values the lower index first, and their indices as int32. A value equal to the slot's
+    starting value (§8.15, ``topk_fill``) whose starting index is not negative is never taken: such
+    slots keep the starting value and index."""
+    xi, xtype = _tensor(x, "TopK input")
+    axis = int(axis) % max(xi.ndim, 1)
+    n = xi.shape[axis]
+    if not 1 <= int(k) <= n:
+        raise FixedPointError(f"TopK: K {k} is not in [1, {n}] (the axis' size)")
+    key = -xi if largest else xi
+    order = np.argsort(key, axis=axis, kind="stable")[(slice(None),) * axis + (slice(0, int(k)),)]
+    values = np.take_along_axis(xi, order, axis=axis)
+    fill, fill_index = topk_fill(xtype.dtype, largest)
+    idx = order.astype(np.int64)
+    if fill_index >= 0:
+        blocked = values == fill
+        idx = np.where(blocked, fill_index, idx)
+    return values.astype(xtype.dtype), idx.astype(np.int32)
+
+
+def mma_scale_and_shift(ratio: float) -> Tuple[int, int]:
+    """§8.16 (TI: TIDL_getMMAv2_ScaleAndShift, the runtime's): ``ratio`` as an 8-bit multiplier and a
+    right shift, ``ratio ~ scale / 2^shift``, in float32: the ratio doubled while the double stays at
+    most 255 (at most 40 times), then rounded half up."""
+    r = np.float32(ratio)
+    if not (math.isfinite(float(r)) and r > 0):
+        raise FixedPointError(f"scale ratio {ratio}: must be a finite positive number")
+    shift = 0
+    while True:
+        r = np.float32(r * np.float32(2.0))
+        if shift >= 40:
+            break
+        if r > 255.0:
+            r = np.float32(r / np.float32(2.0))
+            break
+        shift += 1
+    scale = int(math.floor(float(r) + 0.5))
+    if scale > 255:
+        raise FixedPointError(f"scale ratio {ratio}: beyond TIDL's 8-bit multiplier (at most 255)")
+    return scale, shift
+
+
+SCATTER_REDUCTIONS = ("none", "add", "max", "min")
+
+
+def scatter_accumulator_type(updates_type: FixedType, reduction: str) -> Tuple[int, int]:
+    """§8.16 (TI: TIDL_scatterElementsRefProcess): the accumulator's bounds: twice the updates' width
+    (same signedness) for 'add', the updates' own type otherwise."""
+    if reduction == "add":
+        return saturation_bounds(updates_type.bits * 2, updates_type.signed)
+    return updates_type.bounds
+
+
+def scatter_elements(data, indices, updates, reduction: str, out: FixedType, *, scale: int = 1, shift: int = 0,
+                     data_scale: int = 1, data_shift: int = 0) -> np.ndarray:
+    """§8.16 (TI: TIDL_refScatterElements, ScatterND form): ``indices`` (int32, M x Y...) address the
+    first M axes of ``data``; update ``y`` (updates[y], a line or an element) goes to data[indices[:, y]]
+    in order. The accumulator starts as ``data`` (brought to the updates' scale by ``data_scale`` /
+    ``data_shift``, a roundSat to the accumulator's bounds); 'add' adds and saturates to the
+    accumulator's bounds after every update, 'max'/'min' keep the larger/smaller, 'none' replaces.
+    An index below ``-size`` or at ``size`` or above is skipped, a negative one counts from the end.
+    'add' then requantizes: ``roundSat(acc * scale, shift)`` to ``out``; the others copy."""
+    if reduction not in SCATTER_REDUCTIONS:
+        raise FixedPointError(f"ScatterElements: reduction {reduction!r} (one of {', '.join(SCATTER_REDUCTIONS)})")
+    d, _ = _tensor(data, "ScatterElements data")
+    u, utype = _tensor(updates, "ScatterElements updates")
+    idx = np.asarray(indices)
+    if idx.dtype != np.int32:
+        raise FixedPointError(f"ScatterElements indices: expected an int32 array (TIDL's index type), got {idx.dtype}")
+    m = idx.shape[0] if idx.ndim else 0
+    if not 1 <= m <= d.ndim or u.shape != idx.shape[1:] + d.shape[m:]:
+        raise FixedPointError(f"ScatterElements: indices {list(idx.shape)} and updates {list(u.shape)} do not "
+                              f"address data {list(d.shape)}")
+    lo, hi = scatter_accumulator_type(utype, reduction)
+    acc = round_sat(d * int(data_scale), int(data_shift), lo, hi)
+    points = idx.reshape(m, -1).T.astype(np.int64)
+    rows = u.reshape(points.shape[0], *d.shape[m:])
+    dims = np.array(d.shape[:m], np.int64)
+    for where, row in zip(points, rows):
+        if np.any(where >= dims) or np.any(where < -dims):
+            continue
+        at = tuple(int(v) for v in np.where(where < 0, where + dims, where))
+        if reduction == "add":
+            acc[at] = np.clip(acc[at] + row, lo, hi)
+        elif reduction == "max":
+            acc[at] = np.maximum(acc[at], row)
+        elif reduction == "min":
+            acc[at] = np.minimum(acc[at], row)
+        else:
+            acc[at] = row
+    if reduction == "add":
+        return round_sat(acc * int(scale), int(shift), *out.bounds).astype(out.dtype)
+    return np.clip(acc, *out.bounds).astype(out.dtype)

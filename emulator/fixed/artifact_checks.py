@@ -389,6 +389,48 @@ class _Layer:
         return [(n, c // (b * b), h * b, w * b)]
 
 
+    def shape_TopK(self, shapes):
+        """§8.15: (values, indices), K along the axis; the indices int32, the values the input's type."""
+        rank = len(shapes[0])
+        axis = self.axis("axis", rank)
+        k = self.integer(self.attr("k"), "'k'", 1, shapes[0][axis] if rank else 1)
+        self.boolean("largest")
+        if len(self.outs) != 2 or self.outs[1].is_float or self.outs[1].fixed_type != arith.INDEX_TYPE \
+                or self.ins[0].is_float or self.outs[0].dtype != self.ins[0].dtype:
+            raise self.fail("a TopK layer makes values of its input's type and int32 indices")
+        out = tuple(k if a == axis else d for a, d in enumerate(shapes[0]))
+        return [out, out]
+
+    def shape_ScatterElements(self, shapes):
+        """§8.16: data (a tensor or the constant in ``weights``), int32 indices (a tensor or attrs
+        ``indices``), updates; the multipliers of 'add' and of the data's scale."""
+        layer = self.layer
+        self.choice("reduction", arith.SCATTER_REDUCTIONS)
+        shapes = list(shapes)
+        types = [t.fixed_type if not t.is_float else None for t in self.ins]
+        if layer.weights is not None:
+            w = self.int_array(layer.weights, "the constant data", tuple(range(1, 7)), *_INT64)
+            shapes.insert(0, tuple(w.shape))
+            types.insert(0, types[-1])
+        if "indices" in layer.attrs:
+            idx = self.int_array(layer.attrs["indices"], "'indices'", tuple(range(1, 7)), *_INT32)
+            shapes.insert(1, tuple(idx.shape))
+            types.insert(1, arith.INDEX_TYPE)
+        if len(shapes) != 3 or types[1] != arith.INDEX_TYPE or None in types:
+            raise self.fail("a ScatterElements layer takes data, int32 indices and updates")
+        data, index, updates = shapes
+        m = index[0] if index else 0
+        if not 1 <= m <= len(data) or tuple(updates) != tuple(index[1:]) + tuple(data[m:]):
+            raise self.fail(f"indices {list(index)} and updates {list(updates)} do not address data {list(data)}")
+        for key, lo, hi in (("scale", 0, 255), ("shift", 0, 40), ("data_scale", 0, 255), ("data_shift", 0, 40)):
+            if key in layer.attrs:
+                self.integer(layer.attrs[key], f"'{key}'", lo, hi)
+        if self.outs[0].dtype != self.ins[-1].dtype:
+            raise self.fail("a ScatterElements layer's output has its updates' type")
+        self.work(math.prod(data), "the accumulator")
+        return [tuple(data)]
+
+
 def _check_tensor(tensor: QuantizedTensor, path: str, budget: int) -> None:
     where = f"{path}: tensor {tensor.id} '{tensor.name}'"
     if any(d < 1 or d > _MAX_DIM for d in tensor.shape):

@@ -62,8 +62,9 @@ ARRAY_DTYPES = {0: np.dtype("<u1"), 1: np.dtype("<i1"), 2: np.dtype("<u2"), 3: n
                 9: np.dtype("<f8"), 10: np.dtype("?")}
 ARRAY_CODES = {dt.newbyteorder("=") if dt.byteorder != "|" else dt: code for code, dt in ARRAY_DTYPES.items()}
 
-#: Tensor element types and what they mean for a QuantizedTensor: (bits, signed); F32 is bits 0.
-TENSOR_ELEMENT_TYPES = {0: (8, False), 1: (8, True), 2: (16, False), 3: (16, True), 6: (0, True)}
+#: Tensor element types and what they mean for a QuantizedTensor: (bits, signed); F32 is bits 0; S32 holds
+#: indices (TopK, ScatterElements: docs/numerics.md §8.15).
+TENSOR_ELEMENT_TYPES = {0: (8, False), 1: (8, True), 2: (16, False), 3: (16, True), 5: (32, True), 6: (0, True)}
 
 #: Typed values (layer parameters and fields): one tag byte, then the payload.
 TAG_NONE, TAG_BOOL, TAG_INT, TAG_FLOAT, TAG_STR, TAG_TUPLE, TAG_ARRAY = range(7)

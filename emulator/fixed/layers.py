@@ -247,20 +247,20 @@ def reduce_kernel(layer, xs, tensors):
 
 @fixed_kernel("Reshape", "Flatten", "Squeeze")
 def reshape_kernel(layer, xs, tensors):
-    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    arith.check_moved(xs[0], f"layer {layer.describe()} input")
     return [xs[0].reshape(_out(layer, tensors).shape)]
 
 
 @fixed_kernel("Transpose")
 def transpose_kernel(layer, xs, tensors):
-    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    arith.check_moved(xs[0], f"layer {layer.describe()} input")
     return [np.ascontiguousarray(np.transpose(xs[0], layer.attrs["perm"]))]
 
 
 @fixed_kernel("Slice")
 def slice_kernel(layer, xs, tensors):
     """Per output, (begin, end, stride) for every axis."""
-    arith.FixedType.of(xs[0], f"layer {layer.describe()} input")
+    arith.check_moved(xs[0], f"layer {layer.describe()} input")
     return [np.ascontiguousarray(xs[0][tuple(slice(b, e, s) for b, e, s in ranges)])
             for ranges in layer.attrs["slices"]]
 
@@ -275,6 +275,32 @@ def depth_to_space_kernel(layer, xs, tensors):
     return [arith.depth_to_space(xs[0], layer.attrs["block"], layer.attrs["mode"])]
 
 
+@fixed_kernel("TopK")
+def topk_kernel(layer, xs, tensors):
+    """§8.15: the values at the input's type and scale, the indices as int32."""
+    a = layer.attrs
+    values, indices = arith.topk(xs[0], int(a["k"]), int(a["axis"]), bool(a["largest"]))
+    return [values, indices]
+
+
+@fixed_kernel("ScatterElements")
+def scatter_elements_kernel(layer, xs, tensors):
+    """§8.16: (data, indices, updates), a constant data in ``weights`` and constant indices in attrs
+    ``indices``; the multiplier and shift of 'add' and of the data's scale."""
+    a = layer.attrs
+    xs = list(xs)
+    if layer.weights is not None:
+        xs.insert(0, layer.weights)
+    if "indices" in a:
+        xs.insert(1, np.asarray(a["indices"]))
+    if len(xs) != 3:
+        raise FixedPointError(f"layer {layer.describe()}: ScatterElements takes data, indices and updates, got "
+                              f"{len(xs)} operands")
+    return [arith.scatter_elements(xs[0], xs[1], xs[2], a["reduction"], _out(layer, tensors).fixed_type,
+                                   scale=int(a.get("scale", 1)), shift=int(a.get("shift", 0)),
+                                   data_scale=int(a.get("data_scale", 1)), data_shift=int(a.get("data_shift", 0)))]
+
+
 # -- the subgraph ---------------------------------------------------------------------------------
 
 def _convert_in(tensor: QuantizedTensor, value: np.ndarray, where: str) -> np.ndarray:
@@ -282,6 +308,11 @@ def _convert_in(tensor: QuantizedTensor, value: np.ndarray, where: str) -> np.nd
     value = np.asarray(value)
     if value.dtype.kind == "f":
         return arith.data_convert_to_fixed(value, tensor.scale, tensor.fixed_type)
+    if tensor.fixed_type == arith.INDEX_TYPE and value.dtype.kind in "iu":   # §8.15: int64 indices -> int32
+        if value.size and (value.min() < -2**31 or value.max() >= 2**31):
+            raise FixedPointError(f"{where}: index input '{tensor.name}' has values outside int32 (TIDL's index "
+                                  f"type)")
+        return value.astype(np.int32)
     if value.dtype != tensor.dtype:
         raise FixedPointError(f"{where}: input '{tensor.name}' is {value.dtype}, the subgraph takes {tensor.dtype}")
     return value
@@ -291,6 +322,8 @@ def _convert_out(tensor: QuantizedTensor, value: np.ndarray) -> np.ndarray:
     """§8.12: fixed point out to the host as float32; softmax's float output passes as it is."""
     if tensor.is_float:
         return value
+    if tensor.fixed_type == arith.INDEX_TYPE:   # §8.15: TIDL's int32 indices reach the host as int64
+        return value.astype(np.int64)
     return arith.data_convert_to_float(value, tensor.scale)
 
 

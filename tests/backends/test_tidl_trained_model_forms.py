@@ -286,7 +286,7 @@ def test_a_tensor_product_survives_the_compiled_folder(tmp_path):
 
 
 #: Layer forms the partition accepts that tidlx's fixed point does not take yet (the README's "not yet").
-NOT_YET_IN_FIXED_POINT: dict = {"topk": "TopK"}
+NOT_YET_IN_FIXED_POINT: dict = {}
 
 
 def _single_call_model(call):

@@ -801,3 +801,65 @@ def depthwise_reference_channel(weight_scales):
         if w < weight_scales[best]:
             best = i
     return best
+
+
+# -- §8.15 TopK: the slot insertion, as the text words it ------------------------------------------
+
+def topk_start(bits, signed, largest):
+    lo, hi = bounds(bits, signed)
+    v0 = lo if largest else hi
+    raw = (v0 & ((1 << bits) - 1)).to_bytes(bits // 8, "little") * (32 // bits)
+    return v0, int.from_bytes(raw, "little", signed=True)
+
+
+def topk_line(line, k, bits, signed, largest):
+    v0, i0 = topk_start(bits, signed, largest)
+    vals, idxs = [v0] * k, [i0] * k
+    for j, x in enumerate(int(v) for v in line):
+        for s in range(k):
+            beats = x > vals[s] if largest else x < vals[s]
+            if beats or (x == vals[s] and idxs[s] < 0):
+                vals[s + 1:], idxs[s + 1:] = vals[s:k - 1], idxs[s:k - 1]
+                vals[s], idxs[s] = x, j
+                break
+    return vals, idxs
+
+
+# -- §8.16 ScatterElements ---------------------------------------------------------------------------
+
+def mma_scale_shift(r):
+    r, sh = _f32(r), 0
+    while True:
+        r = _f32(r * 2)
+        if sh >= 40:
+            break
+        if r > 255:
+            r = _f32(r / 2)
+            break
+        sh += 1
+    return math.floor(float(r) + 0.5), sh
+
+
+def scatter(data, points, updates, reduction, bits, signed, c=1, sh=0, cd=1, shd=0):
+    """data: a numpy int array; points: list of coordinate tuples; updates: one array per point."""
+    alo, ahi = bounds(2 * bits, signed) if reduction == "add" else bounds(bits, signed)
+    acc = {pos: round_sat(int(v) * cd, shd, alo, ahi) for pos, v in np.ndenumerate(data)}
+    for point, upd in zip(points, updates):
+        if any(p >= d or p < -d for p, d in zip(point, data.shape)):
+            continue
+        point = tuple(p + d if p < 0 else p for p, d in zip(point, data.shape))
+        for rest, u in np.ndenumerate(np.asarray(upd)):
+            pos, u = point + rest, int(u)
+            if reduction == "add":
+                acc[pos] = clamp(acc[pos] + u, alo, ahi)
+            elif reduction == "max":
+                acc[pos] = max(acc[pos], u)
+            elif reduction == "min":
+                acc[pos] = min(acc[pos], u)
+            else:
+                acc[pos] = u
+    lo, hi = bounds(bits, signed)
+    out = np.zeros(data.shape, dtype(bits, signed))
+    for pos, v in acc.items():
+        out[pos] = round_sat(v * c, sh, lo, hi) if reduction == "add" else clamp(v, lo, hi)
+    return out
