@@ -12,8 +12,7 @@ How (TI's flow): the whole partitioned module runs in the float
 emulator, host part included, so the values entering each subgraph are the ones the host
 computes, as TI's calibration graph exposes every subgraph boundary. An observer records, per
 subgraph of its ``TidlNetwork``, the value of each subgraph input and of each layer's output
-tensor(s). Statistics take batch index 0 of each frame only (axis 0 of a tensor of rank >= 2;
-a tensor of rank 0 or 1 whole: tidlx's choice). The kernels are the reference set by default
+tensor(s). Statistics take each frame's whole tensor, every batch item, as TI's statistics do. The kernels are the reference set by default
 (plain numpy: the same ranges on any machine and thread count); ``kernels="fast"`` is quicker
 on large models, its convolutions within 3e-5 of the output's largest value.
 
@@ -82,7 +81,7 @@ class TensorRange:
     """The float range TIDL quantizes a tensor for: ``min``/``max`` after the method and the layer
     rules, ``method`` how they were found (``minmax``, ``histogram``, ``clip``, ``relu6``, with
     ``, x 1.25`` where that rule applied), ``frames`` how many frames were seen, the plain min/max
-    of those frames' batch-0 values, and the method's range before the layer rules (``raw_*``)."""
+    of those frames' values, and the method's range before the layer rules (``raw_*``)."""
 
     min: float
     max: float
@@ -92,7 +91,7 @@ class TensorRange:
     observed_max: float
     raw_min: float
     raw_max: float
-    #: the float mean of each channel (axis 1) of the frames' batch-0 values, for bias calibration;
+    #: the float mean of each channel (axis 1) of the frames' values, for bias calibration;
     #: None for a tensor of rank < 2
     channel_mean: Optional[Tuple[float, ...]] = field(default=None, compare=False, repr=False)
 
@@ -144,23 +143,29 @@ def running_range(previous: Optional[Tuple[float, float]], current: Tuple[float,
 def running_channel_mean(previous: Optional[np.ndarray], current: np.ndarray, frame: int) -> np.ndarray:
     """Per-channel means after one more frame (TI: ``TIDL_TensorPerChannelMeanStats``): frame k weighs the
     frame's channel means by ``u = 1 / (k + 1)`` (computed in double, stored as float32):
-    ``old * (1 - u) + cur * u`` in float32; frame 0 starts from zeros."""
+    ``old * (1 - u) + cur * u`` in float32; frame 0 starts from zeros. ``current`` holds one row of channel
+    means per batch item; TI applies the update once per item, in batch order, with the frame's ``u`` (so
+    frame 0 ends at the last item's means)."""
     cur = np.asarray(current, np.float32)
-    old = np.zeros_like(cur) if previous is None or frame == 0 else np.asarray(previous, np.float32)
+    rows = cur.reshape(-1, cur.shape[-1]) if cur.ndim > 1 else cur.reshape(1, -1)
+    old = np.zeros_like(rows[0]) if previous is None or frame == 0 else np.asarray(previous, np.float32)
     u = np.float32(1.0 / (float(frame) + 1.0))
-    return old * (np.float32(1.0) - u) + cur * u
+    for row in rows:
+        old = old * (np.float32(1.0) - u) + row * u
+    return old
 
 
 def frame_channel_means(values: np.ndarray, scale: float = 1.0) -> Optional[np.ndarray]:
-    """One frame's per-channel (axis 1) means of a tensor's batch-0 values in real units: the sum (tidlx
-    sums in float64; TI accumulates in float32), divided by the element count, then by ``scale`` (the
-    tensorScale, 1.0 for float), as float32 operations. None for a tensor of rank < 2."""
+    """One frame's per-channel (axis 1) means in real units, one row per batch item (axis 0), as TI's
+    ``TIDL_TensorPerChannelMeanStats`` takes them: the sum (tidlx sums in float64; TI accumulates in
+    float32), divided by the element count, then by ``scale`` (the tensorScale, 1.0 for float), as float32
+    operations. None for a tensor of rank < 2."""
     values = np.asarray(values)
     if values.ndim < 2 or values.size == 0:
         return None
-    per = np.moveaxis(values[:1], 1, 0).reshape(values.shape[1], -1)
-    sums = per.sum(axis=1, dtype=np.int64 if values.dtype.kind in "iu" else np.float64).astype(np.float32)
-    return (sums / np.float32(per.shape[1])) / np.float32(scale)
+    per = values.reshape(values.shape[0], values.shape[1], -1)
+    sums = per.sum(axis=2, dtype=np.int64 if values.dtype.kind in "iu" else np.float64).astype(np.float32)
+    return (sums / np.float32(per.shape[2])) / np.float32(scale)
 
 
 class _TensorStats:
@@ -226,10 +231,6 @@ def _layer_range(layer: Optional[TidlLayer], lo: float, hi: float, method: str) 
             return (*output_range(lo, hi, widen=True, expansion=QUANT_RANGE_EXPANSION_FACTOR),
                     f"{method}, x {WIDE_OUTPUT_FACTOR}")
     return (*output_range(lo, hi, expansion=QUANT_RANGE_EXPANSION_FACTOR), method)
-
-
-def _batch0(value: np.ndarray) -> np.ndarray:
-    return value[:1] if value.ndim >= 2 else value
 
 
 def _flatten(value) -> List[np.ndarray]:
@@ -325,7 +326,7 @@ class _Recorder:
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
         where = f"frame {self.frame}, @{subgraph}"
-        self.stats[subgraph][tid].add(_batch0(value), where)
+        self.stats[subgraph][tid].add(value, where)
         self.seen.add((subgraph, tid))
 
     def __call__(self, observation) -> None:

@@ -141,10 +141,6 @@ def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: 
     return (float(np.float32(lo) / s), float(np.float32(hi) / s)), (qmin / scale, qmax / scale)
 
 
-def _batch0(value: np.ndarray) -> np.ndarray:
-    return value[:1] if value.ndim >= 2 else value
-
-
 def _bias_calibrated(model: QuantizedModel, key: Key, float_mean) -> bool:
     """Whether bias calibration moves this layer's bias (TI 11.x: ``TIDL_updateBiasForBiasCalibration``):
     a convolution or deconvolution with a bias; a batch norm without activation or with ReLU, unless all its
@@ -183,7 +179,7 @@ class _Collector:
         input_convert = o.layer.type == "Data"
         for tid, value in zip(o.layer.outputs, o.outputs):
             t = sub.tensors[tid]
-            v = _batch0(np.asarray(value))
+            v = np.asarray(value)   # the whole batch, as TI's TIDL_TensorMinMaxStats
             if v.size == 0:
                 continue
             key = (o.subgraph, tid)

@@ -11,7 +11,8 @@ import pytest
 import tidlx
 import tidlx.ir as ir
 from tidlx.backends.tidl import build_networks
-from tidlx.backends.tidl.calibration import CalibrationError, TensorRange, calibrate
+from tidlx.backends.tidl.calibration import (CalibrationError, TensorRange, calibrate, frame_channel_means,
+                                             running_channel_mean)
 from tidlx.backends.tidl.frames import CalibrationDataError, load_frames, resize_bilinear
 from tidlx.ir import TensorType, Var, const
 from tidlx.ir.errors import TidlxError, TidlxWarning
@@ -131,7 +132,9 @@ def test_float_pass_ranges_are_the_mean_of_per_frame_min_max_with_boundaries_fro
     assert all(level1[n].tensors == results[n].tensors for n in results)
 
 
-def test_statistics_read_batch_index_0_of_each_frame_only():
+def test_statistics_read_every_batch_item_of_each_frame():
+    """TI's statistics loop over the batch (TIDL_TensorMinMaxStats): the input convert's running min/max
+    sees both items of each frame."""
     partitioned = partition(two_subgraph_model(batch=2), max_batch_size=2)
     assert [n.name for n in build_networks(partitioned)] == ["tidl_0", "tidl_1"]
     huge = np.full((1, 2, H, W), 1000.0, np.float32)
@@ -139,10 +142,18 @@ def test_statistics_read_batch_index_0_of_each_frame_only():
     stacked = np.concatenate([FRAMES[0], huge, FRAMES[1], -huge])
     results = calibrate(partitioned, {"accuracy_level": 0}, {"x": stacked})
     r0 = by_layer(results["tidl_0"])
-    low = min(float(FRAMES[0].min()), float(FRAMES[1].min()))
-    high = max(float(FRAMES[0].max()), float(FRAMES[1].max()))
-    assert (r0["tidl_0_i0"].min, r0["tidl_0_i0"].max) == (low, high)
-    assert r0["relu1"].max == mean_of_frames([FRAMES[0].max(), FRAMES[1].max()]) and r0["tidl_0_i0"].frames == 2
+    assert (r0["tidl_0_i0"].min, r0["tidl_0_i0"].max) == (-1000.0, 1000.0) and r0["tidl_0_i0"].frames == 2
+
+
+def test_channel_means_move_once_per_batch_item():
+    """TI's TIDL_TensorPerChannelMeanStats updates the running means once per batch item with the frame's
+    factor: frame 0 ends at its last item's means."""
+    first = running_channel_mean(None, np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), 0)
+    assert first.tolist() == [3.0, 4.0]
+    # frame 1, u = 1/2: [3, 4] -> [4, 5] -> [5.5, 6.5]
+    assert running_channel_mean(first, np.array([[5.0, 6.0], [7.0, 8.0]], np.float32), 1).tolist() == [5.5, 6.5]
+    means = frame_channel_means(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+    assert means.tolist() == [[0.5, 2.5], [4.5, 6.5]]
 
 
 def test_fast_kernels_give_the_reference_ranges_within_their_tolerance():
