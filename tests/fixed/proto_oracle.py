@@ -41,9 +41,12 @@ def _fmt(v) -> str:
 
 
 class Net:
-    def __init__(self, bits=8, version="11.00"):
+    def __init__(self, bits=8, version="11.00", per_channel=False):
+        """``per_channel``: calibration option PerChannelWeight (accuracy_level 9 with
+        channel_wise_quantization): the whole network P2Dynamic (§2), depthwise weights per channel (§4.5)."""
         self.bits = bits
         self.version = version
+        self.per_channel = per_channel
         self.layers: List[Layer] = []
         self.x_shape = None
         self.events: set = set()     # the rules' branches the expected integers went through
@@ -240,10 +243,16 @@ class Net:
         p = L.params
         if "w_range" not in p:
             return None, 0.0
-        ws = o.weight_scale(max(abs(p["w_range"][0]), abs(p["w_range"][1])), self.bits, False)
+        ws = o.weight_scale(max(abs(p["w_range"][0]), abs(p["w_range"][1])), self.bits, self.per_channel)
         bs = 0.0 if p.get("b") is None else o.bias_scale(max(abs(p["b_range"][0]), abs(p["b_range"][1])), self.bits,
-                                                        False)
+                                                        self.per_channel)
         return ws, bs
+
+    def _is_per_channel(self, L):
+        """§4.5: a depthwise convolution (one input and one output channel per group) with PerChannelWeight."""
+        p = L.params
+        return (self.per_channel and L.kind == "conv" and p["groups"] > 1 and p["w"].shape[0] == p["groups"]
+                and p["w"].shape[1] == 1)
 
     def _guard(self, L, rb, acc, signed, forced=False):
         """§6.6 on layer L's output: raise roundBits for the biases of its consumers."""
@@ -252,7 +261,8 @@ class Net:
         ratios = []
         for c in self._consumers(L.name):
             ws, bs = self._weight_scales(c)
-            ratios.append(o.consumer_weight_to_bias_scale(ws, bs, False) if ws is not None else 1 / 256)
+            ratios.append(o.consumer_weight_to_bias_scale(ws, bs, self._is_per_channel(c)) if ws is not None
+                          else 1 / 256)
         ratio = 0.0001 if forced else o.max_weight_to_bias_scale(ratios)
         raised = o.bias_saturation_guard(rb, o.tensor_scale(acc, rb), ratio, self.bits, signed)
         if raised > rb:
@@ -301,11 +311,13 @@ class Net:
             src = L.inputs[0]
             q_in = vals[src]
             in_bits, in_signed, in_scale = info[src]
-            if L.kind in ("conv", "deconv", "gemm", "bn"):
+            if self._is_per_channel(L):
+                out, ts = self._per_channel_depthwise(L, q_in, in_bits, in_signed, in_scale, signed, lo, hi)
+            elif L.kind in ("conv", "deconv", "gemm", "bn"):
                 ws, bs = self._weight_scales(L)
                 if L.kind in ("conv", "deconv") and bs:
                     babs = max(abs(p["b_range"][0]), abs(p["b_range"][1]))
-                    ws, clipped = o.clip_weight_scale_for_bias(ws, in_scale, babs, bits, in_signed, False)
+                    ws, clipped = o.clip_weight_scale_for_bias(ws, in_scale, babs, bits, in_signed, self.per_channel)
                     if clipped:
                         self.events.add(f"bias_clip:{L.name}")
                 forced = self._forced_clip(L)
@@ -409,6 +421,22 @@ class Net:
                     out = o.depth_to_space(q_in, p["block"], p["mode"])
                 else:
                     out = q_in.reshape(q_in.shape[0], -1)
+            elif L.kind == "table" and (bits == 16 or self.version == "08.06"):
+                # §8.10.2, tidlx's own tables: the input requantized to a signed pre-activation whose range is
+                # the inverse function of the output's, then the table at the function's full-range scale
+                kind = p["op"]
+                assert kind in ("Sigmoid", "Tanh"), kind
+                signed = kind == "Tanh"
+                lo, hi = o.bounds(bits, signed)
+                ts = 2.0 ** (bits - 1 if signed else bits)
+                plo, phi = o.table_pre_range(kind, rlo, rhi, bits)
+                rb = o.round_bits(in_scale, plo, phi, bits, True)
+                pre_scale = in_scale / 2 ** rb
+                pre_lo, pre_hi = o.bounds(bits, True)
+                pre = np.array([o.round_sat(int(v), rb, pre_lo, pre_hi) for v in q_in.ravel()]).reshape(q_in.shape)
+                table = o.activation_table(kind, pre_scale, bits, ts, signed)
+                out = o.lookup(pre, table, pre_lo)
+                self.events.add(f"own_table:{L.name}")
             elif L.kind == "table":
                 kind = p["op"]
                 signed = kind != "Sigmoid"
@@ -429,6 +457,38 @@ class Net:
         floats = {n: vals[n] if info[n][0] == 0 else o.data_convert_to_float(vals[n], info[n][2])
                   for n in self.output_names()}
         return vals, info, floats
+
+    def _per_channel_depthwise(self, L, q_in, in_bits, in_signed, in_scale, signed, lo, hi):
+        """§4.5 and §8.1.1: each channel's P2 scale from its own weights (the file has one range per tensor),
+        clipped by the whole bias's limit; the output scale from the reference channel's accScale."""
+        p, bits = L.params, self.bits
+        (rlo, rhi) = L.out_range
+        w = p["w"]
+        scales = [o.weight_scale(float(np.max(np.abs(w[c]))), bits, True) for c in range(w.shape[0])]
+        bs = 0.0
+        if p.get("b") is not None:
+            babs = max(abs(p["b_range"][0]), abs(p["b_range"][1]))
+            bs = o.bias_scale(babs, bits, True)
+            scales = [o.clip_weight_scale_for_bias(s, in_scale, babs, bits, in_signed, True)[0] for s in scales]
+        ref = o.depthwise_reference_channel(scales)
+        acc = float(F32(F32(in_scale) * F32(scales[ref])))
+        rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
+        ts = o.tensor_scale(acc, rb)
+        rbs = o.depthwise_per_channel_round_bits(scales, in_scale, ts)
+        if len(set(rbs)) > 1:
+            self.events.add(f"per_channel_round_bits:{L.name}")
+        wq = o.quantize_weights(w, np.reshape(scales, (-1, 1, 1, 1)), bits)
+        n_out = w.shape[0]
+        if p.get("b") is None:
+            ba, bb = [0] * n_out, [1] * n_out
+        else:
+            bq = o.quantize_bias(self._bias_values(L), bs, bits)
+            ba, bb = o.split_bias(bq, [s * in_scale / bs for s in scales], bits, in_bits, in_signed)
+        if p.get("act") == "relu":
+            lo = max(lo, 0)
+        out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),
+                            p["groups"])
+        return out, ts
 
     @staticmethod
     def _conv_prelu(q_in, wq, ba, bb, factors, shift, rb, bits, lo, hi, p):

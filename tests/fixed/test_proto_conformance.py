@@ -38,8 +38,8 @@ def _w(seed, shape, scale=0.5):
 
 
 def conv_case(act, bias=True, x_range=(-4.0, 4.0), out_range=None, **extra):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 3, 6, 6), x_range)
         b = _w(2, 4, 0.3) if bias else None
         rng = out_range or {"none": (-6.0, 6.0), "relu": (0.0, 8.0), "relu6": (0.0, 6.0), "clip": (-2.0, 2.0),
@@ -55,31 +55,34 @@ def conv_case(act, bias=True, x_range=(-4.0, 4.0), out_range=None, **extra):
     return build
 
 
-def depthwise(bits, version):
-    net = Net(bits, version)
+def depthwise(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 4, 6, 6), (0.0, 4.0))
-    net.conv("dw", "x", _w(3, (4, 1, 3, 3)), _w(4, 4, 0.2), (-5.0, 5.0), pads=(1, 1, 1, 1), groups=4)
+    # channels of very different magnitudes: per channel, their roundBits differ (§8.1.1)
+    w = _w(3, (4, 1, 3, 3)) * np.array([1.0, 0.2, 3.0, 0.05]).reshape(4, 1, 1, 1)
+    net.conv("dw", "x", w, _w(4, 4, 0.2), (-5.0, 5.0), pads=(1, 1, 1, 1), groups=4)
+    net.conv("pw", "dw", _w(28, (2, 4, 1, 1)), _w(29, 2, 0.2), (-6.0, 6.0))
     return net
 
 
-def deconv(bits, version):
-    net = Net(bits, version)
+def deconv(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 3, 4, 4), (-2.0, 2.0))
     net.conv("up", "x", _w(5, (3, 2, 2, 2)), _w(6, 2, 0.2), (-3.0, 3.0), strides=(2, 2), deconv=True)
     return net
 
 
 def gemm(matmul):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 16), (-3.0, 3.0))
         net.gemm("fc", "x", _w(7, (5, 16)), _w(8, 5, 0.5), (-10.0, 12.5), matmul=matmul)
         return net
     return build
 
 
-def batch_norm(bits, version):
-    net = Net(bits, version)
+def batch_norm(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
     net.batch_norm("bn", "x", [1.5, -0.5, 2.0, 0.75], [0.125, -0.25, 0.5, 0.0], [0.5, -0.25, 0.0, 1.0],
                    [4.0, 1.0, 0.25, 1.0], (-9.0, 9.0))
@@ -87,8 +90,8 @@ def batch_norm(bits, version):
 
 
 def standalone_prelu(leaky):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 4, 4, 4), (-4.0, 4.0))
         net.conv("c", "x", _w(27, (4, 4, 1, 1)), None, (-4.0, 4.0))    # a subgraph needs MACs
         net.pool("mp", "c", "MaxPool", (-4.0, 4.0))                     # a leaky ReLU would fuse into the conv
@@ -98,8 +101,8 @@ def standalone_prelu(leaky):
 
 
 def two_tensor(op, out_range, c_range=(-3.0, 3.0)):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
         net.conv("c", "x", _w(9, (4, 4, 1, 1)), None, c_range)
         if op == "Concat":
@@ -111,8 +114,8 @@ def two_tensor(op, out_range, c_range=(-3.0, 3.0)):
 
 
 def pool(op, kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0), out_range=(-2.0, 2.0)):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 3, 6, 6), (-3.0, 3.0))
         net.pool("p", "x", op, out_range, kernel, strides, pads)
         return net
@@ -120,8 +123,8 @@ def pool(op, kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0), out_range=(-2.0, 
 
 
 def resize(mode):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 2, 4, 4), (-3.0, 3.0))
         net.conv("c", "x", _w(25, (2, 2, 1, 1)), None, (-3.0, 3.0))    # a subgraph needs MACs
         net.resize("r", "c", mode, (-3.0, 3.0))
@@ -130,8 +133,8 @@ def resize(mode):
 
 
 def table(kind, out_range, x_range=(-4.0, 4.0)):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 2, 4, 4), x_range)
         net.table("t", "x", kind, out_range)
         return net
@@ -139,8 +142,8 @@ def table(kind, out_range, x_range=(-4.0, 4.0)):
 
 
 def softmax(width):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, width), (-4.0, 4.0))
         net.softmax("s", "x")
         return net
@@ -148,8 +151,8 @@ def softmax(width):
 
 
 def depth_to_space(mode):
-    def build(bits, version):
-        net = Net(bits, version)
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
         net.input("x", (1, 8, 2, 3), (-3.0, 3.0))
         net.conv("c", "x", _w(26, (8, 8, 1, 1)), None, (-3.0, 3.0))    # a subgraph needs MACs
         net.depth_to_space("d", "c", 2, mode, (-3.0, 3.0))
@@ -160,18 +163,18 @@ def depth_to_space(mode):
 # ---- short chains ------------------------------------------------------------------------------
 
 
-def conv_relu_conv(bits, version):
+def conv_relu_conv(bits, version, per_channel=False):
     """The second conv's bias (|b| up to 8 against weights up to 0.5: weightScale / biasScale = 16) needs
     the first conv's output scale halved: §6.6's guard fires on c1 (8 bit)."""
-    net = Net(bits, version)
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 3, 6, 6), (-4.0, 4.0))
     net.conv("c1", "x", _w(10, (4, 3, 3, 3)), _w(11, 4, 0.3), (0.0, 8.0), act="relu", pads=(1, 1, 1, 1))
     net.conv("c2", "c1", _w(12, (3, 4, 1, 1)) * 0.25, [2.0, -8.0, 0.5], (-16.0, 16.0), w_range=(-0.5, 0.5))
     return net
 
 
-def residual(bits, version):
-    net = Net(bits, version)
+def residual(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
     net.conv("c1", "x", _w(13, (4, 4, 3, 3)), _w(14, 4, 0.2), (0.0, 4.0), act="relu", pads=(1, 1, 1, 1))
     net.conv("c2", "c1", _w(15, (4, 4, 3, 3)), _w(16, 4, 0.2), (-4.0, 4.0), pads=(1, 1, 1, 1))
@@ -180,16 +183,16 @@ def residual(bits, version):
     return net
 
 
-def conv_sigmoid_head(bits, version):
-    net = Net(bits, version)
+def conv_sigmoid_head(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 3, 4, 4), (0.0, 1.0))
     net.conv("c", "x", _w(17, (2, 3, 3, 3)), _w(18, 2, 0.5), (-6.0, 6.0), pads=(1, 1, 1, 1))
     net.table("sig", "c", "Sigmoid", (0.0, 1.0))
     return net
 
 
-def classifier(bits, version):
-    net = Net(bits, version)
+def classifier(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 3, 6, 6), (-4.0, 4.0))
     net.conv("c", "x", _w(19, (8, 3, 3, 3)), _w(20, 8, 0.2), (0.0, 6.0), act="relu6", pads=(1, 1, 1, 1))
     net.pool("gap", "c", "GlobalAveragePool", (0.0, 3.75))
@@ -198,10 +201,10 @@ def classifier(bits, version):
     return net
 
 
-def zero_range_input(bits, version):
+def zero_range_input(bits, version, per_channel=False):
     """§6.1: a sum whose input c2 has the range [0, 0]: 11.00 leaves its scale out of min(inScales),
     08.06 takes it."""
-    net = Net(bits, version)
+    net = Net(bits, version, per_channel)
     net.input("x", (1, 2, 4, 4), (-2.0, 2.0))
     net.conv("c1", "x", _w(23, (2, 2, 1, 1)), None, (-3.0, 3.0))
     net.conv("c2", "x", _w(24, (2, 2, 1, 1)) * 1024, None, (0.0, 0.0))    # the smaller scale
@@ -238,6 +241,7 @@ CASES = {
     "resize_bilinear": resize("bilinear"),
     "sigmoid": table("Sigmoid", (0.0, 1.0)),
     "tanh": table("Tanh", (-1.0, 1.0)),
+    "sigmoid_narrow_range": table("Sigmoid", (0.125, 0.875)),
     "hard_sigmoid": table("HardSigmoid", (0.0, 1.0)),
     "softmax_20": softmax(20),
     "softmax_10": softmax(10),
@@ -263,14 +267,22 @@ BRANCHES = {
     "zero_range_input": {"zero_range_left_out:s"},
 }
 
-# 16 bit: TI's 8-bit tables are not the 16-bit rule (docs/numerics.md §8.10.2, not modelled here)
-EIGHT_BIT_ONLY = {"sigmoid", "tanh", "hard_sigmoid", "conv_sigmoid_head"}
-# the cases whose rules differ between 11.00 and 08.06
-VERSIONED = {"softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add"}
+PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"}}
 
-PARAMS = ([(name, 8, "11.00") for name in CASES]
-          + [(name, 16, "11.00") for name in CASES if name not in EIGHT_BIT_ONLY]
-          + [(name, bits, "08.06") for name in sorted(VERSIONED) for bits in (8, 16)])
+# 16 bit and 08.06: a hard sigmoid is a folded batch norm with Clip [0, 1] (§8.10), not a table
+EIGHT_BIT_ONLY = {"hard_sigmoid"}
+# the cases whose rules differ between 11.00 and 08.06
+VERSIONED = {"softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add", "sigmoid", "tanh",
+             "sigmoid_narrow_range", "conv_sigmoid_head"}
+
+# PerChannelWeight (accuracy_level 9, channel_wise_quantization 1): the network P2Dynamic, depthwise per channel
+PER_CHANNEL = ("depthwise", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale", "conv_relu_conv",
+               "residual", "classifier", "gemm", "batch_norm", "prelu")
+
+PARAMS = ([(name, 8, "11.00", False) for name in CASES]
+          + [(name, 16, "11.00", False) for name in CASES if name not in EIGHT_BIT_ONLY]
+          + [(name, bits, "08.06", False) for name in sorted(VERSIONED) for bits in (8, 16)]
+          + [(name, bits, "11.00", True) for name in PER_CHANNEL for bits in (8, 16)])
 
 
 def run_case(net: Net, tmp_path, seed=0):
@@ -282,7 +294,10 @@ def run_case(net: Net, tmp_path, seed=0):
     mod = tidlx.load(str(path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        qmodel = tidlx.quantize(mod, {OPT: str(proto), "tensor_bits": net.bits, "tidl_version": net.version})
+        options = {OPT: str(proto), "tensor_bits": net.bits, "tidl_version": net.version}
+        if net.per_channel:
+            options.update({"accuracy_level": 9, "advanced_options:channel_wise_quantization": 1})
+        qmodel = tidlx.quantize(mod, options)
     lo, hi = net.layers[0].out_range
     x = _rng(seed).uniform(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo), net.x_shape).astype(np.float32)
     seen = {}
@@ -303,13 +318,15 @@ def run_case(net: Net, tmp_path, seed=0):
     return x, seen, outputs
 
 
-@pytest.mark.parametrize("name, bits, version", PARAMS, ids=[f"{n}-{b}bit-{v}" for n, b, v in PARAMS])
-def test_every_layer_gives_the_integers_of_the_rules(name, bits, version, tmp_path):
-    net = CASES[name](bits, version)
+@pytest.mark.parametrize("name, bits, version, per_channel", PARAMS,
+                         ids=[f"{n}-{b}bit-{v}" + ("-per_channel" if c else "") for n, b, v, c in PARAMS])
+def test_every_layer_gives_the_integers_of_the_rules(name, bits, version, per_channel, tmp_path):
+    net = CASES[name](bits, version, per_channel)
     x, seen, outputs = run_case(net, tmp_path)
     want, info, floats = net.expected(x)
     if version == "11.00" and bits == 8:
-        assert BRANCHES.get(name, set()) <= net.events, f"the case no longer reaches {BRANCHES[name] - net.events}"
+        branches = BRANCHES.get(name, set()) | (PER_CHANNEL_BRANCHES.get(name, set()) if per_channel else set())
+        assert branches <= net.events, f"the case no longer reaches {branches - net.events}"
     for layer in net.layers:
         assert layer.name in seen, f"no layer '{layer.name}' observed; tidlx's layers: {sorted(seen)}"
         got, tensor = seen[layer.name]
