@@ -73,9 +73,9 @@ class Net:
                          b_range=None if b is None else (b_range or (float(np.min(b)), float(np.max(b)))),
                          strides=strides, pads=pads, groups=groups, slopes=slopes, clip=clip)
 
-    def gemm(self, name, src, w, b, rng, w_range=None, b_range=None, matmul=False):
+    def gemm(self, name, src, w, b, rng, w_range=None, b_range=None, matmul=False, act="none"):
         w = np.asarray(w, np.float32)     # M x K
-        return self._add("gemm", name, (src,), rng, "TIDL_InnerProductLayer", w=w,
+        return self._add("gemm", name, (src,), rng, "TIDL_InnerProductLayer", w=w, act=act,
                          b=None if b is None else np.asarray(b, np.float32), matmul=matmul,
                          w_range=w_range or (float(w.min()), float(w.max())),
                          b_range=None if b is None else (b_range or (float(np.min(b)), float(np.max(b)))))
@@ -92,8 +92,9 @@ class Net:
     def prelu(self, name, src, slopes, rng, leaky=False):
         return self._add("prelu", name, (src,), rng, "TIDL_PReLULayer", slopes=list(slopes), leaky=leaky)
 
-    def eltwise(self, name, op, srcs, rng):
-        return self._add("eltwise", name, srcs, rng, "TIDL_EltWiseLayer", op=op)
+    def eltwise(self, name, op, srcs, rng, act="none", clip=None):
+        """act: none, relu, relu6, clip (clip=(lo, hi)): TI's element-wise layer with its activation."""
+        return self._add("eltwise", name, srcs, rng, "TIDL_EltWiseLayer", op=op, act=act, clip=clip)
 
     def concat(self, name, srcs, rng):
         return self._add("concat", name, srcs, rng, "TIDL_ConcatLayer")
@@ -159,7 +160,10 @@ class Net:
                         nodes.append(helper.make_node("Add", [out, const(n + "_B", p["b"])], [n], name=n + "_bias"))
                 else:
                     args = ins + [const(n + "_W", p["w"])] + ([const(n + "_B", p["b"])] if p["b"] is not None else [])
-                    nodes.append(helper.make_node("Gemm", args, [n], name=n, transB=1))
+                    out = n if p["act"] == "none" else n + "_pre"
+                    nodes.append(helper.make_node("Gemm", args, [out], name=n, transB=1))
+                    if p["act"] == "relu":
+                        nodes.append(helper.make_node("Relu", [out], [n], name=n + "_act"))
             elif L.kind == "bn":
                 nodes.append(helper.make_node("BatchNormalization", ins + [const(n + k, p[v]) for k, v in (
                     ("_g", "gamma"), ("_b", "beta"), ("_m", "mean"), ("_v", "var"))], [n], name=n, epsilon=0.0))
@@ -170,7 +174,14 @@ class Net:
                     nodes.append(helper.make_node("PRelu", ins + [const(n + "_slope", np.reshape(p["slopes"], (-1, 1, 1)))],
                                                   [n], name=n))
             elif L.kind == "eltwise":
-                nodes.append(helper.make_node(p["op"], ins, [n], name=n))
+                out = n if p["act"] == "none" else n + "_pre"
+                nodes.append(helper.make_node(p["op"], ins, [out], name=n))
+                if p["act"] == "relu":
+                    nodes.append(helper.make_node("Relu", [out], [n], name=n + "_act"))
+                elif p["act"] in ("relu6", "clip"):
+                    lo, hi = (0.0, 6.0) if p["act"] == "relu6" else p["clip"]
+                    nodes.append(helper.make_node("Clip", [out, const(n + "_lo", lo), const(n + "_hi", hi)], [n],
+                                                  name=n + "_act"))
             elif L.kind == "concat":
                 nodes.append(helper.make_node("Concat", ins, [n], name=n, axis=1))
             elif L.kind == "pool":
@@ -382,8 +393,22 @@ class Net:
                         self.events.add(f"zero_range_left_out:{L.name}")
                     q = (6 if bits == 8 else 14) if L.kind == "eltwise" else (7 if bits == 8 else 15)
                     acc = float(F32(min(kept or scales)) * F32(2 ** q))
-                rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
-                rb, ts = o.merging_round_bits(rb, acc, None, False)
+                forced = self._forced_clip(L)
+                clip_scale = None
+                if forced is not None:      # §4.7's scale for the output, §6.5's lowering
+                    signed = forced[1]
+                    lo, hi = o.bounds(bits, signed)
+                    clip_scale = float(F32(2 ** (bits - 1 if forced[1] else bits)) / F32(forced[0]))
+                elif p.get("act") == "relu":
+                    lo = max(lo, 0)
+                rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed, forced is not None)
+                if L.kind == "eltwise" and L.params["op"] == "Mul":
+                    ts = o.tensor_scale(acc, rb)
+                else:
+                    rb0 = rb
+                    rb, ts = o.merging_round_bits(rb, acc, clip_scale, False)
+                    if rb < rb0:
+                        self.events.add(f"lowered:{L.name}")
                 ins = [vals[s] for s in L.inputs]
                 if L.kind == "concat":
                     out = o.concat(ins, o.eltwise_multipliers(ts, rb, scales), rb, lo, hi, 1)

@@ -81,6 +81,13 @@ def gemm(matmul):
     return build
 
 
+def gemm_relu(bits, version, per_channel=False):
+    net = Net(bits, version, per_channel)
+    net.input("x", (1, 16), (-3.0, 3.0))
+    net.gemm("fc", "x", _w(31, (6, 16)), _w(32, 6, 0.5), (0.0, 10.0), act="relu")
+    return net
+
+
 def batch_norm(bits, version, per_channel=False):
     net = Net(bits, version, per_channel)
     net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
@@ -100,7 +107,7 @@ def standalone_prelu(leaky):
     return build
 
 
-def two_tensor(op, out_range, c_range=(-3.0, 3.0)):
+def two_tensor(op, out_range, c_range=(-3.0, 3.0), act="none", clip=None):
     def build(bits, version, per_channel=False):
         net = Net(bits, version, per_channel)
         net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
@@ -108,7 +115,18 @@ def two_tensor(op, out_range, c_range=(-3.0, 3.0)):
         if op == "Concat":
             net.concat("m", ("x", "c"), out_range)
         else:
-            net.eltwise("m", op, ("x", "c"), out_range)
+            net.eltwise("m", op, ("x", "c"), out_range, act=act, clip=clip)
+        return net
+    return build
+
+
+def standalone_clip(clip):
+    def build(bits, version, per_channel=False):
+        net = Net(bits, version, per_channel)
+        net.input("x", (1, 4, 4, 4), (-4.0, 4.0))
+        net.conv("c", "x", _w(30, (4, 4, 1, 1)), None, (-4.0, 4.0))
+        net.pool("mp", "c", "MaxPool", (-4.0, 4.0))                     # a clip would fuse into the conv
+        net.relu("r", "mp", (max(clip[0], 0.0) if clip else 0.0, clip[1] if clip else 4.0), clip=clip)
         return net
     return build
 
@@ -178,8 +196,7 @@ def residual(bits, version, per_channel=False):
     net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
     net.conv("c1", "x", _w(13, (4, 4, 3, 3)), _w(14, 4, 0.2), (0.0, 4.0), act="relu", pads=(1, 1, 1, 1))
     net.conv("c2", "c1", _w(15, (4, 4, 3, 3)), _w(16, 4, 0.2), (-4.0, 4.0), pads=(1, 1, 1, 1))
-    net.eltwise("s", "Add", ("c2", "x"), (-5.0, 5.0))
-    net.relu("r", "s", (0.0, 5.0))
+    net.eltwise("s", "Add", ("c2", "x"), (0.0, 5.0), act="relu")
     return net
 
 
@@ -223,6 +240,11 @@ CASES = {
     "conv_bias_clips_weight_scale": conv_case("none", w_range=(-0.25, 0.25), b_range=(-64.0, 64.0)),
     "conv_power_of_2_range": conv_case("none", out_range=(-4.0, 4.0)),
     "conv_unsigned_input": conv_case("relu", x_range=(0.0, 2.0), out_range=(0.0, 4.0)),
+    # §6.3 at the input (accScale 2^7): max 1 gives m = 128, a power of 2, so m - 1 and roundBits 0; one
+    # float32 step of 2^-20 above, roundBits 1
+    "input_range_at_power_of_2": conv_case("none", x_range=(-1.0, 1.0)),
+    "input_range_above_power_of_2": conv_case("none", x_range=(-1.0, 1.0 + 2.0 ** -20)),
+    "gemm_relu": gemm_relu,
     "depthwise": depthwise,
     "deconv": deconv,
     "gemm": gemm(False),
@@ -233,6 +255,12 @@ CASES = {
     "add": two_tensor("Add", (-4.0, 4.0)),
     "mul": two_tensor("Mul", (-6.0, 6.0)),
     "concat": two_tensor("Concat", (-3.0, 3.0)),
+    "add_relu": two_tensor("Add", (0.0, 4.0), act="relu"),
+    "add_relu6_forced": two_tensor("Add", (0.0, 6.0), act="relu6"),
+    "add_clip_symmetric_forced": two_tensor("Add", (-1.5, 1.5), act="clip", clip=(-1.5, 1.5)),
+    "mul_relu": two_tensor("Mul", (0.0, 5.0), act="relu"),
+    "standalone_relu": standalone_clip(None),
+    "standalone_clip": standalone_clip((0.5, 3.0)),
     "max_pool": pool("MaxPool"),
     "average_pool_2x2_s2": pool("AveragePool"),
     "average_pool_3x3_s1": pool("AveragePool", (3, 3), (1, 1), (1, 1, 1, 1)),
@@ -261,9 +289,12 @@ BRANCHES = {
     "conv_clip_symmetric_forced": {"forced:c"},
     "conv_bias_clips_weight_scale": {"bias_clip:c"},
     "conv_power_of_2_range": {"power_of_2_range:x"},
+    "input_range_at_power_of_2": {"power_of_2_range:x"},
     "tanh": {"power_of_2_range:t"},
     "conv_relu_conv": {"guard:c1"},
     "classifier": {"forced:c"},
+    "add_relu6_forced": {"lowered:m"},
+    "add_clip_symmetric_forced": {"lowered:m"},
     "zero_range_input": {"zero_range_left_out:s"},
 }
 
@@ -272,7 +303,7 @@ PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"}}
 # 16 bit and 08.06: a hard sigmoid is a folded batch norm with Clip [0, 1] (§8.10), not a table
 EIGHT_BIT_ONLY = {"hard_sigmoid"}
 # the cases whose rules differ between 11.00 and 08.06
-VERSIONED = {"softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add", "sigmoid", "tanh",
+VERSIONED = {"add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add", "sigmoid", "tanh",
              "sigmoid_narrow_range", "conv_sigmoid_head"}
 
 # PerChannelWeight (accuracy_level 9, channel_wise_quantization 1): the network P2Dynamic, depthwise per channel
