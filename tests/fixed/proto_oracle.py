@@ -408,7 +408,7 @@ class Net:
                     rb0 = rb
                     rb, ts = o.merging_round_bits(rb, acc, clip_scale, False)
                     if rb < rb0:
-                        self.events.add(f"lowered:{L.name}")
+                        self.events.add(f"lowered:{L.name}" if rb else f"lowered_to_0:{L.name}")
                 ins = [vals[s] for s in L.inputs]
                 if L.kind == "concat":
                     out = o.concat(ins, o.eltwise_multipliers(ts, rb, scales), rb, lo, hi, 1)

@@ -107,10 +107,10 @@ def standalone_prelu(leaky):
     return build
 
 
-def two_tensor(op, out_range, c_range=(-3.0, 3.0), act="none", clip=None):
+def two_tensor(op, out_range, c_range=(-3.0, 3.0), act="none", clip=None, x_range=(-2.0, 2.0)):
     def build(bits, version, per_channel=False):
         net = Net(bits, version, per_channel)
-        net.input("x", (1, 4, 4, 4), (-2.0, 2.0))
+        net.input("x", (1, 4, 4, 4), x_range)
         net.conv("c", "x", _w(9, (4, 4, 1, 1)), None, c_range)
         if op == "Concat":
             net.concat("m", ("x", "c"), out_range)
@@ -257,6 +257,9 @@ CASES = {
     "concat": two_tensor("Concat", (-3.0, 3.0)),
     "add_relu": two_tensor("Add", (0.0, 4.0), act="relu"),
     "add_relu6_forced": two_tensor("Add", (0.0, 6.0), act="relu6"),
+    # inputs at scale about 1: accScale 2^6 is below 2 x 256/6, so roundBits is lowered to 0
+    "add_relu6_lowered_to_0": two_tensor("Add", (0.0, 6.0), act="relu6", x_range=(-100.0, 100.0),
+                                         c_range=(-100.0, 100.0)),
     "add_clip_symmetric_forced": two_tensor("Add", (-1.5, 1.5), act="clip", clip=(-1.5, 1.5)),
     "mul_relu": two_tensor("Mul", (0.0, 5.0), act="relu"),
     "standalone_relu": standalone_clip(None),
@@ -295,6 +298,7 @@ BRANCHES = {
     "classifier": {"forced:c"},
     "add_relu6_forced": {"lowered:m"},
     "add_clip_symmetric_forced": {"lowered:m"},
+    "add_relu6_lowered_to_0": {"lowered_to_0:m"},
     "zero_range_input": {"zero_range_left_out:s"},
 }
 
