@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -47,6 +47,7 @@ class Net:
         self.bits = bits
         self.version = version
         self.per_channel = per_channel
+        self.params_16bit: set = set()     # layers named in params_16bit_names_list (§3: 16-bit weights)
         self.layers: List[Layer] = []
         self.x_shape = None
         self.events: set = set()     # the rules' branches the expected integers went through
@@ -63,7 +64,8 @@ class Net:
 
     def conv(self, name, src, w, b, rng, act="none", w_range=None, b_range=None, strides=(1, 1), pads=(0, 0, 0, 0),
              groups=1, slopes=None, clip=None, deconv=False, b_file=None):
-        """act: none, relu, relu6, clip (clip=(lo, hi)), prelu (slopes per channel), leaky (slopes=(alpha,))."""
+        """act: none, relu, relu6, clip (clip=(lo, hi)), leaky (slopes=(alpha,)): the layer's activation (a
+        PReLU after a convolution is a layer of its own: ``prelu``)."""
         w = np.asarray(w, np.float32)
         kind = "deconv" if deconv else "conv"
         return self._add(kind, name, (src,), rng, "TIDL_Deconv2DLayer" if deconv else "TIDL_ConvolutionLayer",
@@ -110,7 +112,8 @@ class Net:
         return self._add("resize", name, (src,), rng, "TIDL_ResizeLayer", mode=mode)
 
     def table(self, name, src, kind, rng, alpha=0.2, beta=0.5):
-        ptype = {"Sigmoid": "TIDL_SigmoidLayer", "Tanh": "TIDL_TanhLayer", "HardSigmoid": "TIDL_BatchNormLayer"}[kind]
+        ptype = {"Sigmoid": "TIDL_SigmoidLayer", "Tanh": "TIDL_TanhLayer", "HardSigmoid": "TIDL_BatchNormLayer",
+                 "Elu": "TIDL_BatchNormLayer"}[kind]
         return self._add("table", name, (src,), rng, ptype, op=kind, alpha=alpha, beta=beta)
 
     def softmax(self, name, src, rng=(0, 1)):
@@ -146,12 +149,9 @@ class Net:
                     lo, hi = (0.0, 6.0) if act == "relu6" else p["clip"]
                     nodes.append(helper.make_node("Clip", [out, const(n + "_lo", lo), const(n + "_hi", hi)], [n],
                                                   name=n + "_act"))
-                elif act == "prelu":
-                    nodes.append(helper.make_node("PRelu", [out, const(n + "_slope",
-                                                                        np.reshape(p["slopes"], (-1, 1, 1)))],
-                                                  [n], name=n + "_act"))
                 elif act == "leaky":
-                    nodes.append(helper.make_node("LeakyRelu", [out], [n], name=n + "_act", alpha=float(p["slopes"][0])))
+                    nodes.append(helper.make_node("LeakyRelu", [out], [n], name=n + "_act",
+                                                  alpha=float(p["slopes"][0])))
             elif L.kind == "gemm":
                 if p["matmul"]:
                     out = n if p["b"] is None else n + "_mm"
@@ -171,8 +171,8 @@ class Net:
                 if p["leaky"]:
                     nodes.append(helper.make_node("LeakyRelu", ins, [n], name=n, alpha=float(p["slopes"][0])))
                 else:
-                    nodes.append(helper.make_node("PRelu", ins + [const(n + "_slope", np.reshape(p["slopes"], (-1, 1, 1)))],
-                                                  [n], name=n))
+                    slope = const(n + "_slope", np.reshape(p["slopes"], (-1, 1, 1)))
+                    nodes.append(helper.make_node("PRelu", ins + [slope], [n], name=n))
             elif L.kind == "eltwise":
                 out = n if p["act"] == "none" else n + "_pre"
                 nodes.append(helper.make_node(p["op"], ins, [out], name=n))
@@ -202,7 +202,8 @@ class Net:
                                               coordinate_transformation_mode="half_pixel" if p["mode"] != "nearest"
                                               else "asymmetric", nearest_mode="floor"))
             elif L.kind == "table":
-                attrs = {"alpha": p["alpha"], "beta": p["beta"]} if p["op"] == "HardSigmoid" else {}
+                attrs = ({"alpha": p["alpha"], "beta": p["beta"]} if p["op"] == "HardSigmoid"
+                         else {"alpha": p["alpha"]} if p["op"] == "Elu" else {})
                 nodes.append(helper.make_node(p["op"], ins, [n], name=n, **attrs))
             elif L.kind == "softmax":
                 nodes.append(helper.make_node("Softmax", ins, [n], name=n, axis=-1))
@@ -254,10 +255,15 @@ class Net:
         p = L.params
         if "w_range" not in p:
             return None, 0.0
-        ws = o.weight_scale(max(abs(p["w_range"][0]), abs(p["w_range"][1])), self.bits, self.per_channel)
-        bs = 0.0 if p.get("b") is None else o.bias_scale(max(abs(p["b_range"][0]), abs(p["b_range"][1])), self.bits,
+        wbits = self._weight_bits(L)
+        ws = o.weight_scale(max(abs(p["w_range"][0]), abs(p["w_range"][1])), wbits, self.per_channel)
+        bs = 0.0 if p.get("b") is None else o.bias_scale(max(abs(p["b_range"][0]), abs(p["b_range"][1])), wbits,
                                                         self.per_channel)
         return ws, bs
+
+    def _weight_bits(self, L):
+        """§3: a layer's processing (weight) width."""
+        return 16 if L.name in self.params_16bit else self.bits
 
     def _is_per_channel(self, L):
         """§4.5: a depthwise convolution (one input and one output channel per group) with PerChannelWeight."""
@@ -275,7 +281,8 @@ class Net:
             ratios.append(o.consumer_weight_to_bias_scale(ws, bs, self._is_per_channel(c)) if ws is not None
                           else 1 / 256)
         ratio = 0.0001 if forced else o.max_weight_to_bias_scale(ratios)
-        raised = o.bias_saturation_guard(rb, o.tensor_scale(acc, rb), ratio, self.bits, signed)
+        widths = [self._weight_bits(c) for c in self._consumers(L.name)] or [self.bits]
+        raised = o.bias_saturation_guard(rb, o.tensor_scale(acc, rb), ratio, min(widths), signed)
         if raised > rb:
             self.events.add(f"guard:{L.name}")
         return raised
@@ -325,10 +332,11 @@ class Net:
             if self._is_per_channel(L):
                 out, ts = self._per_channel_depthwise(L, q_in, in_bits, in_signed, in_scale, signed, lo, hi)
             elif L.kind in ("conv", "deconv", "gemm", "bn"):
+                wbits = self._weight_bits(L)
                 ws, bs = self._weight_scales(L)
                 if L.kind in ("conv", "deconv") and bs:
                     babs = max(abs(p["b_range"][0]), abs(p["b_range"][1]))
-                    ws, clipped = o.clip_weight_scale_for_bias(ws, in_scale, babs, bits, in_signed, self.per_channel)
+                    ws, clipped = o.clip_weight_scale_for_bias(ws, in_scale, babs, wbits, in_signed, self.per_channel)
                     if clipped:
                         self.events.add(f"bias_clip:{L.name}")
                 forced = self._forced_clip(L)
@@ -344,16 +352,16 @@ class Net:
                     ts = o.tensor_scale(acc, rb)
                     if p.get("act") == "relu":
                         lo = max(lo, 0)
-                wq = o.quantize_weights(p["w"], ws, bits)
+                wq = o.quantize_weights(p["w"], ws, wbits)
                 n_out = p["w"].shape[1] * p["groups"] if L.kind == "deconv" else p["w"].shape[0]
                 if p.get("b") is None:
                     ba, bb = [0] * n_out, [1] * n_out
                 else:
-                    bq = o.quantize_bias(self._bias_values(L), bs, bits)
+                    bq = o.quantize_bias(self._bias_values(L), bs, wbits)
                     isf = ws * in_scale / bs
-                    ba, bb = o.split_bias(bq, [isf] * n_out, bits, in_bits, in_signed)
-                common = (ba, bb, rb, bits, bits, signed, lo, hi)
-                if L.kind == "conv" and p["act"] in ("prelu", "leaky"):
+                    ba, bb = o.split_bias(bq, [isf] * n_out, wbits, in_bits, in_signed)
+                common = (ba, bb, rb, wbits, bits, signed, lo, hi)
+                if L.kind == "conv" and p["act"] == "leaky":
                     slopes = np.asarray(p["slopes"], np.float64).reshape(-1)
                     sscale = o.prelu_slope_scale(slopes, bits, False)
                     factors, shift = o.prelu_slope_factors(o.quantize_prelu_slopes(slopes, sscale, bits), sscale, bits)
@@ -463,7 +471,7 @@ class Net:
                 out = o.lookup(pre, table, pre_lo)
                 self.events.add(f"own_table:{L.name}")
             elif L.kind == "table":
-                kind = p["op"]
+                kind = {"Elu": "ELU"}.get(p["op"], p["op"])
                 signed = kind != "Sigmoid"
                 acc = float(F32(F32(2 ** (bits - 1)) * F32(in_scale)))
                 rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
