@@ -22,6 +22,7 @@ values are used only inside the group (and whose nodes are not in another group 
 | elu                 | BatchNorm    | -alpha * relu(1 - exp(x)) + relu(x), any operand order         |
 | channelwise         | BatchNorm    | multiply/divide and/or add/subtract by per-channel constants   |
 |                     |              | (one op alone too) [+ BN activation]                          |
+| eltwise_act         | EltWise      | add / multiply of two variables + relu / clip                 |
 
 "BN activation" is what TIDL's BatchNorm absorbs: relu, clip, leaky_relu, prelu, sigmoid, tanh,
 hard sigmoid, GELU (erf form) and ELU. A bias is ``nn.bias_add`` or ``add`` of a constant that
@@ -148,6 +149,11 @@ def _per_channel_operand(call: Call) -> bool:
     return _constant_operand(call, lambda c, o: is_channelwise(c, o) or _last_axis_constant(c, o))
 
 
+def _two_variables(call: Call) -> bool:
+    """``call`` combines two computed tensors (no constant operand)."""
+    return not any(isinstance(a, Constant) for a in call.args)
+
+
 def _last_axis_operand(call: Call) -> bool:
     """``call`` (add) combines a variable with an inner product's bias, without growing its shape."""
     return _constant_operand(call, _inner_product_bias)
@@ -268,6 +274,12 @@ def _specs() -> List[CompositeSpec]:
         CompositeSpec("gelu", "BatchNorm", gelu(wildcard()), (MEMBER + "gelu_erf",)),
         CompositeSpec("elu", "BatchNorm", elu(wildcard()), (MEMBER + "elu_exp",)),
     ]
+    # TI's import merges a ReLU or Clip into the element-wise layer before it (its TIDL_UpdateScaleFactors has
+    # the clip-forced branch for element-wise layers): a sum or product of two variables with its activation
+    eltwise = is_op("add", "multiply")(wildcard(), wildcard()).where(_two_variables).named(MEMBER + "eltwise")
+    eltwise_act = is_op(*FUSED_ACTIVATIONS)(eltwise).named(MEMBER + "act")
+    specs += [CompositeSpec("eltwise_act", "EltWise", eltwise_act, (MEMBER + "eltwise",))]
+
     def scale(x: Pattern) -> Pattern:
         return _channel_op("multiply", x, MEMBER + "scale") | _channel_op("divide", x, MEMBER + "scale")
 

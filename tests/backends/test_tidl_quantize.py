@@ -131,7 +131,7 @@ def test_coverage_model_records():
     sub = q.subgraphs["tidl_0"]
     layers = sub.compute_layers()
     assert [layer.type for layer in layers] == ["Conv", "Conv", "Pool", "Conv", "EltWise", "Concat", "BatchNorm",
-                                                "Resize", "Resize", "EltWise", "ReLU", "ReLU"]
+                                                "Resize", "Resize", "EltWise", "ReLU"]
     relu6 = layers[0]
     # §4.7: the float32 2^8 / 6, the type's bounds only
     assert sub.tensors[relu6.outputs[0]].scale == float(np.float32(256 / 6)) and "forced" in relu6.notes[0]
@@ -149,7 +149,7 @@ def test_coverage_model_records():
             resize.outputs[0], sub.tensors[resize.outputs[0]].name, (1, 16, 16, 16),
             sub.tensors[resize.inputs[0]].bits, sub.tensors[resize.inputs[0]].signed,
             sub.tensors[resize.inputs[0]].scale)
-    relu, clip = layers[10], layers[11]
+    relu, clip = layers[9], layers[10]          # the add's ReLU is the element-wise layer's (TI's fusion)
     assert relu.activation == "relu" and clip.activation == "clip"
     clip_scale = sub.tensors[clip.outputs[0]].scale
     assert clip.bounds == (0, min(255, math.floor(2.0 * clip_scale + 0.5)))
