@@ -340,7 +340,6 @@ def _apply_ort_rules(analysis, nodes: Sequence[OnnxNode], unit_of) -> Dict[Call,
     """The oracle's reasons with the ORT-side checks of ``ort_rules`` added (a list or batch reason
     of a call stands; a check's reason replaces a shared rule's)."""
     from .ort_rules import ORT_LAYER_OPS, ORT_RULES, ort_node_reason
-    from .rules import where
 
     reasons = dict(analysis.reasons)
     by_node: Dict[int, List[Call]] = {}
@@ -356,14 +355,22 @@ def _apply_ort_rules(analysis, nodes: Sequence[OnnxNode], unit_of) -> Dict[Call,
         message = ort_node_reason(nodes[u].op_type, calls)
         if message is None or any(reasons.get(c) is not None and reasons[c].kind != "rule" for c in calls):
             continue
-        for c in calls:
-            reasons[c] = HostReason("rule", message)
-            group = analysis.ctx.composite_of(c)
-            for m in (group.calls if group is not None else ()):
-                if m not in calls and (reasons.get(m) is None or reasons[m].kind == "rule"):
-                    reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
-                                                    f"({group.name}) with {message}")
+        _refuse_with_composites(analysis, reasons, calls, message)
     return reasons
+
+
+def _refuse_with_composites(analysis, reasons: Dict[Call, HostReason], calls: Sequence[Call], message: str) -> None:
+    """The node's calls go to the host with ``message``, and so do the other members of their TIDL
+    layers (composites), which say whose layer they are part of."""
+    from .rules import where
+
+    for c in calls:
+        reasons[c] = HostReason("rule", message)
+        group = analysis.ctx.composite_of(c)
+        for m in (group.calls if group is not None else ()):
+            if m not in calls and (reasons.get(m) is None or reasons[m].kind == "rule"):
+                reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
+                                                f"({group.name}) with {message}")
 
 
 def _follow_layer_call(reasons: Dict[Call, HostReason], layer: Sequence[Call], others: Sequence[Call],
@@ -390,7 +397,6 @@ def _apply_documented_constraints(analysis, nodes: Sequence[OnnxNode], unit_of) 
     a node they refuse goes to the host with the constraint named (its composite with it), and a
     node the shared rules refuse for want of a layer TI's import has says so."""
     from .ort_constraints import DOCUMENTED_CONSTRAINTS, UNMODELLED_LAYERS, documented_reason, unmodelled_reason
-    from .rules import where
 
     reasons = dict(analysis.reasons)
     by_node: Dict[int, List[Call]] = {}
@@ -418,13 +424,7 @@ def _apply_documented_constraints(analysis, nodes: Sequence[OnnxNode], unit_of) 
             continue
         if message is None:
             continue
-        for c in calls:
-            reasons[c] = HostReason("rule", message)
-            group = analysis.ctx.composite_of(c)
-            for m in (group.calls if group is not None else ()):
-                if m not in calls and (reasons.get(m) is None or reasons[m].kind == "rule"):
-                    reasons[m] = HostReason("rule", f"{where(m)} is part of one TIDL {group.layer_type} layer "
-                                                    f"({group.name}) with {message}")
+        _refuse_with_composites(analysis, reasons, calls, message)
     return reasons
 
 

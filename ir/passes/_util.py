@@ -1,12 +1,13 @@
-"""Shared pieces of the passes: per-channel constants and batch-norm arithmetic."""
+"""Shared pieces of the passes: per-channel constants, batch-norm arithmetic, softmax axis swaps."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
 from ..expr import Call, Constant, Expr
+from ..op import call
 from ..types import TensorType
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -58,3 +59,25 @@ def batch_norm_scale_shift(call: Call, gamma, beta, mean, var):
 
 def normalized_axis(axis: int, ndim: int) -> int:
     return axis % ndim if ndim else 0
+
+
+def softmax_axis_swap(call_: Call, from_end: int) -> Optional[List[int]]:
+    """The permutation swapping axis ``-from_end`` with the last when ``call_`` is a softmax along axis
+    ``-from_end`` of a tensor of rank ``from_end`` or more, else None (TI's softmax axis rules)."""
+    if not isinstance(call_, Call) or call_.op_name != "nn.softmax":
+        return None
+    t = call_.args[0].checked_type
+    if not isinstance(t, TensorType) or t.ndim < from_end or call_.attrs.axis % t.ndim != t.ndim - from_end:
+        return None
+    perm = list(range(t.ndim))
+    perm[-1], perm[-from_end] = perm[-from_end], perm[-1]
+    return perm
+
+
+def softmax_along_width(softmax: Call, perm: List[int]) -> Expr:
+    """``softmax`` run along the last axis between two transposes by ``perm`` (a swap: its own inverse);
+    all three calls take the softmax's layer name."""
+    layer = softmax.layer
+    inner = call("transpose", softmax.args[0], axes=perm, layer=layer)
+    normed = call("nn.softmax", inner, axis=-1, layer=layer)
+    return call("transpose", normed, axes=perm, layer=layer)

@@ -21,11 +21,10 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..expr import Call
-from ..op import call
 from ..pattern import is_op
 from ..rewrite import RewriteTable
 from ..transform import module_pass
-from ..types import TensorType
+from ._util import softmax_along_width, softmax_axis_swap
 
 #: TI's name of the rule.
 TI_RULE = "convert_softmax_axis_height_to_width"
@@ -34,25 +33,12 @@ TI_RULE = "convert_softmax_axis_height_to_width"
 def height_perm(call_: Call) -> Optional[List[int]]:
     """The permutation swapping the height and width axes when ``call_`` is a softmax along the
     height axis (axis -2) of a tensor of rank 2 or more, else None."""
-    if not isinstance(call_, Call) or call_.op_name != "nn.softmax":
-        return None
-    t = call_.args[0].checked_type
-    if not isinstance(t, TensorType) or t.ndim < 2 or call_.attrs.axis % t.ndim != t.ndim - 2:
-        return None
-    perm = list(range(t.ndim))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    return perm
+    return softmax_axis_swap(call_, 2)
 
 
 def _convert(m):
-    softmax = m.expr
-    perm = height_perm(softmax)
-    if perm is None:
-        return None
-    layer = softmax.layer
-    inner = call("transpose", softmax.args[0], axes=perm, layer=layer)
-    normed = call("nn.softmax", inner, axis=-1, layer=layer)
-    return call("transpose", normed, axes=perm, layer=layer)
+    perm = height_perm(m.expr)
+    return None if perm is None else softmax_along_width(m.expr, perm)
 
 
 CONVERT_SOFTMAX_AXIS_HEIGHT_TO_WIDTH = RewriteTable([
