@@ -76,6 +76,8 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 SURGERY_RULES = {
     "RemoveWhereLayer": "remove_where_layer",
     "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
+    "ConvertSpace2depthToReshpTrReshp": "convert_space2depth_to_reshp_tr_reshp",
+    "ConvertDepth2spaceToReshpTrReshp": "convert_depth2space_to_reshp_tr_reshp",
     "ConvertReducesumToMatmul": "convert_reducesum_to_matmul",
     "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
     "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
@@ -98,6 +100,8 @@ SURGERY_PASSES = tuple(SURGERY_RULES)
 PASS_EFFECTS = {
     "RemoveWhereLayer": "select with an all-true or all-false constant condition, replaced by the input it selects",
     "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
+    "ConvertSpace2depthToReshpTrReshp": "space-to-depth, a rank-6 reshape, transpose and reshape",
+    "ConvertDepth2spaceToReshpTrReshp": "depth-to-space, a rank-6 reshape, two transposes and a reshape",
     "ConvertReducesumToMatmul": "sum over height, width or both, a MatMul by a constant column of ones",
     "ConvertExpandToReshapeAndConcat": "expand, a reshape and concatenations of copies",
     "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "

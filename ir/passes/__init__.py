@@ -15,6 +15,7 @@ from .convert_softmax_axis_channel_to_width import ConvertSoftmaxAxisChannelToWi
 from .convert_batchnorm_input_to_4D import ConvertBatchnormInputTo4D
 from .convert_conv_7x7_stride4_to_stride1 import ConvertConv7x7Stride4ToStride1
 from .convert_conv_large_pad_to_smaller_kernel import ConvertConvLargePadToSmallerKernel
+from .convert_depth2space_to_reshp_tr_reshp import ConvertDepth2spaceToReshpTrReshp
 from .convert_expand_to_reshape_and_concat import ConvertExpandToReshapeAndConcat
 from .convert_gather_with_single_index_to_slice import ConvertGatherWithSingleIndexToSlice
 from .convert_large_global_avg_pooling_to_matmul import ConvertLargeGlobalAvgPoolingToMatmul
@@ -23,6 +24,7 @@ from .convert_neg_to_mul import ConvertNegToMul
 from .convert_reducesum_to_matmul import ConvertReducesumToMatmul
 from .convert_single_concat_to_consecutive_concats import ConvertSingleConcatToConsecutiveConcats
 from .convert_softmax_axis_height_to_width import ConvertSoftmaxAxisHeightToWidth
+from .convert_space2depth_to_reshp_tr_reshp import ConvertSpace2depthToReshpTrReshp
 from .convert_tanhgelu_to_erfgelu import ConvertTanhgeluToErfgelu
 from .expand_slice_across_multiple_axis import ExpandSliceAcrossMultipleAxis
 from .push_large_channel_dim_to_height_for_width_wise_softmax import PushLargeChannelDimToHeightForWidthWiseSoftmax
@@ -48,6 +50,8 @@ PASSES: Dict[str, Pass] = {p.name: p for p in (
 SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
     RemoveWhereLayer,
     ConvertTanhgeluToErfgelu,
+    ConvertSpace2depthToReshpTrReshp,
+    ConvertDepth2spaceToReshpTrReshp,
     ConvertReducesumToMatmul,
     ConvertExpandToReshapeAndConcat,
     ConvertSingleConcatToConsecutiveConcats,
@@ -81,6 +85,8 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "ConvertSoftmaxAxisChannelToWidth", "ConvertReduceMeanToMatmul",
            "RemoveWhereLayer",
            "ConvertTanhgeluToErfgelu",
+           "ConvertSpace2depthToReshpTrReshp",
+           "ConvertDepth2spaceToReshpTrReshp",
            "ConvertReducesumToMatmul",
            "ConvertExpandToReshapeAndConcat",
            "ConvertSingleConcatToConsecutiveConcats",

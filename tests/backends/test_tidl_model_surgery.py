@@ -300,3 +300,33 @@ def test_an_aspp_branch_padded_beyond_its_map_runs_on_tidl_after_ti_default_surg
     assert not on.host_ops and [t.rule for t in on.transformations] == ["convert_conv_large_pad_to_smaller_kernel"]
     assert on.transformations[0].message.startswith("'aspp': nn.conv2d rewritten in place by TI's "
                                                     "convert_conv_large_pad_to_smaller_kernel rule")
+
+
+def test_a_space_to_depth_runs_on_tidl_after_ti_default_surgery():
+    """tidlx has no TIDL layer for SpaceToDepth: without the surgery it falls back naming its rule;
+    with it the rank-6 reshape, transpose and reshape are judged one by one and run on TIDL."""
+    from onnx import helper
+
+    n = helper.make_node
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("SpaceToDepth", ["r"], ["s"], name="focus", blocksize=2),
+                 n("Relu", ["s"], ["y"], name="relu2")], [1, 3, 16, 24], [])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    (host,) = off.host_ops
+    assert host.layer == "focus" and host.reason.endswith(_hint("convert_space2depth_to_reshp_tr_reshp"))
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert on.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    assert [(t.layer, t.rule, t.ops_after) for t in on.transformations] == \
+        [("focus", "convert_space2depth_to_reshp_tr_reshp", ("reshape", "transpose", "reshape"))]
+
+
+def test_a_depth_to_space_is_rewritten_in_the_ort_flow():
+    from onnx import helper
+
+    n = helper.make_node
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("DepthToSpace", ["r"], ["y"], name="shuffle", blocksize=2)],
+                [1, 12, 8, 10], [])
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.rule, t.ops_after) for t in on.transformations] == \
+        [("shuffle", "convert_depth2space_to_reshp_tr_reshp", ("reshape", "transpose", "transpose", "reshape"))]

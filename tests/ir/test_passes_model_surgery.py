@@ -8,7 +8,8 @@ import pytest
 import tidlx
 import tidlx.ir as ir
 from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertConv7x7Stride4ToStride1,
-                             ConvertConvLargePadToSmallerKernel,
+                             ConvertConvLargePadToSmallerKernel, ConvertDepth2spaceToReshpTrReshp,
+                             ConvertSpace2depthToReshpTrReshp,
                              ConvertExpandToReshapeAndConcat, ConvertGatherWithSingleIndexToSlice,
                              ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
@@ -53,7 +54,8 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
     """TI's optimizer runs its rules in the topological order of their dependencies; these are
     the modelled rules that are on by default, in that order."""
     assert list(SURGERY_PASSES) == [
-        "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
+        "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertSpace2depthToReshpTrReshp",
+        "ConvertDepth2spaceToReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
         "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
         "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
         "PushLargeChannelDimToHeightForWidthWiseSoftmax",
@@ -593,3 +595,53 @@ def test_convs_whose_crop_would_drop_taps_on_the_input_stay(size, k, rate, pad):
 def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, {k}, {k}), float32]) {{
   nn.conv2d(%x, %w, padding=[{pad}, {pad}, {pad}, {pad}], dilation=[{rate}, {rate}], channels=6, kernel_size=[{k}, {k}]) /* span=c:0:0 */
 }}""", w=np.ones((6, 4, k, k), "float32"))
+
+
+# -- ConvertSpace2depthToReshpTrReshp / ConvertDepth2spaceToReshpTrReshp -----------------------
+
+def test_space_to_depth_is_a_rank_6_reshape_transpose_reshape():
+    """An oblong input with C, H and W all different: the values must land in ONNX's order."""
+    check(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2) /* span=focus:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 3, 2, 2, 3, 2]) /* span=focus:0:0 */;
+  %1 = transpose(%0, axes=[0, 3, 5, 1, 2, 4]) /* span=focus:0:0 */;
+  reshape(%1, newshape=[1, 12, 2, 3]) /* span=focus:0:0 */
+}""")
+
+
+def test_space_to_depth_in_crd_order_or_nhwc_stays():
+    unchanged(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2, mode="CRD")
+}""")
+    unchanged(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 4, 6, 3), float32]) {
+  nn.space_to_depth(%x, block_size=2, layout="NHWC")
+}""")
+
+
+@pytest.mark.parametrize("mode, split, first", [
+    ("DCR", [1, 2, 2, 3, 4, 5], [0, 3, 4, 1, 2, 5]),
+    ("CRD", [1, 3, 2, 2, 4, 5], [0, 1, 4, 2, 3, 5]),
+])
+def test_depth_to_space_is_a_reshape_two_transposes_and_a_reshape(mode, split, first):
+    check(ConvertDepth2spaceToReshpTrReshp, f"""
+def @main(%x: Tensor[(1, 12, 4, 5), float32]) {{
+  nn.depth_to_space(%x, block_size=2, mode="{mode}") /* span=shuffle:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 12, 4, 5), float32]) {{
+  %0 = reshape(%x, newshape={split}) /* span=shuffle:0:0 */;
+  %1 = transpose(%0, axes={first}) /* span=shuffle:0:0 */;
+  %2 = transpose(%1, axes=[0, 1, 2, 3, 5, 4]) /* span=shuffle:0:0 */;
+  reshape(%2, newshape=[1, 3, 8, 10]) /* span=shuffle:0:0 */
+}}""")
+
+
+def test_depth_to_space_of_nhwc_stays():
+    unchanged(ConvertDepth2spaceToReshpTrReshp, """
+def @main(%x: Tensor[(1, 4, 5, 12), float32]) {
+  nn.depth_to_space(%x, block_size=2, layout="NHWC")
+}""")
