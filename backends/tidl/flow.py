@@ -78,6 +78,7 @@ SURGERY_RULES = {
     "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
     "ConvertSpace2depthToReshpTrReshp": "convert_space2depth_to_reshp_tr_reshp",
     "ConvertDepth2spaceToReshpTrReshp": "convert_depth2space_to_reshp_tr_reshp",
+    "OptimizeReshpTrReshp": "optimize_reshp_tr_reshp",
     "ConvertReducesumToMatmul": "convert_reducesum_to_matmul",
     "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
     "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
@@ -102,6 +103,8 @@ PASS_EFFECTS = {
     "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
     "ConvertSpace2depthToReshpTrReshp": "space-to-depth, a rank-6 reshape, transpose and reshape",
     "ConvertDepth2spaceToReshpTrReshp": "depth-to-space, a rank-6 reshape, two transposes and a reshape",
+    "OptimizeReshpTrReshp": "reshape-transpose-reshape, the axes its transpose keeps together merged "
+                            "(fewer dimensions)",
     "ConvertReducesumToMatmul": "sum over height, width or both, a MatMul by a constant column of ones",
     "ConvertExpandToReshapeAndConcat": "expand, a reshape and concatenations of copies",
     "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "

@@ -34,6 +34,7 @@ from .fold_bn_conv import FoldBatchNormIntoConv
 from .fold_bn_dense import FoldBatchNormIntoDense
 from .fold_constant import FoldConstant
 from .max_min_to_clip import ConvertMaxMinToClip
+from .optimize_reshp_tr_reshp import OptimizeReshpTrReshp
 from .merge_pad_into_conv import MergePadIntoConv
 from .remove_identity_ops import RemoveIdentityOps
 from .simplify_inference import SimplifyInference
@@ -52,6 +53,7 @@ SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
     ConvertTanhgeluToErfgelu,
     ConvertSpace2depthToReshpTrReshp,
     ConvertDepth2spaceToReshpTrReshp,
+    OptimizeReshpTrReshp,
     ConvertReducesumToMatmul,
     ConvertExpandToReshapeAndConcat,
     ConvertSingleConcatToConsecutiveConcats,
@@ -87,6 +89,7 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "ConvertTanhgeluToErfgelu",
            "ConvertSpace2depthToReshpTrReshp",
            "ConvertDepth2spaceToReshpTrReshp",
+           "OptimizeReshpTrReshp",
            "ConvertReducesumToMatmul",
            "ConvertExpandToReshapeAndConcat",
            "ConvertSingleConcatToConsecutiveConcats",

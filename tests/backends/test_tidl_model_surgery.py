@@ -330,3 +330,22 @@ def test_a_depth_to_space_is_rewritten_in_the_ort_flow():
     assert not on.host_ops
     assert [(t.layer, t.rule, t.ops_after) for t in on.transformations] == \
         [("shuffle", "convert_depth2space_to_reshp_tr_reshp", ("reshape", "transpose", "transpose", "reshape"))]
+
+
+def test_a_reshape_transpose_reshape_is_merged_in_place_in_the_ort_flow():
+    """TI's rule rewrites the first Reshape and the Transpose in place: each is listed under its
+    own name; the second Reshape is unchanged."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    s1 = numpy_helper.from_array(np.array([1, 2, 2, 2, 6, 10], np.int64), "s1")
+    s2 = numpy_helper.from_array(np.array([1, 8, 6, 10], np.int64), "s2")
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("Reshape", ["r", "s1"], ["a"], name="r1"),
+                 n("Transpose", ["a"], ["b"], name="t", perm=[0, 3, 4, 5, 1, 2]),
+                 n("Reshape", ["b", "s2"], ["y"], name="r2")], [1, 8, 6, 10], [s1, s2])
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.rule, t.change) for t in on.transformations] == \
+        [("r1", "optimize_reshp_tr_reshp", "rewritten"), ("t", "optimize_reshp_tr_reshp", "rewritten")]
+    _, off = tidlx.partition(mod, {"flow": "ort", "disabled_passes": "OptimizeReshpTrReshp"})
+    assert not off.transformations

@@ -14,7 +14,8 @@ from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertC
                              ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
                              ConvertSoftmaxAxisChannelToWidth, ConvertSoftmaxAxisHeightToWidth, ConvertTanhgeluToErfgelu,
-                             ExpandSliceAcrossMultipleAxis, PushLargeChannelDimToHeightForWidthWiseSoftmax,
+                             ExpandSliceAcrossMultipleAxis, OptimizeReshpTrReshp,
+                             PushLargeChannelDimToHeightForWidthWiseSoftmax,
                              RemoveWhereLayer)
 
 RNG = np.random.default_rng(11)
@@ -55,7 +56,7 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
     the modelled rules that are on by default, in that order."""
     assert list(SURGERY_PASSES) == [
         "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertSpace2depthToReshpTrReshp",
-        "ConvertDepth2spaceToReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
+        "ConvertDepth2spaceToReshpTrReshp", "OptimizeReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
         "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
         "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
         "PushLargeChannelDimToHeightForWidthWiseSoftmax",
@@ -645,3 +646,85 @@ def test_depth_to_space_of_nhwc_stays():
 def @main(%x: Tensor[(1, 4, 5, 12), float32]) {
   nn.depth_to_space(%x, block_size=2, layout="NHWC")
 }""")
+
+
+# -- OptimizeReshpTrReshp ----------------------------------------------------------------------
+
+def test_axes_the_transpose_keeps_together_are_merged():
+    check(OptimizeReshpTrReshp, """
+def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 2, 4, 4, 6]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 3, 1, 4]) /* span=t:0:0 */;
+  reshape(%1, newshape=[1, 4, 8, 6]) /* span=r2:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 2, 16, 6]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 1, 3]) /* span=t:0:0 */;
+  reshape(%1, newshape=[1, 4, 8, 6]) /* span=r2:0:0 */
+}""")
+
+
+def test_a_rank_6_shuffle_with_a_leading_run_is_merged():
+    """Runs [2, 3, 4, 5] and [0, 1]: the middle tensor becomes 2-D."""
+    check(OptimizeReshpTrReshp, """
+def @main(%x: Tensor[(6, 4, 5), float32]) {
+  %0 = reshape(%x, newshape=[2, 3, 2, 2, 5, 1]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[2, 3, 4, 5, 0, 1]) /* span=t:0:0 */;
+  reshape(%1, newshape=[20, 6]) /* span=r2:0:0 */
+}""", """
+def @main(%x: Tensor[(6, 4, 5), float32]) {
+  %0 = reshape(%x, newshape=[6, 20]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[1, 0]) /* span=t:0:0 */;
+  reshape(%1, newshape=[20, 6]) /* span=r2:0:0 */
+}""")
+
+
+def test_ti_renumbering_is_the_runs_order_only_for_some_permutations():
+    from tidlx.ir.passes.optimize_reshp_tr_reshp import consecutive_runs, merged, ti_renumbered
+
+    # the space-to-depth sequence: runs [0], [3], [5], [1, 2], [4]; TI's numbers differ from their order
+    assert consecutive_runs([0, 3, 5, 1, 2, 4]) == [[0], [3], [5], [1, 2], [4]]
+    assert ti_renumbered([0, 3, 5, 1, 4]) == [0, 2, 3, 1, 4]
+    assert merged([1, 3, 2, 2, 3, 2], [0, 3, 5, 1, 2, 4]) is None
+    x = np.arange(72.0).reshape(1, 3, 4, 6)
+    shape, perm = [1, 3, 2, 2, 3, 2], [0, 3, 5, 1, 2, 4]
+    want = x.reshape(shape).transpose(perm).reshape(1, 12, 2, 3)
+    ti = x.reshape(1, 6, 2, 3, 2).transpose(0, 2, 3, 1, 4).reshape(1, 12, 2, 3)
+    assert not np.array_equal(ti, want)
+
+
+@pytest.mark.parametrize("body", [
+    # the space-to-depth sequence: TI's rewrite would compute other values
+    """%0 = reshape(%x, newshape=[1, 3, 2, 2, 3, 2]);
+  %1 = transpose(%0, axes=[0, 3, 5, 1, 2, 4]);
+  reshape(%1, newshape=[1, 12, 2, 3])""",
+    # no run to merge
+    """%0 = reshape(%x, newshape=[1, 3, 4, 6]);
+  %1 = transpose(%0, axes=[0, 3, 2, 1]);
+  reshape(%1, newshape=[1, 6, 4, 3])""",
+    # the transpose has a second user
+    """%0 = reshape(%x, newshape=[1, 3, 2, 2, 6]);
+  %1 = transpose(%0, axes=[0, 2, 3, 1, 4]);
+  %2 = reshape(%1, newshape=[1, 12, 6]);
+  (%2, %1)""",
+])
+def test_other_reshape_transpose_reshapes_stay(body):
+    unchanged(OptimizeReshpTrReshp, f"""
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {{
+  {body}
+}}""")
+
+
+def test_space_to_depth_after_ti_default_surgery_keeps_its_values():
+    """TI's order: the space-to-depth rule, then optimize_reshp_tr_reshp, which leaves its sequence."""
+    mod = parse("""
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2)
+}""")
+    from tidlx.ir.expr import Call
+    from tidlx.ir.traversal import post_order
+
+    out = OptimizeReshpTrReshp(ConvertSpace2depthToReshpTrReshp(mod))
+    assert [c.op_name for c in post_order(out.main.body) if isinstance(c, Call)] == \
+        ["reshape", "transpose", "reshape"]
+    same_outputs(mod, out)
