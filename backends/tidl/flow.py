@@ -74,6 +74,7 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 #: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
 #: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
 SURGERY_RULES = {
+    "ConvertTrConvStrideNTrToMatmul": "convert_tr_conv_stride_n_tr_to_matmul",
     "RemoveWhereLayer": "remove_where_layer",
     "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
     "ConvertSpace2depthToReshpTrReshp": "convert_space2depth_to_reshp_tr_reshp",
@@ -99,6 +100,8 @@ SURGERY_PASSES = tuple(SURGERY_RULES)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "ConvertTrConvStrideNTrToMatmul": "patch-embedding convolution (kernel = stride) between NHWC transposes, "
+                                      "reshapes, a transpose and a MatMul",
     "RemoveWhereLayer": "select with an all-true or all-false constant condition, replaced by the input it selects",
     "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
     "ConvertSpace2depthToReshpTrReshp": "space-to-depth, a rank-6 reshape, transpose and reshape",
@@ -450,9 +453,13 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
                 those = "that InnerProduct layer" if len(denses) == 1 else "each of those InnerProduct layers"
                 message = (f"{'+'.join(ops)} '{layer}' merged into {targets} by {pass_name} "
                            f"(TIDL then runs it as part of {those})")
+            elif pass_name in SURGERY_RULES:
+                message = (f"{'+'.join(ops)} '{layer}' removed by TI's {SURGERY_RULES[pass_name]} rule "
+                           f"({pass_name}: {PASS_EFFECTS[pass_name]})")
             else:
                 message = f"{'+'.join(ops)} '{layer}': {PASS_EFFECTS[pass_name]} by {pass_name}"
-            out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message))
+            out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message,
+                                      SURGERY_RULES.get(pass_name)))
         elif pass_name in SURGERY_RULES:
             rule = SURGERY_RULES[pass_name]
             message = (f"'{layer}': {'+'.join(ops)} -> {'+'.join(now)} by TI's {rule} rule "

@@ -26,6 +26,7 @@ from .convert_single_concat_to_consecutive_concats import ConvertSingleConcatToC
 from .convert_softmax_axis_height_to_width import ConvertSoftmaxAxisHeightToWidth
 from .convert_space2depth_to_reshp_tr_reshp import ConvertSpace2depthToReshpTrReshp
 from .convert_tanhgelu_to_erfgelu import ConvertTanhgeluToErfgelu
+from .convert_tr_conv_stride_n_tr_to_matmul import ConvertTrConvStrideNTrToMatmul
 from .expand_slice_across_multiple_axis import ExpandSliceAcrossMultipleAxis
 from .push_large_channel_dim_to_height_for_width_wise_softmax import PushLargeChannelDimToHeightForWidthWiseSoftmax
 from .remove_where_layer import RemoveWhereLayer
@@ -49,6 +50,7 @@ PASSES: Dict[str, Pass] = {p.name: p for p in (
 #: not in ``PASSES``: the TIDL flow runs them before its graph preparation when asked to, in TI's
 #: order (the order of TI's optimizer: its rules sorted by their dependencies).
 SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
+    ConvertTrConvStrideNTrToMatmul,
     RemoveWhereLayer,
     ConvertTanhgeluToErfgelu,
     ConvertSpace2depthToReshpTrReshp,
@@ -85,6 +87,7 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "FoldBatchNormIntoDense", "inference_pipeline",
            "RemoveIdentityOps", "ConvertMaxMinToClip", "SplitAsymmetricStrideConv", "MergePadIntoConv",
            "ConvertSoftmaxAxisChannelToWidth", "ConvertReduceMeanToMatmul",
+           "ConvertTrConvStrideNTrToMatmul",
            "RemoveWhereLayer",
            "ConvertTanhgeluToErfgelu",
            "ConvertSpace2depthToReshpTrReshp",

@@ -349,3 +349,26 @@ def test_a_reshape_transpose_reshape_is_merged_in_place_in_the_ort_flow():
         [("r1", "optimize_reshp_tr_reshp", "rewritten"), ("t", "optimize_reshp_tr_reshp", "rewritten")]
     _, off = tidlx.partition(mod, {"flow": "ort", "disabled_passes": "OptimizeReshpTrReshp"})
     assert not off.transformations
+
+
+def test_an_nhwc_patch_embedding_runs_on_tidl_after_ti_default_surgery():
+    """A 4x4 stride-4 Conv between NHWC transposes: TIDL refuses the Conv (stride 4 only with an
+    11x11 kernel); TI's rule makes it a MatMul, and the transposes are gone."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((6, 3, 4, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal((6,)).astype(np.float32), "b")
+    mod = _onnx([n("Transpose", ["x"], ["a"], name="t1", perm=[0, 3, 1, 2]),
+                 n("Conv", ["a", "w", "b"], ["c"], name="patch", kernel_shape=[4, 4], strides=[4, 4]),
+                 n("Transpose", ["c"], ["y"], name="t2", perm=[0, 2, 3, 1])], [1, 16, 12, 3], [w, b])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert {h.layer for h in off.host_ops} == {"patch"}
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.change) for t in on.transformations] == [("t1", "removed"), ("patch", "rewritten"),
+                                                                 ("t2", "removed")]
+    assert {t.rule for t in on.transformations} == {"convert_tr_conv_stride_n_tr_to_matmul"}
+    assert on.transformations[1].ops_after == ("reshape", "transpose", "reshape", "nn.dense", "add", "reshape")
+    assert "removed by TI's convert_tr_conv_stride_n_tr_to_matmul rule" in on.transformations[0].message

@@ -14,6 +14,7 @@ from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertC
                              ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
                              ConvertSoftmaxAxisChannelToWidth, ConvertSoftmaxAxisHeightToWidth, ConvertTanhgeluToErfgelu,
+                             ConvertTrConvStrideNTrToMatmul,
                              ExpandSliceAcrossMultipleAxis, OptimizeReshpTrReshp,
                              PushLargeChannelDimToHeightForWidthWiseSoftmax,
                              RemoveWhereLayer)
@@ -55,7 +56,8 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
     """TI's optimizer runs its rules in the topological order of their dependencies; these are
     the modelled rules that are on by default, in that order."""
     assert list(SURGERY_PASSES) == [
-        "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertSpace2depthToReshpTrReshp",
+        "ConvertTrConvStrideNTrToMatmul", "RemoveWhereLayer", "ConvertTanhgeluToErfgelu",
+        "ConvertSpace2depthToReshpTrReshp",
         "ConvertDepth2spaceToReshpTrReshp", "OptimizeReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
         "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
         "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
@@ -728,3 +730,59 @@ def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
     assert [c.op_name for c in post_order(out.main.body) if isinstance(c, Call)] == \
         ["reshape", "transpose", "reshape"]
     same_outputs(mod, out)
+
+
+# -- ConvertTrConvStrideNTrToMatmul ------------------------------------------------------------
+
+PATCH_W = RNG.standard_normal((6, 3, 2, 2)).astype("float32")
+PATCH_B = RNG.standard_normal(6).astype("float32")
+
+
+def _patch_dense_weight():
+    """The MatMul's (kh, kw, C, O) weight, as nn.dense holds it: (O, kh*kw*C), by explicit loops."""
+    out = np.zeros((6, 12), "float32")
+    for o in range(6):
+        for i in range(2):
+            for j in range(2):
+                for c in range(3):
+                    out[o, (i * 2 + j) * 3 + c] = PATCH_W[o, c, i, j]
+    return out
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_patch_embedding_between_nhwc_transposes_is_a_matmul(with_bias):
+    conv = "nn.conv2d(%0, %w, strides=[2, 2], padding=[0, 0, 0, 0], channels=6, kernel_size=[2, 2]) /* span=patch:0:0 */"
+    body = (f"%1 = {conv};\n  %2 = nn.bias_add(%1, %b) /* span=patch:0:0 */;" if with_bias else f"%2 = {conv};")
+    add = ("%4 = add(%3, %bb) /* span=patch:0:0 */;" if with_bias else "%4 = %3;")
+    after_params = {"wd": _patch_dense_weight(), **({"bb": PATCH_B} if with_bias else {})}
+    decl = ", %bb: Tensor[(6), float32]" if with_bias else ""
+    check(ConvertTrConvStrideNTrToMatmul, f"""
+def @main(%x: Tensor[(1, 4, 6, 3), float32], %w: Tensor[(6, 3, 2, 2), float32], %b: Tensor[(6), float32]) {{
+  %0 = transpose(%x, axes=[0, 3, 1, 2]) /* span=t1:0:0 */;
+  {body}
+  transpose(%2, axes=[0, 2, 3, 1]) /* span=t2:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 4, 6, 3), float32], %wd: Tensor[(6, 12), float32]{decl}) {{
+  %0 = reshape(%x, newshape=[1, 2, 2, 3, 2, 3]) /* span=patch:0:0 */;
+  %1 = transpose(%0, axes=[0, 1, 3, 2, 4, 5]) /* span=patch:0:0 */;
+  %2 = reshape(%1, newshape=[1, 6, 12]) /* span=patch:0:0 */;
+  %3 = nn.dense(%2, %wd, units=6) /* span=patch:0:0 */;
+  {add}
+  reshape(%4, newshape=[1, 2, 3, 6]) /* span=patch:0:0 */
+}}""", before_params={"w": PATCH_W, "b": PATCH_B}, tolerance=(1e-5, 1e-6), **after_params)
+
+
+@pytest.mark.parametrize("perm_in, perm_out, conv_attrs", [
+    ("[0, 3, 2, 1]", "[0, 2, 3, 1]", "strides=[2, 2]"),                          # not NHWC -> NCHW
+    ("[0, 3, 1, 2]", "[0, 3, 2, 1]", "strides=[2, 2]"),                          # not NCHW -> NHWC
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[2, 1]"),                          # width stride differs
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[2, 2], padding=[1, 1, 1, 1]"),    # padded
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[1, 1]"),                          # kernel != stride
+])
+def test_other_transpose_conv_transposes_stay(perm_in, perm_out, conv_attrs):
+    unchanged(ConvertTrConvStrideNTrToMatmul, f"""
+def @main(%x: Tensor[(1, 6, 6, 3), float32], %w: Tensor[(6, 3, 2, 2), float32]) {{
+  %0 = transpose(%x, axes={perm_in});
+  %1 = nn.conv2d(%0, %w, {conv_attrs}, channels=6, kernel_size=[2, 2]);
+  transpose(%1, axes={perm_out})
+}}""", w=PATCH_W)
