@@ -84,6 +84,7 @@ SURGERY_RULES = {
     "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
     "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
     "ConvertNegToMul": "convert_neg_to_mul",
+    "RemoveQuantizeInitializer": "remove_quantize_initializer",
     "ExpandSliceAcrossMultipleAxis": "expand_slice_across_multiple_axis",
     "ConvertConv7x7Stride4ToStride1": "convert_conv_7x7_stride4_to_stride1",
     "ConvertConvLargePadToSmallerKernel": "convert_conv_large_pad_to_smaller_kernel",
@@ -97,6 +98,9 @@ SURGERY_RULES = {
     "ConvertMaxpoolToCascadedMaxpool": "convert_maxpool_to_cascaded_maxpool",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
+#: The surgery passes TI's optimizer runs on a QDQ model (one holding a QuantizeLinear): of its QDQ
+#: rules, the one on by default.
+QDQ_SURGERY_PASSES = ("RemoveQuantizeInitializer",)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
@@ -113,6 +117,7 @@ PASS_EFFECTS = {
     "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "
                                                "concatenations",
     "ConvertNegToMul": "negation, a multiply by -1",
+    "RemoveQuantizeInitializer": "float constant quantized then dequantized, the quantized constant dequantized",
     "ExpandSliceAcrossMultipleAxis": "slice over several axes, one slice per axis",
     "ConvertConv7x7Stride4ToStride1": "7x7 stride-4 convolution, run at stride 1 then two 1x1 stride-2 max pools",
     "ConvertConvLargePadToSmallerKernel": "convolution padded beyond its input, its kernel cropped to the taps "
@@ -358,11 +363,13 @@ def _layer_forms(fn: Function) -> Dict[str, Tuple]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False) -> List[Pass]:
+def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False,
+                 qdq: bool = False) -> List[Pass]:
     from ...ir.passes import PASSES
     from ...ir.passes import SURGERY_PASSES as SURGERY
 
-    surgery = [SURGERY[name] for name in SURGERY_PASSES] if model_surgery else []
+    names = QDQ_SURGERY_PASSES if qdq else SURGERY_PASSES
+    surgery = [SURGERY[name] for name in names] if model_surgery else []
     return surgery + [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
 
 
@@ -388,11 +395,10 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     records: List[PassRecord] = []
     changes: List[Transformation] = []
     before = None  # the layers' ops of @main before the first pass that changes it, when one does
-    # TI's optimizer runs only its QDQ rules (none of them on by default and modelled) on a model
-    # holding a QuantizeLinear
-    model_surgery = model_surgery and not _is_qdq(mod["main"])
+    # TI's optimizer runs only its QDQ rules on a model holding a QuantizeLinear
+    qdq = _is_qdq(mod["main"])
     with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
-        for p in _prep_passes(options, layer_types, model_surgery):
+        for p in _prep_passes(options, layer_types, model_surgery, qdq):
             if ctx.is_disabled(p.name):
                 records.append(PassRecord(p.name, "disabled", 0))
                 continue

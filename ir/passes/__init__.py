@@ -29,6 +29,7 @@ from .convert_tanhgelu_to_erfgelu import ConvertTanhgeluToErfgelu
 from .convert_tr_conv_stride_n_tr_to_matmul import ConvertTrConvStrideNTrToMatmul
 from .expand_slice_across_multiple_axis import ExpandSliceAcrossMultipleAxis
 from .push_large_channel_dim_to_height_for_width_wise_softmax import PushLargeChannelDimToHeightForWidthWiseSoftmax
+from .remove_quantize_initializer import RemoveQuantizeInitializer
 from .remove_where_layer import RemoveWhereLayer
 from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
@@ -60,6 +61,7 @@ SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
     ConvertExpandToReshapeAndConcat,
     ConvertSingleConcatToConsecutiveConcats,
     ConvertNegToMul,
+    RemoveQuantizeInitializer,
     ExpandSliceAcrossMultipleAxis,
     ConvertConv7x7Stride4ToStride1,
     ConvertConvLargePadToSmallerKernel,
@@ -97,6 +99,7 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "ConvertExpandToReshapeAndConcat",
            "ConvertSingleConcatToConsecutiveConcats",
            "ConvertNegToMul",
+           "RemoveQuantizeInitializer",
            "ExpandSliceAcrossMultipleAxis",
            "ConvertConv7x7Stride4ToStride1",
            "ConvertConvLargePadToSmallerKernel",

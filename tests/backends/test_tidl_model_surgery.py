@@ -372,3 +372,29 @@ def test_an_nhwc_patch_embedding_runs_on_tidl_after_ti_default_surgery():
     assert {t.rule for t in on.transformations} == {"convert_tr_conv_stride_n_tr_to_matmul"}
     assert on.transformations[1].ops_after == ("reshape", "transpose", "reshape", "nn.dense", "add", "reshape")
     assert "removed by TI's convert_tr_conv_stride_n_tr_to_matmul rule" in on.transformations[0].message
+
+
+def test_a_qdq_model_gets_only_ti_qdq_rule():
+    """On a QDQ model TI's optimizer runs its QDQ rules only: the float weight quantized then
+    dequantized becomes a quantized constant (remove_quantize_initializer); the Neg stays a Neg."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "ws")]
+    mod = _onnx([n("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+                 n("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+                 n("QuantizeLinear", ["w", "ws", "z"], ["wq"], name="wq"),
+                 n("DequantizeLinear", ["wq", "ws", "z"], ["wd"], name="wdq"),
+                 n("Conv", ["d", "wd"], ["c"], name="conv", kernel_shape=[1, 1]),
+                 n("Neg", ["c"], ["y"], name="neg")], [1, 4, 8, 8], inits)
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert [(t.layer, t.rule, t.change) for t in on.transformations] == \
+        [("wq", "remove_quantize_initializer", "removed"), ("wdq", "remove_quantize_initializer", "rewritten")]
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert not off.transformations
+    (neg,) = [h for h in off.host_ops if h.layer == "neg"]
+    assert "model_surgery" not in neg.reason

@@ -17,7 +17,7 @@ from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertC
                              ConvertTrConvStrideNTrToMatmul,
                              ExpandSliceAcrossMultipleAxis, OptimizeReshpTrReshp,
                              PushLargeChannelDimToHeightForWidthWiseSoftmax,
-                             RemoveWhereLayer)
+                             RemoveQuantizeInitializer, RemoveWhereLayer)
 
 RNG = np.random.default_rng(11)
 HEADER = '#[version = "0.0.5"]\n'
@@ -59,7 +59,8 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
         "ConvertTrConvStrideNTrToMatmul", "RemoveWhereLayer", "ConvertTanhgeluToErfgelu",
         "ConvertSpace2depthToReshpTrReshp",
         "ConvertDepth2spaceToReshpTrReshp", "OptimizeReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
-        "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
+        "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "RemoveQuantizeInitializer",
+        "ExpandSliceAcrossMultipleAxis",
         "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
         "PushLargeChannelDimToHeightForWidthWiseSoftmax",
         "ConvertSoftmaxAxisHeightToWidth", "ConvertSoftmaxAxisChannelToWidth", "ConvertBatchnormInputTo4D",
@@ -786,3 +787,51 @@ def @main(%x: Tensor[(1, 6, 6, 3), float32], %w: Tensor[(6, 3, 2, 2), float32]) 
   %1 = nn.conv2d(%0, %w, {conv_attrs}, channels=6, kernel_size=[2, 2]);
   transpose(%1, axes={perm_out})
 }}""", w=PATCH_W)
+
+
+# -- RemoveQuantizeInitializer -----------------------------------------------------------------
+
+QW = RNG.standard_normal((4, 3, 1, 1)).astype("float32")
+QS = np.array([0.01, 0.02, 0.03, 0.004], "float32")
+
+
+def _quantized_by_hand(w, scale, zero, lo, hi):
+    """round-half-even(w / scale) + zero, saturated, channel by channel along axis 0."""
+    out = np.empty(w.shape, "int64")
+    for o in range(w.shape[0]):
+        for idx in np.ndindex(*w.shape[1:]):
+            v = float(np.float32(w[(o,) + idx]) / np.float32(scale[o]))
+            out[(o,) + idx] = min(max(int(round(v)) + int(zero[o]), lo), hi)
+    return out
+
+
+@pytest.mark.parametrize("dtype, zero, lo, hi", [("int8", [0, 1, -2, 3], -128, 127), ("uint8", [128] * 4, 0, 255)])
+def test_a_quantized_float_weight_is_its_quantized_constant_dequantized(dtype, zero, lo, hi):
+    z = np.array(zero, "int32")
+    header = ("%x: Tensor[(1, 3, 5, 5), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]")
+    q = _quantized_by_hand(QW * 20, QS, z, lo, hi).astype(dtype)
+    assert q.min() == lo and q.max() == hi      # some values saturate
+    check(RemoveQuantizeInitializer, f"""
+def @main({header}, %w: Tensor[(4, 3, 1, 1), float32]) {{
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="{dtype}", axis=0) /* span=wq:0:0 */;
+  %1 = qnn.dequantize(%0, %s, %z, axis=0) /* span=wdq:0:0 */;
+  nn.conv2d(%x, %1, channels=4, kernel_size=[1, 1]) /* span=conv:0:0 */
+}}""", f"""
+def @main({header}, %q: Tensor[(4, 3, 1, 1), {dtype}]) {{
+  %0 = qnn.dequantize(%q, %s, %z, axis=0) /* span=wdq:0:0 */;
+  nn.conv2d(%x, %0, channels=4, kernel_size=[1, 1]) /* span=conv:0:0 */
+}}""", before_params={"w": QW * 20, "s": QS, "z": z}, q=q)
+
+
+def test_quantized_weights_along_another_axis_or_shared_stay():
+    w = RNG.standard_normal((3, 4, 1, 1)).astype("float32")
+    unchanged(RemoveQuantizeInitializer, """
+def @main(%w: Tensor[(3, 4, 1, 1), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]) {
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="int8", axis=1);
+  qnn.dequantize(%0, %s, %z, axis=1)
+}""", w=w, s=QS, z=np.zeros(4, "int32"))
+    unchanged(RemoveQuantizeInitializer, """
+def @main(%w: Tensor[(4, 3, 1, 1), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]) {
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="int8", axis=0);
+  (qnn.dequantize(%0, %s, %z, axis=0), %0)
+}""", w=QW, s=QS, z=np.zeros(4, "int32"))
