@@ -106,6 +106,8 @@ def _optimize(m):
     if len(source) > MAX_OUTER_RANK or len(result) > MAX_OUTER_RANK:
         return None
     rank = len(middle)
+    if rank < 2:
+        return None
     perm = [int(a) % rank for a in tr.attrs.axes]
     if sorted(perm) != list(range(rank)):
         return None
