@@ -74,12 +74,17 @@ PREP_PASSES = ("FoldConstant", "RemoveIdentityOps", "ConvertMaxMinToClip", "Spli
 #: TI's model surgery (option ``model_surgery``): the passes made after the rules of TI's model optimizer
 #: that are on by default, in the order they run, before PREP_PASSES; pass name -> TI's rule name.
 SURGERY_RULES = {
+    "ConvertTrConvStrideNTrToMatmul": "convert_tr_conv_stride_n_tr_to_matmul",
     "RemoveWhereLayer": "remove_where_layer",
     "ConvertTanhgeluToErfgelu": "convert_tanhgelu_to_erfgelu",
+    "ConvertSpace2depthToReshpTrReshp": "convert_space2depth_to_reshp_tr_reshp",
+    "ConvertDepth2spaceToReshpTrReshp": "convert_depth2space_to_reshp_tr_reshp",
+    "OptimizeReshpTrReshp": "optimize_reshp_tr_reshp",
     "ConvertReducesumToMatmul": "convert_reducesum_to_matmul",
     "ConvertExpandToReshapeAndConcat": "convert_expand_to_reshape_and_concat",
     "ConvertSingleConcatToConsecutiveConcats": "convert_single_concat_to_consecutive_concats",
     "ConvertNegToMul": "convert_neg_to_mul",
+    "RemoveQuantizeInitializer": "remove_quantize_initializer",
     "ExpandSliceAcrossMultipleAxis": "expand_slice_across_multiple_axis",
     "ConvertConv7x7Stride4ToStride1": "convert_conv_7x7_stride4_to_stride1",
     "ConvertConvLargePadToSmallerKernel": "convert_conv_large_pad_to_smaller_kernel",
@@ -93,16 +98,26 @@ SURGERY_RULES = {
     "ConvertMaxpoolToCascadedMaxpool": "convert_maxpool_to_cascaded_maxpool",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
+#: The surgery passes TI's optimizer runs on a QDQ model (one holding a QuantizeLinear): of its QDQ
+#: rules, the one on by default.
+QDQ_SURGERY_PASSES = ("RemoveQuantizeInitializer",)
 
 #: What each preparation pass does to a layer it removes or rewrites (for the report).
 PASS_EFFECTS = {
+    "ConvertTrConvStrideNTrToMatmul": "patch-embedding convolution (kernel = stride) between NHWC transposes, "
+                                      "reshapes, a transpose and a MatMul",
     "RemoveWhereLayer": "select with an all-true or all-false constant condition, replaced by the input it selects",
     "ConvertTanhgeluToErfgelu": "tanh-form GELU, its tanh term replaced by erf(x / sqrt 2) (TIDL's GELU)",
+    "ConvertSpace2depthToReshpTrReshp": "space-to-depth, a rank-6 reshape, transpose and reshape",
+    "ConvertDepth2spaceToReshpTrReshp": "depth-to-space, a rank-6 reshape, two transposes and a reshape",
+    "OptimizeReshpTrReshp": "reshape-transpose-reshape, the axes its transpose keeps together merged "
+                            "(fewer dimensions)",
     "ConvertReducesumToMatmul": "sum over height, width or both, a MatMul by a constant column of ones",
     "ConvertExpandToReshapeAndConcat": "expand, a reshape and concatenations of copies",
     "ConvertSingleConcatToConsecutiveConcats": "concatenation of three or more copies, a chain of two-input "
                                                "concatenations",
     "ConvertNegToMul": "negation, a multiply by -1",
+    "RemoveQuantizeInitializer": "float constant quantized then dequantized, the quantized constant dequantized",
     "ExpandSliceAcrossMultipleAxis": "slice over several axes, one slice per axis",
     "ConvertConv7x7Stride4ToStride1": "7x7 stride-4 convolution, run at stride 1 then two 1x1 stride-2 max pools",
     "ConvertConvLargePadToSmallerKernel": "convolution padded beyond its input, its kernel cropped to the taps "
@@ -348,11 +363,13 @@ def _layer_forms(fn: Function) -> Dict[str, Tuple]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False) -> List[Pass]:
+def _prep_passes(options: TidlOptions, layer_types: Mapping[str, str], model_surgery: bool = False,
+                 qdq: bool = False) -> List[Pass]:
     from ...ir.passes import PASSES
     from ...ir.passes import SURGERY_PASSES as SURGERY
 
-    surgery = [SURGERY[name] for name in SURGERY_PASSES] if model_surgery else []
+    names = QDQ_SURGERY_PASSES if qdq else SURGERY_PASSES
+    surgery = [SURGERY[name] for name in names] if model_surgery else []
     return surgery + [PASSES[name] for name in PREP_PASSES[:-1]] + [_GuardedBnDenseMerge(options, layer_types)]
 
 
@@ -378,11 +395,10 @@ def prepare(mod: IRModule, options: TidlOptions, disabled_passes: Sequence[str] 
     records: List[PassRecord] = []
     changes: List[Transformation] = []
     before = None  # the layers' ops of @main before the first pass that changes it, when one does
-    # TI's optimizer runs only its QDQ rules (none of them on by default and modelled) on a model
-    # holding a QuantizeLinear
-    model_surgery = model_surgery and not _is_qdq(mod["main"])
+    # TI's optimizer runs only its QDQ rules on a model holding a QuantizeLinear
+    qdq = _is_qdq(mod["main"])
     with shared_walks():  # a pass that changes nothing hands the next one the walk of the same @main
-        for p in _prep_passes(options, layer_types, model_surgery):
+        for p in _prep_passes(options, layer_types, model_surgery, qdq):
             if ctx.is_disabled(p.name):
                 records.append(PassRecord(p.name, "disabled", 0))
                 continue
@@ -443,9 +459,13 @@ def _diff_layers(pass_name: str, before, after, layer_types, merged: Mapping[str
                 those = "that InnerProduct layer" if len(denses) == 1 else "each of those InnerProduct layers"
                 message = (f"{'+'.join(ops)} '{layer}' merged into {targets} by {pass_name} "
                            f"(TIDL then runs it as part of {those})")
+            elif pass_name in SURGERY_RULES:
+                message = (f"{'+'.join(ops)} '{layer}' removed by TI's {SURGERY_RULES[pass_name]} rule "
+                           f"({pass_name}: {PASS_EFFECTS[pass_name]})")
             else:
                 message = f"{'+'.join(ops)} '{layer}': {PASS_EFFECTS[pass_name]} by {pass_name}"
-            out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message))
+            out.append(Transformation(pass_name, layer, kind, "removed", ops, (), into, message,
+                                      SURGERY_RULES.get(pass_name)))
         elif pass_name in SURGERY_RULES:
             rule = SURGERY_RULES[pass_name]
             message = (f"'{layer}': {'+'.join(ops)} -> {'+'.join(now)} by TI's {rule} rule "

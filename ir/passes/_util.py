@@ -81,3 +81,14 @@ def softmax_along_width(softmax: Call, perm: List[int]) -> Expr:
     inner = call("transpose", softmax.args[0], axes=perm, layer=layer)
     normed = call("nn.softmax", inner, axis=-1, layer=layer)
     return call("transpose", normed, axes=perm, layer=layer)
+
+
+def static_nchw(call_: Call) -> Optional[List[int]]:
+    """The static (N, C, H, W) shape of a pixel shuffle's input in layout NCHW, else None."""
+    t = call_.args[0].checked_type
+    if not isinstance(t, TensorType) or len(t.shape) != 4 or str(getattr(call_.attrs, "layout", "NCHW")) != "NCHW":
+        return None
+    try:
+        return [int(d) for d in t.shape]
+    except (TypeError, ValueError):
+        return None

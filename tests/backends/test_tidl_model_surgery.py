@@ -300,3 +300,101 @@ def test_an_aspp_branch_padded_beyond_its_map_runs_on_tidl_after_ti_default_surg
     assert not on.host_ops and [t.rule for t in on.transformations] == ["convert_conv_large_pad_to_smaller_kernel"]
     assert on.transformations[0].message.startswith("'aspp': nn.conv2d rewritten in place by TI's "
                                                     "convert_conv_large_pad_to_smaller_kernel rule")
+
+
+def test_a_space_to_depth_runs_on_tidl_after_ti_default_surgery():
+    """tidlx has no TIDL layer for SpaceToDepth: without the surgery it falls back naming its rule;
+    with it the rank-6 reshape, transpose and reshape are judged one by one and run on TIDL."""
+    from onnx import helper
+
+    n = helper.make_node
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("SpaceToDepth", ["r"], ["s"], name="focus", blocksize=2),
+                 n("Relu", ["s"], ["y"], name="relu2")], [1, 3, 16, 24], [])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    (host,) = off.host_ops
+    assert host.layer == "focus" and host.reason.endswith(_hint("convert_space2depth_to_reshp_tr_reshp"))
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert on.ort.summary_line().startswith("Final number of subgraphs created are : 1,")
+    assert [(t.layer, t.rule, t.ops_after) for t in on.transformations] == \
+        [("focus", "convert_space2depth_to_reshp_tr_reshp", ("reshape", "transpose", "reshape"))]
+
+
+def test_a_depth_to_space_is_rewritten_in_the_ort_flow():
+    from onnx import helper
+
+    n = helper.make_node
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("DepthToSpace", ["r"], ["y"], name="shuffle", blocksize=2)],
+                [1, 12, 8, 10], [])
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.rule, t.ops_after) for t in on.transformations] == \
+        [("shuffle", "convert_depth2space_to_reshp_tr_reshp", ("reshape", "transpose", "transpose", "reshape"))]
+
+
+def test_a_reshape_transpose_reshape_is_merged_in_place_in_the_ort_flow():
+    """TI's rule rewrites the first Reshape and the Transpose in place: each is listed under its
+    own name; the second Reshape is unchanged."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    s1 = numpy_helper.from_array(np.array([1, 2, 2, 2, 6, 10], np.int64), "s1")
+    s2 = numpy_helper.from_array(np.array([1, 8, 6, 10], np.int64), "s2")
+    mod = _onnx([n("Relu", ["x"], ["r"], name="relu"), n("Reshape", ["r", "s1"], ["a"], name="r1"),
+                 n("Transpose", ["a"], ["b"], name="t", perm=[0, 3, 4, 5, 1, 2]),
+                 n("Reshape", ["b", "s2"], ["y"], name="r2")], [1, 8, 6, 10], [s1, s2])
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.rule, t.change) for t in on.transformations] == \
+        [("r1", "optimize_reshp_tr_reshp", "rewritten"), ("t", "optimize_reshp_tr_reshp", "rewritten")]
+    _, off = tidlx.partition(mod, {"flow": "ort", "disabled_passes": "OptimizeReshpTrReshp"})
+    assert not off.transformations
+
+
+def test_an_nhwc_patch_embedding_runs_on_tidl_after_ti_default_surgery():
+    """A 4x4 stride-4 Conv between NHWC transposes: TIDL refuses the Conv (stride 4 only with an
+    11x11 kernel); TI's rule makes it a MatMul, and the transposes are gone."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((6, 3, 4, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal((6,)).astype(np.float32), "b")
+    mod = _onnx([n("Transpose", ["x"], ["a"], name="t1", perm=[0, 3, 1, 2]),
+                 n("Conv", ["a", "w", "b"], ["c"], name="patch", kernel_shape=[4, 4], strides=[4, 4]),
+                 n("Transpose", ["c"], ["y"], name="t2", perm=[0, 2, 3, 1])], [1, 16, 12, 3], [w, b])
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert {h.layer for h in off.host_ops} == {"patch"}
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not on.host_ops
+    assert [(t.layer, t.change) for t in on.transformations] == [("t1", "removed"), ("patch", "rewritten"),
+                                                                 ("t2", "removed")]
+    assert {t.rule for t in on.transformations} == {"convert_tr_conv_stride_n_tr_to_matmul"}
+    assert on.transformations[1].ops_after == ("reshape", "transpose", "reshape", "nn.dense", "add", "reshape")
+    assert "removed by TI's convert_tr_conv_stride_n_tr_to_matmul rule" in on.transformations[0].message
+
+
+def test_a_qdq_model_gets_only_ti_qdq_rule():
+    """On a QDQ model TI's optimizer runs its QDQ rules only: the float weight quantized then
+    dequantized becomes a quantized constant (remove_quantize_initializer); the Neg stays a Neg."""
+    from onnx import helper, numpy_helper
+
+    n = helper.make_node
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "ws")]
+    mod = _onnx([n("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+                 n("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+                 n("QuantizeLinear", ["w", "ws", "z"], ["wq"], name="wq"),
+                 n("DequantizeLinear", ["wq", "ws", "z"], ["wd"], name="wdq"),
+                 n("Conv", ["d", "wd"], ["c"], name="conv", kernel_shape=[1, 1]),
+                 n("Neg", ["c"], ["y"], name="neg")], [1, 4, 8, 8], inits)
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert [(t.layer, t.rule, t.change) for t in on.transformations] == \
+        [("wq", "remove_quantize_initializer", "removed"), ("wdq", "remove_quantize_initializer", "rewritten")]
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    assert not off.transformations
+    (neg,) = [h for h in off.host_ops if h.layer == "neg"]
+    assert "model_surgery" not in neg.reason

@@ -8,13 +8,16 @@ import pytest
 import tidlx
 import tidlx.ir as ir
 from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertConv7x7Stride4ToStride1,
-                             ConvertConvLargePadToSmallerKernel,
+                             ConvertConvLargePadToSmallerKernel, ConvertDepth2spaceToReshpTrReshp,
+                             ConvertSpace2depthToReshpTrReshp,
                              ConvertExpandToReshapeAndConcat, ConvertGatherWithSingleIndexToSlice,
                              ConvertLargeGlobalAvgPoolingToMatmul, ConvertMaxpoolToCascadedMaxpool, ConvertNegToMul,
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
                              ConvertSoftmaxAxisChannelToWidth, ConvertSoftmaxAxisHeightToWidth, ConvertTanhgeluToErfgelu,
-                             ExpandSliceAcrossMultipleAxis, PushLargeChannelDimToHeightForWidthWiseSoftmax,
-                             RemoveWhereLayer)
+                             ConvertTrConvStrideNTrToMatmul,
+                             ExpandSliceAcrossMultipleAxis, OptimizeReshpTrReshp,
+                             PushLargeChannelDimToHeightForWidthWiseSoftmax,
+                             RemoveQuantizeInitializer, RemoveWhereLayer)
 
 RNG = np.random.default_rng(11)
 HEADER = '#[version = "0.0.5"]\n'
@@ -53,8 +56,11 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
     """TI's optimizer runs its rules in the topological order of their dependencies; these are
     the modelled rules that are on by default, in that order."""
     assert list(SURGERY_PASSES) == [
-        "RemoveWhereLayer", "ConvertTanhgeluToErfgelu", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
-        "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "ExpandSliceAcrossMultipleAxis",
+        "ConvertTrConvStrideNTrToMatmul", "RemoveWhereLayer", "ConvertTanhgeluToErfgelu",
+        "ConvertSpace2depthToReshpTrReshp",
+        "ConvertDepth2spaceToReshpTrReshp", "OptimizeReshpTrReshp", "ConvertReducesumToMatmul", "ConvertExpandToReshapeAndConcat",
+        "ConvertSingleConcatToConsecutiveConcats", "ConvertNegToMul", "RemoveQuantizeInitializer",
+        "ExpandSliceAcrossMultipleAxis",
         "ConvertConv7x7Stride4ToStride1", "ConvertConvLargePadToSmallerKernel",
         "PushLargeChannelDimToHeightForWidthWiseSoftmax",
         "ConvertSoftmaxAxisHeightToWidth", "ConvertSoftmaxAxisChannelToWidth", "ConvertBatchnormInputTo4D",
@@ -593,3 +599,239 @@ def test_convs_whose_crop_would_drop_taps_on_the_input_stay(size, k, rate, pad):
 def @main(%x: Tensor[(1, 4, {size}, {size}), float32], %w: Tensor[(6, 4, {k}, {k}), float32]) {{
   nn.conv2d(%x, %w, padding=[{pad}, {pad}, {pad}, {pad}], dilation=[{rate}, {rate}], channels=6, kernel_size=[{k}, {k}]) /* span=c:0:0 */
 }}""", w=np.ones((6, 4, k, k), "float32"))
+
+
+# -- ConvertSpace2depthToReshpTrReshp / ConvertDepth2spaceToReshpTrReshp -----------------------
+
+def test_space_to_depth_is_a_rank_6_reshape_transpose_reshape():
+    """An oblong input with C, H and W all different: the values must land in ONNX's order."""
+    check(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2) /* span=focus:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 3, 2, 2, 3, 2]) /* span=focus:0:0 */;
+  %1 = transpose(%0, axes=[0, 3, 5, 1, 2, 4]) /* span=focus:0:0 */;
+  reshape(%1, newshape=[1, 12, 2, 3]) /* span=focus:0:0 */
+}""")
+
+
+def test_space_to_depth_in_crd_order_or_nhwc_stays():
+    unchanged(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2, mode="CRD")
+}""")
+    unchanged(ConvertSpace2depthToReshpTrReshp, """
+def @main(%x: Tensor[(1, 4, 6, 3), float32]) {
+  nn.space_to_depth(%x, block_size=2, layout="NHWC")
+}""")
+
+
+@pytest.mark.parametrize("mode, split, first", [
+    ("DCR", [1, 2, 2, 3, 4, 5], [0, 3, 4, 1, 2, 5]),
+    ("CRD", [1, 3, 2, 2, 4, 5], [0, 1, 4, 2, 3, 5]),
+])
+def test_depth_to_space_is_a_reshape_two_transposes_and_a_reshape(mode, split, first):
+    check(ConvertDepth2spaceToReshpTrReshp, f"""
+def @main(%x: Tensor[(1, 12, 4, 5), float32]) {{
+  nn.depth_to_space(%x, block_size=2, mode="{mode}") /* span=shuffle:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 12, 4, 5), float32]) {{
+  %0 = reshape(%x, newshape={split}) /* span=shuffle:0:0 */;
+  %1 = transpose(%0, axes={first}) /* span=shuffle:0:0 */;
+  %2 = transpose(%1, axes=[0, 1, 2, 3, 5, 4]) /* span=shuffle:0:0 */;
+  reshape(%2, newshape=[1, 3, 8, 10]) /* span=shuffle:0:0 */
+}}""")
+
+
+def test_depth_to_space_of_nhwc_stays():
+    unchanged(ConvertDepth2spaceToReshpTrReshp, """
+def @main(%x: Tensor[(1, 4, 5, 12), float32]) {
+  nn.depth_to_space(%x, block_size=2, layout="NHWC")
+}""")
+
+
+# -- OptimizeReshpTrReshp ----------------------------------------------------------------------
+
+def test_axes_the_transpose_keeps_together_are_merged():
+    check(OptimizeReshpTrReshp, """
+def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 2, 4, 4, 6]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 3, 1, 4]) /* span=t:0:0 */;
+  reshape(%1, newshape=[1, 4, 8, 6]) /* span=r2:0:0 */
+}""", """
+def @main(%x: Tensor[(1, 8, 4, 6), float32]) {
+  %0 = reshape(%x, newshape=[1, 2, 16, 6]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 1, 3]) /* span=t:0:0 */;
+  reshape(%1, newshape=[1, 4, 8, 6]) /* span=r2:0:0 */
+}""")
+
+
+def test_a_rank_6_shuffle_with_a_leading_run_is_merged():
+    """Runs [2, 3, 4, 5] and [0, 1]: the middle tensor becomes 2-D."""
+    check(OptimizeReshpTrReshp, """
+def @main(%x: Tensor[(6, 4, 5), float32]) {
+  %0 = reshape(%x, newshape=[2, 3, 2, 2, 5, 1]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[2, 3, 4, 5, 0, 1]) /* span=t:0:0 */;
+  reshape(%1, newshape=[20, 6]) /* span=r2:0:0 */
+}""", """
+def @main(%x: Tensor[(6, 4, 5), float32]) {
+  %0 = reshape(%x, newshape=[6, 20]) /* span=r1:0:0 */;
+  %1 = transpose(%0, axes=[1, 0]) /* span=t:0:0 */;
+  reshape(%1, newshape=[20, 6]) /* span=r2:0:0 */
+}""")
+
+
+def test_ti_renumbering_is_the_runs_order_only_for_some_permutations():
+    from tidlx.ir.passes.optimize_reshp_tr_reshp import consecutive_runs, merged, ti_renumbered
+
+    # the space-to-depth sequence: runs [0], [3], [5], [1, 2], [4]; TI's numbers differ from their order
+    assert consecutive_runs([0, 3, 5, 1, 2, 4]) == [[0], [3], [5], [1, 2], [4]]
+    assert ti_renumbered([0, 3, 5, 1, 4]) == [0, 2, 3, 1, 4]
+    assert merged([1, 3, 2, 2, 3, 2], [0, 3, 5, 1, 2, 4]) is None
+    x = np.arange(72.0).reshape(1, 3, 4, 6)
+    shape, perm = [1, 3, 2, 2, 3, 2], [0, 3, 5, 1, 2, 4]
+    want = x.reshape(shape).transpose(perm).reshape(1, 12, 2, 3)
+    ti = x.reshape(1, 6, 2, 3, 2).transpose(0, 2, 3, 1, 4).reshape(1, 12, 2, 3)
+    assert not np.array_equal(ti, want)
+
+
+@pytest.mark.parametrize("body", [
+    # the space-to-depth sequence: TI's rewrite would compute other values
+    """%0 = reshape(%x, newshape=[1, 3, 2, 2, 3, 2]);
+  %1 = transpose(%0, axes=[0, 3, 5, 1, 2, 4]);
+  reshape(%1, newshape=[1, 12, 2, 3])""",
+    # no run to merge
+    """%0 = reshape(%x, newshape=[1, 3, 4, 6]);
+  %1 = transpose(%0, axes=[0, 3, 2, 1]);
+  reshape(%1, newshape=[1, 6, 4, 3])""",
+    # the transpose has a second user
+    """%0 = reshape(%x, newshape=[1, 3, 2, 2, 6]);
+  %1 = transpose(%0, axes=[0, 2, 3, 1, 4]);
+  %2 = reshape(%1, newshape=[1, 12, 6]);
+  (%2, %1)""",
+])
+def test_other_reshape_transpose_reshapes_stay(body):
+    unchanged(OptimizeReshpTrReshp, f"""
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {{
+  {body}
+}}""")
+
+
+def test_space_to_depth_after_ti_default_surgery_keeps_its_values():
+    """TI's order: the space-to-depth rule, then optimize_reshp_tr_reshp, which leaves its sequence."""
+    mod = parse("""
+def @main(%x: Tensor[(1, 3, 4, 6), float32]) {
+  nn.space_to_depth(%x, block_size=2)
+}""")
+    from tidlx.ir.expr import Call
+    from tidlx.ir.traversal import post_order
+
+    out = OptimizeReshpTrReshp(ConvertSpace2depthToReshpTrReshp(mod))
+    assert [c.op_name for c in post_order(out.main.body) if isinstance(c, Call)] == \
+        ["reshape", "transpose", "reshape"]
+    same_outputs(mod, out)
+
+
+# -- ConvertTrConvStrideNTrToMatmul ------------------------------------------------------------
+
+PATCH_W = RNG.standard_normal((6, 3, 2, 2)).astype("float32")
+PATCH_B = RNG.standard_normal(6).astype("float32")
+
+
+def _patch_dense_weight():
+    """The MatMul's (kh, kw, C, O) weight, as nn.dense holds it: (O, kh*kw*C), by explicit loops."""
+    out = np.zeros((6, 12), "float32")
+    for o in range(6):
+        for i in range(2):
+            for j in range(2):
+                for c in range(3):
+                    out[o, (i * 2 + j) * 3 + c] = PATCH_W[o, c, i, j]
+    return out
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_patch_embedding_between_nhwc_transposes_is_a_matmul(with_bias):
+    conv = "nn.conv2d(%0, %w, strides=[2, 2], padding=[0, 0, 0, 0], channels=6, kernel_size=[2, 2]) /* span=patch:0:0 */"
+    body = (f"%1 = {conv};\n  %2 = nn.bias_add(%1, %b) /* span=patch:0:0 */;" if with_bias else f"%2 = {conv};")
+    add = ("%4 = add(%3, %bb) /* span=patch:0:0 */;" if with_bias else "%4 = %3;")
+    after_params = {"wd": _patch_dense_weight(), **({"bb": PATCH_B} if with_bias else {})}
+    decl = ", %bb: Tensor[(6), float32]" if with_bias else ""
+    check(ConvertTrConvStrideNTrToMatmul, f"""
+def @main(%x: Tensor[(1, 4, 6, 3), float32], %w: Tensor[(6, 3, 2, 2), float32], %b: Tensor[(6), float32]) {{
+  %0 = transpose(%x, axes=[0, 3, 1, 2]) /* span=t1:0:0 */;
+  {body}
+  transpose(%2, axes=[0, 2, 3, 1]) /* span=t2:0:0 */
+}}""", f"""
+def @main(%x: Tensor[(1, 4, 6, 3), float32], %wd: Tensor[(6, 12), float32]{decl}) {{
+  %0 = reshape(%x, newshape=[1, 2, 2, 3, 2, 3]) /* span=patch:0:0 */;
+  %1 = transpose(%0, axes=[0, 1, 3, 2, 4, 5]) /* span=patch:0:0 */;
+  %2 = reshape(%1, newshape=[1, 6, 12]) /* span=patch:0:0 */;
+  %3 = nn.dense(%2, %wd, units=6) /* span=patch:0:0 */;
+  {add}
+  reshape(%4, newshape=[1, 2, 3, 6]) /* span=patch:0:0 */
+}}""", before_params={"w": PATCH_W, "b": PATCH_B}, tolerance=(1e-5, 1e-6), **after_params)
+
+
+@pytest.mark.parametrize("perm_in, perm_out, conv_attrs", [
+    ("[0, 3, 2, 1]", "[0, 2, 3, 1]", "strides=[2, 2]"),                          # not NHWC -> NCHW
+    ("[0, 3, 1, 2]", "[0, 3, 2, 1]", "strides=[2, 2]"),                          # not NCHW -> NHWC
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[2, 1]"),                          # width stride differs
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[2, 2], padding=[1, 1, 1, 1]"),    # padded
+    ("[0, 3, 1, 2]", "[0, 2, 3, 1]", "strides=[1, 1]"),                          # kernel != stride
+])
+def test_other_transpose_conv_transposes_stay(perm_in, perm_out, conv_attrs):
+    unchanged(ConvertTrConvStrideNTrToMatmul, f"""
+def @main(%x: Tensor[(1, 6, 6, 3), float32], %w: Tensor[(6, 3, 2, 2), float32]) {{
+  %0 = transpose(%x, axes={perm_in});
+  %1 = nn.conv2d(%0, %w, {conv_attrs}, channels=6, kernel_size=[2, 2]);
+  transpose(%1, axes={perm_out})
+}}""", w=PATCH_W)
+
+
+# -- RemoveQuantizeInitializer -----------------------------------------------------------------
+
+QW = RNG.standard_normal((4, 3, 1, 1)).astype("float32")
+QS = np.array([0.01, 0.02, 0.03, 0.004], "float32")
+
+
+def _quantized_by_hand(w, scale, zero, lo, hi):
+    """round-half-even(w / scale) + zero, saturated, channel by channel along axis 0."""
+    out = np.empty(w.shape, "int64")
+    for o in range(w.shape[0]):
+        for idx in np.ndindex(*w.shape[1:]):
+            v = float(np.float32(w[(o,) + idx]) / np.float32(scale[o]))
+            out[(o,) + idx] = min(max(int(round(v)) + int(zero[o]), lo), hi)
+    return out
+
+
+@pytest.mark.parametrize("dtype, zero, lo, hi", [("int8", [0, 1, -2, 3], -128, 127), ("uint8", [128] * 4, 0, 255)])
+def test_a_quantized_float_weight_is_its_quantized_constant_dequantized(dtype, zero, lo, hi):
+    z = np.array(zero, "int32")
+    header = ("%x: Tensor[(1, 3, 5, 5), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]")
+    q = _quantized_by_hand(QW * 20, QS, z, lo, hi).astype(dtype)
+    assert q.min() == lo and q.max() == hi      # some values saturate
+    check(RemoveQuantizeInitializer, f"""
+def @main({header}, %w: Tensor[(4, 3, 1, 1), float32]) {{
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="{dtype}", axis=0) /* span=wq:0:0 */;
+  %1 = qnn.dequantize(%0, %s, %z, axis=0) /* span=wdq:0:0 */;
+  nn.conv2d(%x, %1, channels=4, kernel_size=[1, 1]) /* span=conv:0:0 */
+}}""", f"""
+def @main({header}, %q: Tensor[(4, 3, 1, 1), {dtype}]) {{
+  %0 = qnn.dequantize(%q, %s, %z, axis=0) /* span=wdq:0:0 */;
+  nn.conv2d(%x, %0, channels=4, kernel_size=[1, 1]) /* span=conv:0:0 */
+}}""", before_params={"w": QW * 20, "s": QS, "z": z}, q=q)
+
+
+def test_quantized_weights_along_another_axis_or_shared_stay():
+    w = RNG.standard_normal((3, 4, 1, 1)).astype("float32")
+    unchanged(RemoveQuantizeInitializer, """
+def @main(%w: Tensor[(3, 4, 1, 1), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]) {
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="int8", axis=1);
+  qnn.dequantize(%0, %s, %z, axis=1)
+}""", w=w, s=QS, z=np.zeros(4, "int32"))
+    unchanged(RemoveQuantizeInitializer, """
+def @main(%w: Tensor[(4, 3, 1, 1), float32], %s: Tensor[(4), float32], %z: Tensor[(4), int32]) {
+  %0 = qnn.quantize(%w, %s, %z, out_dtype="int8", axis=0);
+  (qnn.dequantize(%0, %s, %z, axis=0), %0)
+}""", w=QW, s=QS, z=np.zeros(4, "int32"))
