@@ -358,7 +358,7 @@ class Net:
                     ba, bb = [0] * n_out, [1] * n_out
                 else:
                     bq = o.quantize_bias(self._bias_values(L), bs, wbits)
-                    isf = ws * in_scale / bs
+                    isf = o.in_scale_factor(ws, in_scale, bs)
                     ba, bb = o.split_bias(bq, [isf] * n_out, wbits, in_bits, in_signed)
                 common = (ba, bb, rb, wbits, bits, signed, lo, hi)
                 if L.kind == "conv" and p["act"] == "leaky":
@@ -516,7 +516,7 @@ class Net:
             ba, bb = [0] * n_out, [1] * n_out
         else:
             bq = o.quantize_bias(self._bias_values(L), bs, bits)
-            ba, bb = o.split_bias(bq, [s * in_scale / bs for s in scales], bits, in_bits, in_signed)
+            ba, bb = o.split_bias(bq, [o.in_scale_factor(s, in_scale, bs) for s in scales], bits, in_bits, in_signed)
         if p.get("act") == "relu":
             lo = max(lo, 0)
         out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),
