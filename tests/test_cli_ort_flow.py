@@ -88,7 +88,8 @@ def test_partition_flow_errors(models, tmp_path, capsys, argv, message):
 def test_compile_writes_tis_onnx_runtime_files_and_inspect_reads_them(models, tmp_path, capsys):
     folder = tmp_path / "chain_ort"
     code, out, err = run(capsys, "compile", models["chain"], "-o", folder, "--flow", "ort", "-o",
-                         "advanced_options:calibration_frames=2", "-o", "accuracy_level=0")
+                         "advanced_options:calibration_frames=2", "-o", "accuracy_level=0",
+                         "-o", "advanced_options:calibration_iterations=1")
     assert code == 0, err
     assert "ONNX Runtime flow files: allowedNode.txt, onnxrtMetaData.txt, subgraph_0_tidl_io_1.bin" in out
     names = set(os.listdir(folder))
@@ -164,7 +165,7 @@ def test_compare_allowed_of_another_model(models, tmp_path, capsys):
 def test_compare_follows_the_ort_flow(models, capsys):
     """``tidlx compare --flow ort`` quantizes the subgraphs of TI's ONNX Runtime grouping."""
     code, out, err = run(capsys, "compare", models["three_runs"], "--flow", "ort", "-o", "max_num_subgraphs=2",
-                         "-o", "accuracy_level=0", "--json")
+                         "-o", "accuracy_level=0", "-o", "advanced_options:calibration_iterations=1", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["subgraphs"] == ["tidl_0", "tidl_1"]

@@ -194,7 +194,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "report per model output and per TIDL layer the SQNR in dB, the largest absolute error and the share "
         "of integer values saturated, worst layers first. A layer's figures count the error of the layers "
         "before it (they ran in fixed point too); --isolated adds each layer's own error. Quantization runs TI's "
-        "calibration loop: advanced_options:calibration_iterations (50; 1 at accuracy_level 0) fixed-point runs of "
+        "calibration loop: advanced_options:calibration_iterations (50; 1 at accuracy_level 0 in the TVM flow) fixed-point runs of "
         "every calibration frame, each re-collecting the ranges and, at accuracy_level 1 (TI's default), "
         "calibrating the biases; a smaller N gives a quicker answer.",
         ["tidlx compare model.onnx --calib frames.npz",

@@ -6,7 +6,8 @@
 TI's import (``TIDL_runIterativeCalibration``, then ``TIDL_importQuantLayerParams``; TIDL 08.06 and
 11.x alike) does, after the float pass:
 
-* ``calibration_iterations`` times (1 when the calibration options are 0 or BiasRange 64 alone):
+* ``calibration_iterations`` times (in the TVM flow 1 when the calibration options are 0 or BiasRange 64
+  alone; the ONNX Runtime flow runs the option's count at every level, ``calibration_iterations``):
   quantize the whole network -- weights, scales, roundBits, biases -- from the current ranges and float
   biases; run every calibration frame through it in fixed point; collect each layer output's range
   again from the fixed-point values (``range_of_frame``: the per-frame histogram when the options have
@@ -47,10 +48,18 @@ BIAS_CALIBRATION_WARMUP_FACTOR = 10.0
 Key = Tuple[str, int]
 
 
-def calibration_iterations(options: TidlOptions) -> int:
-    """How many fixed-point iterations TI's import runs (``TIDL_runIterativeCalibration``): 1 when the
-    calibration options are 0 or BiasRange 64 alone (accuracy_level 0), else ``calibration_iterations``."""
-    if calibration_option_bits(options) in (0, BIAS_RANGE_BIT):
+#: The partitioned module's attribute naming the flow that made it (``ort`` from ``ort_flow.run_ort_flow``;
+#: absent: the TVM flow).
+FLOW_ATTR = "tidl_flow"
+
+
+def calibration_iterations(options: TidlOptions, flow: str = "tvm") -> int:
+    """How many fixed-point iterations TI's import runs (``TIDL_runIterativeCalibration``, docs/numerics.md
+    §9.1). TI replaces an unset count (-1) by 1 when the calibration options are 0 or BiasRange 64 alone
+    (accuracy_level 0), else by 50: the TVM flow, whose count tidlx takes as unset at accuracy_level 0.
+    TI's ONNX Runtime import always passes its ``calibration_iterations`` (50 unless given), so with
+    ``flow`` ``ort`` the option's count runs at every accuracy_level."""
+    if flow != "ort" and calibration_option_bits(options) in (0, BIAS_RANGE_BIT):
         return 1
     return int(options.calibration_iterations)
 
@@ -219,7 +228,8 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
     frame (total: iterations x frames)."""
     networks = build_networks(partitioned)
     bits = calibration_option_bits(options)
-    iterations = calibration_iterations(options) if networks else 0   # no TIDL subgraph: nothing to run
+    flow = str(partitioned.attrs.get(FLOW_ATTR, "tvm"))
+    iterations = calibration_iterations(options, flow) if networks else 0   # no TIDL subgraph: nothing to run
     histogram, no_outlier = bool(bits & ACT_RANGE_BIT), bool(bits & NO_OUTLIER_BIT)
     bias_calibration = bool(bits & BIAS_CALIB_BIT)
     method = HISTOGRAM if histogram else MINMAX
@@ -280,5 +290,5 @@ def _updated(result: CalibrationResult, collector: _Collector, owners, method: s
                              result.data, result.given)
 
 
-__all__ = ["quantize_iteratively", "calibration_iterations", "bias_calibration_step", "frame_histogram_range",
+__all__ = ["quantize_iteratively", "calibration_iterations", "FLOW_ATTR", "bias_calibration_step", "frame_histogram_range",
            "histogram_shrink_count", "integer_counts", "range_of_frame", "ACTIVATION_HISTOGRAM_BINS"]

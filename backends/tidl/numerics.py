@@ -1,9 +1,10 @@
 """TIDL's import-side numerics: one function per rule of docs/numerics.md (§1.4, §2-§6, §8.1.1).
 
 How a layer's scales, integer weights, bias parts (biasA x biasB), roundBits and tensorScale are
-chosen. Weight scales, weight and bias products, roundBits' ``m`` and tensorScale are float32 as in
-TI's import, with TI's double ``ceil(log(x) / log(2))`` where TI takes one (docs/numerics.md §1.3,
-``ti_ceil_log2``); the other scales are float64. Weights, biases and shifts come out as integers,
+chosen. Weight scales, weight and bias products, the bias clip of the weight scale, the forced clip
+scale, inScaleFactor and the split's product, roundBits' ``m`` and tensorScale are float32 as in TI's
+import, with TI's double ``ceil(log(x) / log(2))`` where TI takes one (docs/numerics.md §1.3,
+``ti_ceil_log2``). Weights, biases and shifts come out as integers,
 ready for the runtime rules in ``tidlx.emulator.fixed``.
 """
 
@@ -192,16 +193,19 @@ def quantize_weights(w, scale, bits: int, limit=None) -> np.ndarray:
 def clip_weight_scale_for_bias(weight_scale_: float, in_scale: float, bias_abs_max: float, weight_bits: int,
                                input_signed: bool, power_of_2: bool = False) -> Tuple[float, bool]:
     """§4.4: a convolution/deconvolution with a bias clips its weight scale to ``maxBiasScale / inScale``,
-    ``maxBiasScale = 2^(2 wbits - signed(input) - 1) / absMax(bias)`` (TIDL-NUMERICS.md, "Weights";
-    TI warns "Weight Scale Clipped"). Returns (scale, clipped); P2 rounds a clipped scale down to a
-    power of 2 (tidlx's choice)."""
+    ``maxBiasScale = 2^(2 wbits - signed(input) - 1) / absMax(bias)`` (TI's ``TIDL_findMaxQuantizationScale``
+    and its use in ``TIDL_importQuantLayerParams``, tidl_import_quantize.cpp, TIDL 11.x; TI warns "Weight
+    Scale Clipped"), both quotients float32 and the comparison on float32 values (§1.3). Returns (scale,
+    clipped); P2 rounds a clipped scale down to a power of 2 (tidlx's choice)."""
     if bias_abs_max < ABS_MAX_EPSILON:
         return weight_scale_, False
-    max_bias_scale = 2.0 ** (2 * weight_bits - int(input_signed) - 1) / bias_abs_max
-    max_weight_scale = max_bias_scale / in_scale
-    if weight_scale_ <= max_weight_scale:
+    # TI divides in double and stores a float: the same value as one float32 division (a power-of-2 numerator)
+    max_bias_scale = _f32(2.0 ** (2 * weight_bits - int(input_signed) - 1) / float(_f32(bias_abs_max)))
+    max_weight_scale = _f32(max_bias_scale / _f32(in_scale))
+    if _f32(weight_scale_) <= max_weight_scale:
         return weight_scale_, False
-    return (largest_power_of_2_at_most(max_weight_scale) if power_of_2 else max_weight_scale), True
+    limit = float(max_weight_scale)
+    return (largest_power_of_2_at_most(limit) if power_of_2 else limit), True
 
 
 def batch_norm_weight_scale_before_nonlinearity(bits: int) -> float:
@@ -266,10 +270,13 @@ def quantize_bias(b, scale: float, weight_bits: int) -> np.ndarray:
 
 def in_scale_factor(weight_scale_, in_scale: float, bias_scale_: float):
     """§5.3: ``inScaleFactor = weightScale x inScale / biasScale`` takes a bias into the accumulator
-    domain (TIDL-NUMERICS.md, "Bias"). 0 for a zero bias scale (a zero bias)."""
+    domain, float32 as TI's runtime computes it from the stored float32 scales before
+    ``TIDL_conv2dBiasSplit`` (tidl_conv2d_base_ref.c, the batch norm and inner product kernels, TIDL 11.x):
+    the product rounded, then the quotient. 0 for a zero bias scale (a zero bias)."""
+    ws = np.asarray(_floats(weight_scale_, "weight scale"), np.float32)
     if bias_scale_ == 0:
-        return np.zeros_like(_floats(weight_scale_, "weight scale"))
-    return _floats(weight_scale_, "weight scale") * float(in_scale) / float(bias_scale_)
+        return np.zeros_like(ws, np.float64)
+    return ((ws * _f32(in_scale)) / _f32(bias_scale_)).astype(np.float64)
 
 
 def bias_b_max(weight_bits: int, input_bits: int, input_signed: bool) -> int:
@@ -287,7 +294,8 @@ def split_bias(bias_q, isf, weight_bits: int, input_bits: int, input_signed: boo
     isf > biasBMax: biasA = trunc(b isf) / biasBMax (truncating), biasB = biasBMax; 1 < isf <= biasBMax:
     biasA = b, biasB = (int) isf; else biasA = (int)(b isf), biasB = 1. biasA is clamped to the weights'
     width (TI's [-(255/2 + 1), 255/2] for 8-bit weights, int16 for 16-bit; only the first case can
-    exceed it). ``bias_q`` from quantize_bias, ``isf`` per channel or one."""
+    exceed it). ``isf`` is float32 and ``b isf`` a float32 product, as TI's parameter and C's int x float
+    (§1.3). ``bias_q`` from quantize_bias, ``isf`` per channel or one."""
     b = np.asarray(bias_q)
     if b.dtype.kind not in "iu":
         raise FixedPointError(f"split_bias: the bias must be quantized integers, got {b.dtype}")
@@ -297,8 +305,12 @@ def split_bias(bias_q, isf, weight_bits: int, input_bits: int, input_signed: boo
         raise FixedPointError("split_bias: inScaleFactor must be >= 0")
     b_max = bias_b_max(weight_bits, input_bits, input_signed)
     a_lo, a_hi = saturation_bounds(weight_bits, True)
-    # trunc(b isf) in float64, held in int64 (beyond +-2^62 every case saturates biasA anyway)
-    scaled = np.clip(np.trunc(b * factor), -2.0 ** 62, 2.0 ** 62).astype(np.int64)
+    # TI's isf is a float32 parameter and ``b x isf`` a float32 product, truncated; held in int64 (beyond
+    # +-2^62 every case saturates biasA anyway)
+    factor = factor.astype(np.float32)
+    with np.errstate(over="ignore"):
+        product = (b.astype(np.float32) * factor).astype(np.float64)
+    scaled = np.clip(np.trunc(product), -2.0 ** 62, 2.0 ** 62).astype(np.int64)
     big = np.sign(scaled) * (np.abs(scaled) // b_max)   # C's integer division truncates toward zero
     bias_a = np.where(factor > b_max, big, np.where(factor > 1, b, scaled))
     bias_b = np.where(factor > b_max, b_max, np.where(factor > 1, np.trunc(factor), 1))

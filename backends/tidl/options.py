@@ -181,7 +181,7 @@ _SPECS = (
           "fixed-point calibration iterations (ranges re-collected, biases calibrated)", minimum=1,
           steps=("quantization",), support="full",
           note="each re-quantizes the network and runs every calibration frame in fixed point; 1 at "
-               "accuracy_level 0; biases calibrated with accuracy_level 1, or 9 with bias_calibration=1"),
+               "accuracy_level 0 in the TVM flow (flow=ort: the count, as TI's ONNX Runtime import); biases calibrated with accuracy_level 1, or 9 with bias_calibration=1"),
     _spec("advanced_options:quantization_scale_type", "quantization_scale_type", "choice",
           "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4),
           steps=("quantization",), support="partial",

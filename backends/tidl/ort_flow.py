@@ -659,6 +659,9 @@ def run_ort_flow(mod: IRModule, options=None, strategy: str = "greedy"):
                            tuple(i for i, _ in io), tuple(o for _, o in io), ti_groups, ti_verdicts,
                            len(ordered.grouping.runs), len(ordered.grouping.merges), len(ordered.grouping.dropped),
                            opts.max_num_subgraphs, cycles, partitioner)
+    from .calibration_loop import FLOW_ATTR
+    if result.module is not mod:   # the quantization follows TI's ONNX Runtime import (calibration iterations)
+        result.module.attrs[FLOW_ATTR] = "ort"
     timings = dict(analysis.timings, partition=time.perf_counter() - t0)
     return FlowResult(analysis, result, label, timings, ort)
 

@@ -15,7 +15,8 @@ by ``google.protobuf.text_format``.
   reading the file gives the same artifacts.
 * Read mode (the file exists): calibration and bias calibration are skipped; every range comes from
   the file and every scale is derived from it by docs/numerics.md (§4.1 from the weights' min/max,
-  §5.1 from the bias's min/max, §6 from the outputs' min/max); the bias values are the file's.
+  §5.1 from the bias's min/max, §6 from the outputs' min/max after §6.2's layer rules, as TI's
+  ``TIDL_UpdateScaleFactors`` treats them); the bias values are the file's.
 """
 
 from __future__ import annotations
@@ -283,7 +284,7 @@ def read(path: str, partitioned: IRModule, networks=None, accuracy_level: int = 
     returns them (``{subgraph: CalibrationResult}`` with method ``proto`` and ``given`` per weighted
     layer). Every layer with an output tensor must be in the file with a range for each output; a
     layer of the file matching no layer of the model is an error naming the closest names."""
-    from .calibration import CalibrationResult, TensorRange
+    from .calibration import CalibrationResult, tensor_range
 
     networks = tuple(networks) if networks is not None else build_networks(partitioned)
     msg, text = parse(path)
@@ -331,7 +332,9 @@ def read(path: str, partitioned: IRModule, networks=None, accuracy_level: int = 
                                       f"{len(layer.outputs)} output(s), each needs its range")
             for k, tid in enumerate(layer.outputs):
                 lo, hi = _range(at, f"{where}, outputs {k}", entry.outputs[k])
-                tensors[tid] = TensorRange(lo, hi, "proto", 0, lo, hi, lo, hi)
+                # TI's TIDL_UpdateScaleFactors takes the file's range as a collected one: §6.2's layer
+                # rules (x 1.25, the clip bounds) apply to it as to calibration's
+                tensors[tid] = tensor_range(None if layer.is_data else layer, lo, hi, "proto", 0, (lo, hi), None)
             if _weighted_plan_layer(layer):
                 given[layer.index] = _given(at, where, entry)
         results[net.name] = CalibrationResult(net.name, tensors, accuracy_level, "proto", 0, net, None,
@@ -363,6 +366,15 @@ def _element_type(bits: int, signed: bool) -> int:
 
 def _set_range(t, lo: float, hi: float) -> None:
     t.min, t.max = float(lo), float(hi)
+
+
+def written_range(rng) -> Tuple[float, float]:
+    """The output range the file holds for a TensorRange, as TI's export writes a layer's
+    ``minTensorValue``/``maxTensorValue``: the collected range before §6.2's layer rules (no x 1.25), but
+    the clip bounds for a ReLU6 or two-sided Clip (TI's ``TIDL_UpdateScaleFactors`` stores them back)."""
+    if rng.method in ("relu6", "clip"):
+        return rng.min, rng.max
+    return rng.raw_min, rng.raw_max
 
 
 def _weights_range(layer: TidlLayer, options, where: str) -> Tuple[float, float]:
@@ -406,7 +418,7 @@ def build_message(model, float_biases: Mapping[Tuple[str, int], np.ndarray]):
             for tid in layer.outputs:
                 rng, qt = calib.tensors[tid], qtensors[tid]
                 out = entry.outputs.add(size=1, element_type=_element_type(qt.bits, qt.signed))
-                _set_range(out, rng.min, rng.max)
+                _set_range(out, *written_range(rng))
                 out.scale.append(float(qt.scale))
                 out.zero_point.append(0)
             if not _weighted_plan_layer(layer):

@@ -244,6 +244,36 @@ def test_accuracy_level_0_runs_one_iteration_and_progress_counts_frames():
     assert quantize_model(partitioned, level0, calibrate(partitioned, level0, frames)).bias_calibration_errors == ()
 
 
+def _onnx_conv(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = (np.random.default_rng(5).standard_normal((4, 3, 3, 3)) * 0.4).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [numpy_helper.from_array(w, "W")])
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return tidlx.load(str(path))
+
+
+def test_the_ort_flow_runs_the_option_count_at_accuracy_level_0(tmp_path):
+    """TI's ONNX Runtime import passes calibration_iterations (50 unless given) at every accuracy_level;
+    only an unset count becomes 1 at options 0/64 (TIDL_runIterativeCalibration), as in the TVM flow."""
+    mod = _onnx_conv(tmp_path)
+    frames = {"x": np.random.default_rng(6).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    level0 = resolve_options({"accuracy_level": 0, "advanced_options:calibration_frames": 2,
+                              "advanced_options:calibration_iterations": 3})[0]
+    assert calibration_iterations(level0) == 1 and calibration_iterations(level0, "ort") == 3
+    assert calibration_iterations(resolve_options({"accuracy_level": 0})[0], "ort") == 50
+    for flow, total in (("tvm", 2), ("ort", 6)):
+        partitioned, _ = tidlx.partition(mod, {"flow": flow})
+        seen = []
+        quantize_iteratively(partitioned, level0, calibrate(partitioned, level0, frames),
+                             progress=lambda d, t: seen.append((d, t)))
+        assert seen[-1] == (total, total), flow
+
+
 def test_final_ranges_come_from_the_fixed_point_iterations():
     mod = chain_model()
     partitioned, _ = tidlx.partition(mod)

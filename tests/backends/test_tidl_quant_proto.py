@@ -166,3 +166,90 @@ def test_the_option_and_its_metadata():
     assert spec.support == "partial" and spec.support_note
     assert TidlOptions.from_dict({OPT: "a.prototxt"}).quant_params_proto_path == "a.prototxt"
     assert TidlOptions().quant_params_proto_path == ""
+
+
+def _save(tmp_path, nodes, x_shape, y_shape, inits, name):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))], inits)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return tidlx.load(str(path))
+
+
+def _gemm_model(tmp_path):
+    """x (1x16) -> Gemm 'fc_node' (4 outputs, bias) -> y: one inner product layer, TI's name y."""
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((4, 16)) * 0.3).astype(np.float32)
+    b = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    return _save(tmp_path, [helper.make_node("Gemm", ["x", "W", "B"], ["y"], name="fc_node", transB=1)],
+                 (1, 16), (1, 4), [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")], "gemm")
+
+
+GEMM_HAND = """layers { layer_name: "x" layer_type: "TIDL_DataLayer" outputs { min: -4 max: 4 } }
+layers {
+  layer_name: "y"
+  layer_type: "TIDL_InnerProductLayer"
+  outputs { min: -4 max: 8 }
+  weights { min: -1 max: 0.5 }
+  bias { min: -0.25 max: 0.5 size: 4 value: 0.5 value: -0.25 value: 0.125 value: 0 }
+}
+"""
+
+
+def test_a_read_inner_product_range_is_widened_as_tis_import_does(tmp_path):
+    """TI's TIDL_UpdateScaleFactors widens an inner product's max x 1.25 on the range it reads from the
+    file as on a calibrated one: [-4, 8] becomes [-4, 10]. Input scale 32, weight scale 128: accScale
+    4096; m = 10 x 4096 = 40960, signed: d = 40960 / 2^7 = 320 -> roundBits 9, tensorScale 4096 / 512 = 8
+    (the unwidened [-4, 8] would give m = 32768 - 1, roundBits 8, tensorScale 16)."""
+    mod = _gemm_model(tmp_path)
+    proto = tmp_path / "gemm.prototxt"
+    proto.write_text(GEMM_HAND)
+    sub = tidlx.quantize(mod, {OPT: str(proto), "accuracy_level": 0}).subgraphs["tidl_0"]
+    fc = sub.layers[1]
+    assert fc.weight_scale == 128.0 and fc.acc_scale == 4096.0
+    assert fc.round_bits == 9 and sub.tensors[1].scale == 8.0 and sub.tensors[1].signed
+
+
+def test_the_written_inner_product_range_is_the_unwidened_one(tmp_path):
+    """Write mode writes what TI's export writes, the collected range before the x 1.25: reading the file
+    back widens it once, and the model is the one calibration gave."""
+    mod = _gemm_model(tmp_path)
+    proto = tmp_path / "gemm_w.prototxt"
+    calib = {"x": np.random.default_rng(3).standard_normal((4, 1, 16)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = tidlx.quantize(mod, {"accuracy_level": 0}, calib)
+        q = tidlx.quantize(mod, {OPT: str(proto), "accuracy_level": 0}, calib)
+    msg = message_classes()[0]()
+    from google.protobuf import text_format
+    text_format.Parse(proto.read_text(), msg)
+    y = next(e for e in msg.layers if e.layer_name == "y")
+    rng = plain.calibration["tidl_0"].tensors[plain.subgraphs["tidl_0"].layers[1].outputs[0]]
+    assert rng.max == pytest.approx(rng.raw_max * 1.25) and rng.raw_max > 0
+    assert y.outputs[0].max == pytest.approx(rng.raw_max, rel=1e-6)
+    assert q.subgraphs["tidl_0"].tensors[1].scale == plain.subgraphs["tidl_0"].tensors[1].scale
+
+
+CLIP_HAND = HAND.replace("outputs { min: 0 max: 8 size: 1 element_type: 0 }",
+                         "outputs { min: -2 max: 12 size: 1 element_type: 0 }")
+
+
+def test_a_read_clip_range_is_replaced_by_the_clip_bounds(tmp_path):
+    """A Conv + Clip(-1, 6) whose file range is [-2, 12]: TI's import replaces a clipped layer's range by
+    the clip bounds [-1, 6]. Input scale 32, weight scale 128: accScale 4096; m = 6 x 4096 = 24576, signed:
+    d = 192 -> roundBits 8, tensorScale 16 (the file's [-2, 12] would give m = 49152, roundBits 9)."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32)
+    b = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    lo, hi = numpy_helper.from_array(np.array(-1.0, np.float32), "lo"), numpy_helper.from_array(
+        np.array(6.0, np.float32), "hi")
+    mod = _save(tmp_path, [helper.make_node("Conv", ["x", "W", "B"], ["conv_out"], name="conv_node", pads=[1, 1, 1, 1]),
+                           helper.make_node("Clip", ["conv_out", "lo", "hi"], ["y"], name="clip_node")],
+                (1, 3, 8, 8), (1, 4, 8, 8),
+                [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B"), lo, hi], "conv_clip")
+    proto = tmp_path / "clip.prototxt"
+    proto.write_text(CLIP_HAND)
+    sub = tidlx.quantize(mod, {OPT: str(proto), "accuracy_level": 0}).subgraphs["tidl_0"]
+    conv = sub.layers[1]
+    assert conv.acc_scale == 4096.0 and sub.tensors[1].signed
+    assert conv.round_bits == 8 and sub.tensors[1].scale == 16.0

@@ -456,26 +456,38 @@ def split_bias(bias_q, isf, weight_bits, input_bits, input_signed):
     lo, hi = bounds(weight_bits, True)
     a_out, b_out = [], []
     for b, f in zip(bias_q, isf):
-        b, f = int(b), float(f)
+        b, f = int(b), np.float32(f)
         if f > b_max:
-            t = math.trunc(b * f)
+            t = math.trunc(float(np.float32(b) * f))
             a = abs(t) // b_max * (1 if t >= 0 else -1)   # C division truncates
             a_out.append(clamp(a, lo, hi))
             b_out.append(b_max)
         elif f > 1:
             a_out.append(clamp(b, lo, hi))
-            b_out.append(math.trunc(f))
+            b_out.append(math.trunc(float(f)))
         else:
-            a_out.append(clamp(math.trunc(b * f), lo, hi))
+            a_out.append(clamp(math.trunc(float(np.float32(b) * f)), lo, hi))
             b_out.append(1)
     return a_out, b_out
 
 
+def in_scale_factor(ws, in_scale, bias_scale):
+    """§5.3: float32 product weightScale x inScale, then the float32 quotient by biasScale."""
+    f32 = np.float32
+    if bias_scale == 0:
+        return 0.0
+    return float((f32(ws) * f32(in_scale)) / f32(bias_scale))
+
+
 def clip_weight_scale_for_bias(ws, in_scale, bias_abs_max, weight_bits, input_signed, p2):
+    """§4.4: maxBiasScale and maxWeightScale each a float32 quotient, compared with the float32 weight
+    scale."""
+    f32 = np.float32
     if bias_abs_max < 1e-15:
         return ws, False
-    max_ws = 2.0 ** (2 * weight_bits - (1 if input_signed else 0) - 1) / bias_abs_max / in_scale
-    if ws <= max_ws:
+    max_bias = f32(2 ** (2 * weight_bits - (1 if input_signed else 0) - 1)) / f32(bias_abs_max)
+    max_ws = float(max_bias / f32(in_scale))
+    if float(f32(ws)) <= max_ws:
         return ws, False
     return (float(_power_at_most(max_ws)) if p2 else max_ws), True
 

@@ -294,6 +294,18 @@ class Net:
             self.events.add(f"power_of_2_range:{L.name}")
         return o.round_bits(acc, rlo, rhi, bits, signed)
 
+    def _quant_range(self, L):
+        """§6.2 on the file's range, as TI's import treats a range it reads: a ReLU6's or two-sided Clip's
+        bounds replace it; an inner product's or global average pool's max x 1.25."""
+        p = L.params
+        if p.get("act") == "relu6":
+            return 0.0, 6.0
+        clip = p.get("clip")
+        if clip is not None and p.get("act", "clip") == "clip" and all(math.isfinite(v) for v in clip):
+            return float(clip[0]), float(clip[1])
+        widen = L.kind == "gemm" or (L.kind == "pool" and p.get("op") == "GlobalAveragePool")
+        return o.output_range(L.out_range[0], L.out_range[1], widen)
+
     def _forced_clip(self, L):
         act = L.params.get("act")
         if act == "relu6":
@@ -311,7 +323,7 @@ class Net:
         vals: Dict[str, np.ndarray] = {}
         info: Dict[str, Tuple[int, bool, float]] = {}
         for L in self.layers:
-            p, (rlo, rhi) = L.params, L.out_range
+            p, (rlo, rhi) = L.params, self._quant_range(L)
             signed = rlo < 0
             lo, hi = o.bounds(bits, signed)
             if L.kind == "input":
@@ -358,7 +370,7 @@ class Net:
                     ba, bb = [0] * n_out, [1] * n_out
                 else:
                     bq = o.quantize_bias(self._bias_values(L), bs, wbits)
-                    isf = ws * in_scale / bs
+                    isf = o.in_scale_factor(ws, in_scale, bs)
                     ba, bb = o.split_bias(bq, [isf] * n_out, wbits, in_bits, in_signed)
                 common = (ba, bb, rb, wbits, bits, signed, lo, hi)
                 if L.kind == "conv" and p["act"] == "leaky":
@@ -495,7 +507,7 @@ class Net:
         """§4.5 and §8.1.1: each channel's P2 scale from its own weights (the file has one range per tensor),
         clipped by the whole bias's limit; the output scale from the reference channel's accScale."""
         p, bits = L.params, self.bits
-        (rlo, rhi) = L.out_range
+        (rlo, rhi) = self._quant_range(L)
         w = p["w"]
         scales = [o.weight_scale(float(np.max(np.abs(w[c]))), bits, True) for c in range(w.shape[0])]
         bs = 0.0
@@ -516,7 +528,7 @@ class Net:
             ba, bb = [0] * n_out, [1] * n_out
         else:
             bq = o.quantize_bias(self._bias_values(L), bs, bits)
-            ba, bb = o.split_bias(bq, [s * in_scale / bs for s in scales], bits, in_bits, in_signed)
+            ba, bb = o.split_bias(bq, [o.in_scale_factor(s, in_scale, bs) for s in scales], bits, in_bits, in_signed)
         if p.get("act") == "relu":
             lo = max(lo, 0)
         out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),

@@ -1,5 +1,5 @@
-"""TI's import arithmetic and the rules that differ between TIDL releases (docs/numerics.md §1.3, §4.1-§4.3,
-§6.1, §6.3, §6.4, §8.9, "Versions"), each on a hand-worked example: float32 where TI's import holds float32,
+"""TI's import arithmetic and the rules that differ between TIDL releases (docs/numerics.md §1.3, §4.1-§4.4,
+§5.3-§5.4, §6.1, §6.3, §6.4, §8.9, "Versions"), each on a hand-worked example: float32 where TI's import holds float32,
 its double ``ceil(log / log)``, the median's rank, and the 08.06 / 11.x switches."""
 
 from __future__ import annotations
@@ -69,6 +69,44 @@ def test_weight_quantization_rounds_the_float32_product():
     assert float(w[0]) * s < 2.5
     assert nx.quantize_weights(w, s, 8).tolist() == [3, -3]
     assert nx.quantize_bias(w, s, 8).tolist() == [3, -3]
+
+
+# ---- §4.4 the bias clip, §5.3 inScaleFactor, §5.4 the split: float32 ---------------------------
+
+def test_bias_clip_of_the_weight_scale_is_float32():
+    """8-bit weights, unsigned input, absMax(bias) 3, inScale 3: maxBiasScale = float32(32768 / 3) =
+    10922.6669921875, maxWeightScale = float32(10922.6669921875 / 3) = 3640.888916015625, above the
+    float64 quotient 32768 / 9 = 3640.8888888888887. A weight scale of exactly 3640.888916015625 is not
+    clipped (float64 would clip it); 3641 is clipped to the float32 limit."""
+    limit = 3640.888916015625
+    assert 32768.0 / 9.0 < limit
+    assert nx.clip_weight_scale_for_bias(limit, 3.0, 3.0, 8, False) == (limit, False)
+    assert nx.clip_weight_scale_for_bias(3641.0, 3.0, 3.0, 8, False) == (limit, True)
+    # a signed input halves the numerator: 16384 / 3 / 3 -> float32 1820.4444580078125
+    assert nx.clip_weight_scale_for_bias(2000.0, 3.0, 3.0, 8, True) == (1820.4444580078125, True)
+
+
+def test_in_scale_factor_is_float32():
+    """weightScale 10, inScale 1, biasScale float32(10 / 7) = 1.4285714626312256: the float64 quotient is
+    6.99999983... (biasB 6), the float32 quotient is exactly 7.0 (biasB 7), as TI's runtime computes the
+    float32 ``inScaleFactor`` it hands to ``TIDL_conv2dBiasSplit``."""
+    bias_scale = float(F32(10.0 / 7.0))
+    assert 10.0 / bias_scale < 7.0
+    isf = nx.in_scale_factor(10.0, 1.0, bias_scale)
+    assert isf.tolist() == 7.0
+    bias_a, bias_b = nx.split_bias(np.array([5]), np.array([isf]), 8, 8, False)
+    assert (bias_a.tolist(), bias_b.tolist()) == ([5], [7])
+    # the product weightScale x inScale rounds first: float32(3 x float32(0.1)) = 0.3 in float32
+    assert nx.in_scale_factor(3.0, float(F32(0.1)), 1.0).tolist() == float(F32(F32(3.0) * F32(0.1)))
+
+
+def test_bias_split_product_is_float32():
+    """isf = float32(0.7) = 0.699999988079071 (isf <= 1: biasA = (int)(b isf)): for b = 10 the float64
+    product 6.99999988 truncates to 6, the float32 product is 7.0 (C's int x float)."""
+    isf = float(F32(0.7))
+    assert 10 * isf < 7.0
+    bias_a, bias_b = nx.split_bias(np.array([10, -10]), np.array([isf, isf]), 8, 8, False)
+    assert (bias_a.tolist(), bias_b.tolist()) == ([7, -7], [1, 1])
 
 
 def test_weight_quantization_clips_to_the_limited_range():
