@@ -104,6 +104,7 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     outputs = {o.name for o in graph.output}
+    producer = {name: n.op_type for n in graph.node for name in n.output}
     drop: set = set()
     new_consts: Dict[str, np.ndarray] = {}
     rename: Dict[str, str] = {}          # a DequantizeLinear output -> the tensor it stands for
@@ -123,8 +124,10 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
                     drop.add(id(dq))
                 drop.add(id(node))
                 continue
-            lo_hi = activation_range(node, scale, zp)
-            ranges.setdefault(x, lo_hi)
+            lo, hi = activation_range(node, scale, zp)
+            if producer.get(x) == "Relu":   # a ReLU's output is not negative: TIDL's layer is unsigned there
+                lo = max(lo, 0.0)
+            ranges.setdefault(x, (lo, hi))
             quantized_to[node.output[0]] = x
             drop.add(id(node))
         elif node.op_type == "DequantizeLinear":
