@@ -104,7 +104,6 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     outputs = {o.name for o in graph.output}
-    producer = {name: n.op_type for n in graph.node for name in n.output}
     drop: set = set()
     new_consts: Dict[str, np.ndarray] = {}
     rename: Dict[str, str] = {}          # a DequantizeLinear output -> the tensor it stands for
@@ -124,10 +123,7 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
                     drop.add(id(dq))
                 drop.add(id(node))
                 continue
-            lo, hi = activation_range(node, scale, zp)
-            if producer.get(x) == "Relu":   # a ReLU's output is not negative: TIDL's layer is unsigned there
-                lo = max(lo, 0.0)
-            ranges.setdefault(x, (lo, hi))
+            ranges.setdefault(x, activation_range(node, scale, zp))
             quantized_to[node.output[0]] = x
             drop.add(id(node))
         elif node.op_type == "DequantizeLinear":
@@ -183,12 +179,42 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
     input_names = {i.name for i in graph.input}
     ranges = {k: v for k, v in ranges.items() if k in used or k in input_names or
               any(k in n.output for n in graph.node)}
+    for name in _not_negative(graph):   # TIDL's layer is unsigned there: the range starts at 0
+        if name in ranges:
+            ranges[name] = (max(ranges[name][0], 0.0), ranges[name][1])
     # value_info of removed tensors would only mislead shape inference
     removed = set(rename) | set(quantized_to)
     kept_info = [v for v in graph.value_info if v.name not in removed]
     del graph.value_info[:]
     graph.value_info.extend(kept_info)
     return model, ranges
+
+
+#: Ops whose output is not negative when their first input is not (they move or pick values).
+_SIGN_KEEPING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Flatten", "Reshape",
+                           "Transpose", "Squeeze", "Unsqueeze", "Resize", "Upsample", "Identity", "DepthToSpace",
+                           "SpaceToDepth"})
+
+
+def _not_negative(graph: onnx.GraphProto) -> set:
+    """The tensors of the (float) graph that cannot be negative: a ReLU's output, a Clip's with a
+    non-negative minimum, and what the sign-keeping ops make of them."""
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    out: set = set()
+    for node in graph.node:
+        if node.op_type == "Relu":
+            out.add(node.output[0])
+        elif node.op_type == "Clip":
+            lo = next((a.f for a in node.attribute if a.name == "min"), None)
+            if len(node.input) > 1 and node.input[1] in consts:
+                lo = float(consts[node.input[1]])
+            if lo is not None and lo >= 0:
+                out.add(node.output[0])
+        elif node.op_type in _SIGN_KEEPING and node.input and node.input[0] in out:
+            out.add(node.output[0])
+        elif node.op_type in ("Add", "Concat", "Max") and node.input and all(i in out for i in node.input):
+            out.add(node.output[0])
+    return out
 
 
 def is_qdq(model: onnx.ModelProto) -> bool:
