@@ -59,6 +59,38 @@ def main() -> int:
     q.quantize_static(fpath, qpath, Reader(), quant_format=q.QuantFormat.QDQ, activation_type=q.QuantType.QInt8,
                       weight_type=q.QuantType.QInt8, per_channel=True,
                       extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    # the same model with every scale rounded up to a power of 2 (as TI's P2 QAT configurations export),
+    # the weights' and biases' integers re-rounded on their new scales
+    p2path = os.path.join(tmp, "resnet18_qdq_p2.onnx")
+    p2 = onnx.load(qpath)
+    by_name = {t.name: t for t in p2.graph.initializer}
+    old_scales = {n.input[1]: numpy_helper.to_array(by_name[n.input[1]]) for n in p2.graph.node
+                  if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    for scale_name, old in old_scales.items():
+        by_name[scale_name].CopyFrom(numpy_helper.from_array((2.0 ** np.ceil(np.log2(old))).astype(np.float32),
+                                                             scale_name))
+    for n in p2.graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0] in by_name:
+            qv = numpy_helper.to_array(by_name[n.input[0]])
+            old, new = old_scales[n.input[1]], numpy_helper.to_array(by_name[n.input[1]])
+            shape = (-1,) + (1,) * (qv.ndim - 1) if old.size > 1 else ()
+            limit = np.iinfo(qv.dtype).max
+            requant = np.clip(np.rint(qv * (old.reshape(shape) / new.reshape(shape))), -limit, limit)
+            by_name[n.input[0]].CopyFrom(numpy_helper.from_array(requant.astype(qv.dtype), n.input[0]))
+    onnx.save(p2, p2path)
+    for label, path, scale_types in (("QDQ scales as calibrated", qpath, (0, 1)),
+                                     ("QDQ scales rounded up to powers of 2", p2path, (1,))):
+        _measure(label, path, fpath, args.image, scale_types, name, calib, held_out)
+    return 0
+
+
+def _measure(label, qpath, fpath, image, scale_types, name, calib, held_out) -> None:
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    import tidlx
+
     model = onnx.load(qpath)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     made_by = {n.output[0]: n for n in model.graph.node}
@@ -66,15 +98,15 @@ def main() -> int:
     step = float(inits[out_dq.input[1]])
     session = ort.InferenceSession(qpath, providers=["CPUExecutionProvider"])
     refs = [session.run(None, {name: f[None]})[0] for f in held_out]
-    print(f"resnet18 {args.image}x{args.image}, QDQ by quantize_static (symmetric int8, per-channel weights), "
-          f"calibrated on {args.calib} frames; {args.frames} held-out frames; output step {step:.6g}")
+    print(f"resnet18 {image}x{image}, QDQ by quantize_static (symmetric int8, per-channel weights), {label}; "
+          f"{len(held_out)} held-out frames; output step {step:.6g}")
     # context: the float model onnxruntime quantized, against the QDQ model's run (activation rounding only)
     float_session = ort.InferenceSession(fpath, providers=["CPUExecutionProvider"])
     ferr = np.concatenate([np.abs(float_session.run(None, {name: f[None]})[0].astype(np.float64) - ref).ravel()
                            for f, ref in zip(held_out, refs)])
     print(f"the float model (no quantization): {100 * float(np.mean(ferr <= step * (1 + 1e-6))):.1f}% within one "
           f"QDQ step of the QDQ run; largest {ferr.max() / step:.2f} steps")
-    for scale_type in (0, 1):
+    for scale_type in scale_types:
         mod = tidlx.load(qpath, prequantized=True)
         opts = {"advanced_options:prequantized_model": 1, "accuracy_level": 0,
                 "advanced_options:quantization_scale_type": scale_type}
@@ -93,7 +125,6 @@ def main() -> int:
         sqnr = 10 * math.log10(sig / noise) if noise else float("inf")
         print(f"quantization_scale_type={scale_type}: {100 * share:.1f}% of {err.size} outputs within one QDQ step "
               f"of onnxruntime's QDQ run; largest {err.max() / step:.2f} steps; SQNR {sqnr:.1f} dB")
-    return 0
 
 
 if __name__ == "__main__":
