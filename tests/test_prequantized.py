@@ -71,8 +71,7 @@ def _quantize(path, scale_type):
     mod = tidlx.load(path, prequantized=True)
     opts = {"advanced_options:prequantized_model": 1, "accuracy_level": 0,
             "advanced_options:quantization_scale_type": scale_type}
-    with pytest.warns(Warning):
-        return tidlx.quantize(mod, opts, {"x": _frames(4, 2)})
+    return tidlx.quantize(mod, opts, {"x": _frames(4, 2)})
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +94,7 @@ def test_layer_ranges_and_scales_follow_the_qdq_scales(qdq_path, scale_type):
     (sg,) = qm.subgraphs.values()
     (calib,) = qm.calibration.values()
     ranges = calib.by_name()
+    assert calib.frames == 0 and calib.data is None   # every tensor has its pair's range: nothing calibrated
     for layer, tensor, after_relu in (("conv1", "r1", True), ("conv2", "r2", True), ("conv3", "y", False)):
         s = qdq[tensor]
         lo, hi = (0.0 if after_relu else -128 * s), 127 * s
@@ -157,3 +157,24 @@ def test_the_cli_compiles_with_the_option(qdq_path, tmp_path, capsys):
     assert main(["compile", qdq_path, "-o", out, "-o", "advanced_options:prequantized_model=1",
                  "-o", "accuracy_level=0"]) == 0
     assert "1 TIDL subgraph" in capsys.readouterr().out
+
+
+def test_a_tensor_no_pair_covers_is_calibrated(qdq_path, tmp_path):
+    model = onnx.load(qdq_path)
+    pair = [n for n in model.graph.node if n.name in ("r1_QuantizeLinear", "r1_DequantizeLinear")]
+    assert len(pair) == 2
+    dq_out = pair[1].output[0]
+    for n in model.graph.node:
+        for i, name in enumerate(n.input):
+            if name == dq_out:
+                n.input[i] = "r1"
+    for n in pair:
+        model.graph.node.remove(n)
+    path = str(tmp_path / "partial.onnx")
+    onnx.save(model, path)
+    with pytest.warns(Warning):   # fewer frames than calibration_frames
+        qm = _quantize(path, 0)
+    (calib,) = qm.calibration.values()
+    methods = {name: r.method for name, r in calib.by_name().items()}
+    assert methods["conv1"] != QDQ and methods["conv2"] == QDQ and methods["conv3"] == QDQ
+    assert calib.frames == 4

@@ -414,6 +414,10 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
         if quant_proto.exists(opts.quant_params_proto_path):   # the file's ranges, no calibration run
             return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level)
     given_ranges = _prequantized_ranges(partitioned, opts)
+    if given_ranges is not None:
+        covered = _qdq_only(partitioned, networks, given_ranges, opts.accuracy_level)
+        if covered is not None:   # every tensor has its pair's range: no calibration run
+            return covered
     data = load_frames(frames, partitioned, opts.calibration_frames, mean=mean, scale=scale, seed=seed)
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: no calibration frames")
@@ -458,6 +462,29 @@ def _prequantized_ranges(partitioned: IRModule, opts) -> Optional[Mapping[str, T
                                      "prequantized QDQ model (tidlx.load(path, prequantized=True); the CLI does "
                                      "it when the option is given)")
     return ranges
+
+
+def _qdq_only(partitioned: IRModule, networks, ranges: Mapping[str, Tuple[float, float]],
+              accuracy_level: int) -> Optional[Dict[str, CalibrationResult]]:
+    """The calibration results of a prequantized model whose Q/DQ pairs cover every tensor of every
+    subgraph (None when one is not covered: those are calibrated)."""
+    from .quant_proto import ti_layer_names
+
+    names = ti_layer_names(partitioned, networks)
+    out: Dict[str, CalibrationResult] = {}
+    for net in networks:
+        tensors: Dict[int, TensorRange] = {}
+        for layer in net.layers:
+            found = ranges.get(names.get((net.name, layer.index), ""))
+            for k, tid in enumerate(layer.outputs):
+                if k > 0 or found is None:
+                    return None
+                lo, hi = found
+                tensors[tid] = TensorRange(lo, hi, QDQ, 0, lo, hi, lo, hi)
+        if any(t not in tensors for t in range(len(net.tensors))):
+            return None
+        out[net.name] = CalibrationResult(net.name, tensors, accuracy_level, QDQ, 0, net, None, given={})
+    return out
 
 
 def _with_qdq_ranges(partitioned: IRModule, networks, results: Dict[str, CalibrationResult],
