@@ -29,7 +29,7 @@ RELAY_SUFFIXES = (".txt", ".relay")
 
 
 def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
-         opset: Optional[int] = None, params=None) -> IRModule:
+         opset: Optional[int] = None, params=None, prequantized: bool = False) -> IRModule:
     """Loads a model file.
 
     * ONNX (``.onnx``): ``batch=`` sets dimension 0 of every input, ``shapes=`` whole input
@@ -40,6 +40,10 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
       the path of an ``.npz`` or TVM params file (``tvm.runtime.save_param_dict``), whose keys
       ``meta[relay.Constant][i]`` fill the meta table and the others bind by name. Its shapes
       are written in the text, so ``batch``/``shapes``/``opset`` are refused.
+
+    ``prequantized=True`` (what ``advanced_options:prequantized_model=1`` asks of the CLI): an ONNX QDQ
+    model is imported as TIDL's prequantized import does, its Q/DQ pairs folded away, weights
+    dequantized, and each activation pair's range kept for calibration (docs/prequantized.md).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"tidlx.load: path must be a file path (str or os.PathLike), got {type(path).__name__}")
@@ -53,6 +57,8 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
                              f"(its initializers)")
         from .frontends.onnx import from_onnx
 
+        if prequantized:
+            return _load_prequantized(path, batch, shapes, opset)
         mod = from_onnx(path, batch=batch, shapes=shapes, opset=opset)
         mod.attrs[ONNX_SOURCE_ATTR] = path   # TI's ONNX Runtime flow numbers the file's nodes (read when asked)
         return mod
@@ -73,6 +79,33 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
             raise TidlxError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         return parse_relay(text, params=params, source_name=path)
     raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
+
+
+def _load_prequantized(path: str, batch, shapes, opset) -> IRModule:
+    """An ONNX QDQ model as TIDL's prequantized import sees it: the float model of ``strip_qdq`` and
+    its ranges on the module (``QDQ_RANGES_ATTR``); the node list is the stripped model's."""
+    import onnx
+
+    from .backends.tidl.calibration import QDQ_RANGES_ATTR
+    from .backends.tidl.ort_flow import attach_onnx_nodes
+    from .frontends.onnx import from_onnx
+    from .frontends.onnx.prequantized import PrequantizedModelError, is_qdq, strip_qdq
+
+    try:
+        proto = onnx.load(path)
+    except Exception as exc:
+        raise TidlxError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+    if not is_qdq(proto):
+        raise PrequantizedModelError(f"{path}: prequantized_model=1 but the model has no QuantizeLinear/"
+                                     f"DequantizeLinear node (compile it without the option: it is calibrated)")
+    try:
+        stripped, ranges = strip_qdq(proto)
+    except PrequantizedModelError as exc:
+        raise PrequantizedModelError(f"{path}: {exc}") from None
+    mod = from_onnx(stripped, batch=batch, shapes=shapes, opset=opset)
+    attach_onnx_nodes(mod, stripped)
+    mod.attrs[QDQ_RANGES_ATTR] = dict(ranges)
+    return mod
 
 
 #: The module attribute holding the path of the ONNX file a module was loaded from.

@@ -176,6 +176,19 @@ def register_custom_ops(specs: Sequence[str]) -> None:
             raise TidlxError(f"{where}: {func_name}() failed ({type(exc).__name__}: {exc})") from None
 
 
+def _asks_prequantized(option_values) -> bool:
+    """Whether the -o values set ``advanced_options:prequantized_model`` to 1 (the model is then
+    imported as TIDL's prequantized import does)."""
+    from .backends.tidl.options import parse_key_values
+
+    items = [v for v in option_values if "=" in v]
+    try:
+        values = parse_key_values(items)
+    except TidlxError:
+        return False   # the options' own check reports it
+    return str(values.get("advanced_options:prequantized_model", "0")).strip() == "1"
+
+
 def load_model(args):
     """Loads ``args.model`` with the loading options; every problem is a TidlxError that names
     the file or the option."""
@@ -204,7 +217,8 @@ def load_model(args):
                              f"an ONNX model, which holds its own weights")
         params = relay_params(args.params, "--params")
     try:
-        return load(path, batch=batch, shapes=shapes, opset=opset, params=params)
+        return load(path, batch=batch, shapes=shapes, opset=opset, params=params,
+                    prequantized=onnx and _asks_prequantized(getattr(args, "option", None) or ()))
     except TidlxError as exc:  # the importers speak the API's keywords; say the options too
         hints = [option for keyword, option in _OPTION_OF_KEYWORD if re.search(rf"(?<!\w){keyword}", str(exc))]
         if not hints:

@@ -41,6 +41,7 @@ float per-channel means (``channel_mean``, the running mean of each frame's) and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 import warnings
@@ -412,6 +413,11 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
 
         if quant_proto.exists(opts.quant_params_proto_path):   # the file's ranges, no calibration run
             return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level)
+    given_ranges = _prequantized_ranges(partitioned, opts)
+    if given_ranges is not None:
+        covered = _qdq_only(partitioned, networks, given_ranges, opts.accuracy_level)
+        if covered is not None:   # every tensor has its pair's range: no calibration run
+            return covered
     data = load_frames(frames, partitioned, opts.calibration_frames, mean=mean, scale=scale, seed=seed)
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: no calibration frames")
@@ -433,7 +439,80 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
             tensors[tid] = tensor_range(recorder.layer_of_tensor.get((net.name, tid)), raw_lo, raw_hi, MINMAX,
                                         stats.frames, (stats.min, stats.max), stats.channel_mean)
         results[net.name] = CalibrationResult(net.name, tensors, opts.accuracy_level, MINMAX, len(data), net, data)
+    if given_ranges is not None:
+        return _with_qdq_ranges(partitioned, networks, results, given_ranges)
     return results
+
+
+#: The method of a range a prequantized model's Q/DQ pair gives.
+QDQ = "qdq"
+#: The module attribute holding a prequantized model's ranges (ONNX tensor name -> (min, max)),
+#: set by ``tidlx.load(path, prequantized=True)``.
+QDQ_RANGES_ATTR = "qdq_ranges"
+
+
+def _prequantized_ranges(partitioned: IRModule, opts) -> Optional[Mapping[str, Tuple[float, float]]]:
+    """The Q/DQ ranges of a module loaded as prequantized (None: ``prequantized_model`` is 0); the
+    option on a module loaded without them is an error."""
+    ranges = partitioned.attrs.get(QDQ_RANGES_ATTR)
+    if not opts.prequantized_model:
+        return None
+    if ranges is None:
+        raise CalibrationError("advanced_options:prequantized_model=1: the module was not loaded as a "
+                                     "prequantized QDQ model (tidlx.load(path, prequantized=True); the CLI does "
+                                     "it when the option is given)")
+    return ranges
+
+
+def _qdq_only(partitioned: IRModule, networks, ranges: Mapping[str, Tuple[float, float]],
+              accuracy_level: int) -> Optional[Dict[str, CalibrationResult]]:
+    """The calibration results of a prequantized model whose Q/DQ pairs cover every tensor of every
+    subgraph (None when one is not covered: those are calibrated)."""
+    from .quant_proto import ti_layer_names
+
+    names = ti_layer_names(partitioned, networks)
+    out: Dict[str, CalibrationResult] = {}
+    for net in networks:
+        tensors: Dict[int, TensorRange] = {}
+        for layer in net.layers:
+            found = ranges.get(names.get((net.name, layer.index), ""))
+            for k, tid in enumerate(layer.outputs):
+                if k > 0 or found is None:
+                    return None
+                lo, hi = found
+                tensors[tid] = TensorRange(lo, hi, QDQ, 0, lo, hi, lo, hi)
+        if any(t not in tensors for t in range(len(net.tensors))):
+            return None
+        out[net.name] = CalibrationResult(net.name, tensors, accuracy_level, QDQ, 0, net, None, given={})
+    return out
+
+
+def _with_qdq_ranges(partitioned: IRModule, networks, results: Dict[str, CalibrationResult],
+                     ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, CalibrationResult]:
+    """``results`` with each layer output a Q/DQ pair covers at the pair's range (method ``qdq``): the
+    ranges a prequantized model gives in place of calibration, used as given (no calibration
+    iterations, as with a quantization-parameters file). A layer's tensor is the ONNX output TI names
+    it after (``quant_proto.ti_layer_names``)."""
+    from .quant_proto import ti_layer_names
+
+    names = ti_layer_names(partitioned, networks)
+    out: Dict[str, CalibrationResult] = {}
+    for net in networks:
+        result = results[net.name]
+        tensors = dict(result.tensors)
+        for layer in net.layers:
+            if not layer.outputs or (net.name, layer.index) not in names:
+                continue
+            found = ranges.get(names[(net.name, layer.index)])
+            if found is None:
+                continue
+            lo, hi = found
+            old = tensors.get(layer.outputs[0])
+            seen = (old.observed_min, old.observed_max) if old is not None else (lo, hi)
+            tensors[layer.outputs[0]] = TensorRange(lo, hi, QDQ, result.frames, seen[0], seen[1], lo, hi,
+                                                    old.channel_mean if old is not None else None)
+        out[net.name] = dataclasses.replace(result, tensors=tensors, method=QDQ, given={})
+    return out
 
 
 __all__ = ["calibrate", "CalibrationResult", "TensorRange", "CalibrationError", "PERCENTILE_ACT_RANGE_SHRINK",

@@ -548,7 +548,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         outputs.append(OutputComparison(k, name, shapes[k], out_figures[k].sqnr_db(), out_figures[k].max_err,
                                         out_saturation[k].saturated_pct(), fed_by))
     opts = qmodel.options
-    calibrated = sorted({f"{r.method} on {r.frames} frame(s)" for r in qmodel.calibration.values()})
+    calibrated = sorted({f"{r.method} on {r.frames} frame(s)" if r.frames else
+                         f"{r.method} (the model's Q/DQ ranges, no calibration run)"
+                         for r in qmodel.calibration.values()})
     if calibrated and not from_proto(qmodel.calibration):
         # TI's loop: a float pass, then fixed-point iterations re-collecting the ranges (and the biases)
         iterations = calibration_iterations(opts)

@@ -200,6 +200,12 @@ _SPECS = (
                "from the file, bias values from its value fields (docs/quant-proto.md); layers are named after "
                "tidlx's tensors (ONNX node names), not TI's output tensor names; a PReLU slope range and the "
                "parameters of layer norm and of element-wise layers with a constant are written, not read"),
+    _spec("advanced_options:prequantized_model", "prequantized_model", "choice",
+          "1: the ONNX model is prequantized (QuantizeLinear/DequantizeLinear pairs, as QAT exports them)", (0, 1),
+          steps=("partition", "calibration", "quantization"), support="partial",
+          note="Q/DQ pairs folded into the layers: weights dequantized and re-quantized by TIDL's rules, each "
+               "activation pair's range used in place of calibration; zero points must be 0 (symmetric), "
+               "activation scales per tensor; tensors no pair covers are calibrated (docs/prequantized.md)"),
     _spec("advanced_options:activation_clipping", "activation_clipping", "choice",
           "clip activation ranges (accuracy_level 9)", (0, 1), steps=("calibration",), support="full",
           note="at accuracy_level 9: 1 histogram ranges, 0 min/max (other levels: a warning, no effect)"),
@@ -532,6 +538,7 @@ class TidlOptions:
     min_subgraph_macs: int = 1
     disabled_fusions: Tuple[str, ...] = ()
     quant_params_proto_path: str = ""
+    prequantized_model: int = 0
     tidl_version: str = DEFAULT_TIDL_VERSION
 
     def __post_init__(self):

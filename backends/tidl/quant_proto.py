@@ -148,7 +148,7 @@ def _onnx_first_outputs(partitioned: IRModule) -> Dict[str, str]:
 
     recorded = partitioned.attrs.get(ONNX_NODES_ATTR)
     if recorded:
-        return {str(name): str(outputs[0]) for name, _, _, outputs, _ in recorded if outputs}
+        return {str(name): str(outputs[0]) for name, _, _, outputs, *_ in recorded if outputs}
     source = partitioned.attrs.get(ONNX_SOURCE_ATTR)
     if isinstance(source, str) and os.path.isfile(source):
         return {n.name: n.outputs[0] for n in onnx_nodes(source) if n.outputs}

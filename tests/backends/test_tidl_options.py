@@ -24,6 +24,7 @@ def test_defaults_are_tis():
         "advanced_options:c7x_codegen": 0, "platform": "J7", "target_device": None,
         "max_batch_size": None, "max_subgraph_io": 32,
         "min_subgraph_macs": 1, "disabled_fusions": "", "advanced_options:quant_params_proto_path": "",
+            "advanced_options:prequantized_model": 0,
         "tidl_version": "11.00",
     }
     assert TidlOptions.from_dict({}) == opts == TidlOptions.from_strings([])
