@@ -32,6 +32,7 @@ import numpy as np
 from ...emulator import EmulatorError
 from ...ir.module import IRModule
 from ...ir.types import TupleType
+from ._calibration_loops import value_counts
 from .calibration import (HISTOGRAM, MINMAX, PERCENTILE_ACT_RANGE_SHRINK, CalibrationResult, layer_of_tensor,
                           frame_channel_means, running_channel_mean, running_range, tensor_range)
 from .layers import build_networks
@@ -84,12 +85,8 @@ def integer_counts(values: np.ndarray) -> Tuple[np.ndarray, int]:
     """How many elements hold each integer value: ``counts[i]`` for the value ``offset + i``, from the
     lowest value of the type (8/16 bit: one pass of bincount over the bits) or of the array."""
     flat = np.asarray(values).reshape(-1)
-    if flat.dtype in (np.uint8, np.uint16):
-        return np.bincount(flat), 0
-    if flat.dtype == np.int8:
-        return np.bincount(flat.view(np.uint8) ^ np.uint8(0x80)), -128
-    if flat.dtype == np.int16:
-        return np.bincount(flat.view(np.uint16) ^ np.uint16(0x8000)), -32768
+    if flat.dtype in (np.uint8, np.uint16, np.int8, np.int16):
+        return value_counts(flat), int(np.iinfo(flat.dtype).min)
     q = flat.astype(np.int64)
     low = int(q.min())
     return np.bincount(q - low), low
