@@ -722,8 +722,12 @@ class _Quantizer:
             self.cache[("weights", layer.index)] = (key, wq, found[2])
         else:
             folded = aff.folded_weights()
-            wq = nx.quantize_weights(folded, ws, p.weight_bits, p.weight_limit)
-            self.cache[("weights", layer.index)] = (key, wq, np.asarray(folded, np.float32))
+            if np.isfinite(folded).all():
+                w32 = np.asarray(folded, np.float32)
+                wq = quantize_weights_f32(w32, ws, p.weight_bits, p.weight_limit)
+            else:   # the plain rule names the bad weights
+                w32, wq = None, nx.quantize_weights(folded, ws, p.weight_bits, p.weight_limit)
+            self.cache[("weights", layer.index)] = (key, wq, w32)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:

@@ -79,7 +79,7 @@ def test_loop_with_the_fused_weights_gives_the_plain_loop_bytes(monkeypatch):
     monkeypatch.setattr(quantize_module, "quantize_weights_f32",
                         lambda *a: fused_calls.append(1) or fused(*a))
     got = quantize_model(partitioned, opts, float_pass)
-    assert fused_calls, "the scales did not move: the fused pass was not exercised"
+    assert len(fused_calls) > 2, "the scales did not move: only the first quantization of each layer ran"
     monkeypatch.setattr(quantize_module, "quantize_weights_f32",
                         lambda w32, s, bits, limit: nx.quantize_weights(w32.astype(np.float64), s, bits, limit))
     want = quantize_model(partitioned, opts, float_pass)
