@@ -18,8 +18,10 @@ TI's import (``TIDL_runIterativeCalibration``, then ``TIDL_importQuantLayerParam
 
 Everything here runs the fast fixed-point kernels (the same bits as the reference ones). What depends on
 a layer's float weights alone (its folded parameters, the weight range, the integer weights at a given
-weight scale) is computed once and kept across the quantizations; the statistics of a frame take one
-bincount of each 8/16-bit output.
+weight scale, the weights as float32) is computed once and kept across the quantizations; a weight
+scale that moves (the bias clip of §4.4 follows the input scale and the calibrated bias) re-quantizes in
+one fused pass (_calibration_loops.py, the plain rule's integers); the statistics of a frame take one
+counting pass of each 8/16-bit output.
 """
 
 from __future__ import annotations

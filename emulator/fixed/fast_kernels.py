@@ -1,6 +1,7 @@
 """Fast fixed-point kernels with the bits of the plain ones (layers.py): Conv and InnerProduct, and
 the two-input element-wise sum, max pool and standalone saturation (ReLU), which on ResNet-18 took a
-third of the time left once the convolutions were fast (numpy's int64 passes).
+third of the time left once the convolutions were fast (numpy's int64 passes), and the two-input
+element-wise product with broadcast inputs (BEVDet's depth x context product: most of its fixed-point pass).
 
     table = {**KERNELS, **FAST_OVERRIDES}        # what kernel_set.py builds for fixed="fast"
     table = {**KERNELS, **fast_overrides(vnni=False)}   # the same without the VNNI microkernel
