@@ -19,8 +19,10 @@ TI's import (``TIDL_runIterativeCalibration``, then ``TIDL_importQuantLayerParam
 
 Everything here runs the fast fixed-point kernels (the same bits as the reference ones). What depends on
 a layer's float weights alone (its folded parameters, the weight range, the integer weights at a given
-weight scale) is computed once and kept across the quantizations; the statistics of a frame take one
-bincount of each 8/16-bit output.
+weight scale, the weights as float32) is computed once and kept across the quantizations; a weight
+scale that moves (the bias clip of §4.4 follows the input scale and the calibrated bias) re-quantizes in
+one fused pass (_calibration_loops.py, the plain rule's integers); the statistics of a frame take one
+counting pass of each 8/16-bit output.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 from ...emulator import EmulatorError
 from ...ir.module import IRModule
 from ...ir.types import TupleType
+from ._calibration_loops import value_counts
 from .calibration import (HISTOGRAM, MINMAX, PERCENTILE_ACT_RANGE_SHRINK, CalibrationResult, layer_of_tensor,
                           frame_channel_means, running_channel_mean, running_range, tensor_range)
 from .layers import build_networks
@@ -93,12 +96,8 @@ def integer_counts(values: np.ndarray) -> Tuple[np.ndarray, int]:
     """How many elements hold each integer value: ``counts[i]`` for the value ``offset + i``, from the
     lowest value of the type (8/16 bit: one pass of bincount over the bits) or of the array."""
     flat = np.asarray(values).reshape(-1)
-    if flat.dtype in (np.uint8, np.uint16):
-        return np.bincount(flat), 0
-    if flat.dtype == np.int8:
-        return np.bincount(flat.view(np.uint8) ^ np.uint8(0x80)), -128
-    if flat.dtype == np.int16:
-        return np.bincount(flat.view(np.uint16) ^ np.uint16(0x8000)), -32768
+    if flat.dtype in (np.uint8, np.uint16, np.int8, np.int16):
+        return value_counts(flat), int(np.iinfo(flat.dtype).min)
     q = flat.astype(np.int64)
     low = int(q.min())
     return np.bincount(q - low), low

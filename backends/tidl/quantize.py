@@ -65,6 +65,7 @@ from ...ir.traversal import post_order
 from ...ir.types import TupleType
 from . import numerics as nx
 from . import quant_proto
+from ._calibration_loops import quantize_weights_f32
 from .calibration import CalibrationResult, TensorRange
 from .composites import MEMBER, elu, gelu, hard_sigmoid
 from .layer_params import ConvParams, PoolParams
@@ -713,12 +714,20 @@ class _Quantizer:
         bounds, act = self.bounds(layer, out, forced=clip is not None)
         aff = p.affine
         key = (float(ws), p.weight_bits, p.weight_limit)
-        found = self.cache.get(("weights", layer.index))   # the last scale's integers only
+        found = self.cache.get(("weights", layer.index))   # the last scale's integers, the float32 weights
         if found is not None and found[0] == key:
             wq = found[1]
+        elif found is not None:   # the same float weights at another scale: one fused pass (same integers)
+            wq = quantize_weights_f32(found[2], ws, p.weight_bits, p.weight_limit)
+            self.cache[("weights", layer.index)] = (key, wq, found[2])
         else:
-            wq = nx.quantize_weights(aff.folded_weights(), ws, p.weight_bits, p.weight_limit)
-            self.cache[("weights", layer.index)] = (key, wq)
+            folded = aff.folded_weights()
+            if np.isfinite(folded).all():
+                w32 = np.asarray(folded, np.float32)
+                wq = quantize_weights_f32(w32, ws, p.weight_bits, p.weight_limit)
+            else:   # the plain rule names the bad weights
+                w32, wq = None, nx.quantize_weights(folded, ws, p.weight_bits, p.weight_limit)
+            self.cache[("weights", layer.index)] = (key, wq, w32)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
             if layer.type in BIAS_CALIBRATED:

@@ -237,6 +237,34 @@ def eltwise_sum2(a, b, sa, sb, shift, lo, hi, out, start, stop):
 
 
 @njit(cache=True, nogil=True)
+def eltwise_prod2_rows(a, b, shift, wrap32, lo, hi, out, start, stop):
+    """out = roundSat(wrap(a b), shift) on 6-D views of one shape (a and b broadcast, zero strides
+    allowed), for the rows [start, stop) of all axes but the last, flattened in C order (§8.5)."""
+    s1, s2, s3, s4 = out.shape[1], out.shape[2], out.shape[3], out.shape[4]
+    half = shift - 1 if shift > 0 else 0
+    for r in range(start, stop):
+        t = r
+        i4 = t % s4
+        t //= s4
+        i3 = t % s3
+        t //= s3
+        i2 = t % s2
+        t //= s2
+        i1 = t % s1
+        i0 = t // s1
+        ar = a[i0, i1, i2, i3, i4]
+        br = b[i0, i1, i2, i3, i4]
+        dst = out[i0, i1, i2, i3, i4]
+        for k in range(dst.shape[0]):
+            v = np.int64(ar[k]) * np.int64(br[k])
+            if wrap32:
+                v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+            if shift > 0:
+                v = (v >> shift) + ((v >> half) & 1)
+            dst[k] = min(max(v, lo), hi)
+
+
+@njit(cache=True, nogil=True)
 def max_pool_planes(x, out, kh, kw, sh, sw, pt, pl, start, stop):
     """out[n, c] = the largest in-image pixel of each window (padding takes no part, §8.6) for the
     planes (n, c) in [start, stop); every window holds an image pixel (pads < kernel)."""

@@ -726,12 +726,15 @@ def data_convert_to_float(q, tensor_scale: float, zero_point: int = 0) -> np.nda
     """§8.12 data convert out of a subgraph, as TI 11.x's DataConvert reference (``TIDL_refDataConvertNew``
     with ``TIDL_dataConvertGetScaleAndBias``): ``s = float32(1 / float32(tensorScale))``, then
     ``float32(q) * s + float32(-(zp * s))``, each operation in float32."""
-    qi, _ = _tensor(q, "data convert input")
+    FixedType.of(q, "data convert input")
     if not tensor_scale > 0:
         raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
     s = np.float32(1.0) / np.float32(tensor_scale)
     bias = np.float32(0.0) - np.float32(zero_point) * s
-    return qi.astype(np.float32) * s + bias
+    out = np.asarray(q).astype(np.float32)   # 8/16-bit integers are exact in float32
+    out *= s
+    out += bias
+    return out
 
 
 # ---- §8.10.1-2: the non-saturating activations -------------------------------------------------

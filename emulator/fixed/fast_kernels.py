@@ -1,6 +1,7 @@
 """Fast fixed-point kernels with the bits of the plain ones (layers.py): Conv and InnerProduct, and
 the two-input element-wise sum, max pool and standalone saturation (ReLU), which on ResNet-18 took a
-third of the time left once the convolutions were fast (numpy's int64 passes).
+third of the time left once the convolutions were fast (numpy's int64 passes), and the two-input
+element-wise product with broadcast inputs (BEVDet's depth x context product: most of its fixed-point pass).
 
     table = {**KERNELS, **FAST_OVERRIDES}        # what kernel_set.py builds for fixed="fast"
     table = {**KERNELS, **fast_overrides(vnni=False)}   # the same without the VNNI microkernel
@@ -357,6 +358,8 @@ class _RowsView:
 def fast_eltwise_kernel(layer, xs, tensors):
     """§8.5 element-wise sum of two inputs of one shape with the bits of layers.eltwise_kernel (one
     numba pass instead of numpy's int64 passes); other kinds and shapes go to the plain kernel."""
+    if layer.attrs.get("eltwise_type") == "Prod":
+        return _fast_eltwise_product(layer, xs, tensors)
     if (layer.attrs.get("eltwise_type") != "Sum" or len(xs) != 2 or len(layer.multipliers) != 2
             or not all(isinstance(v, np.ndarray) and v.dtype in _TYPE_BOUNDS for v in xs)
             or xs[0].shape != xs[1].shape):
@@ -379,6 +382,40 @@ def fast_eltwise_kernel(layer, xs, tensors):
     _run_blocks(a.size, loops.eltwise_sum2, a, b, int(multipliers[0]),
                 int(multipliers[1]), int(rb), lo, hi, out, min_block=1 << 16)
     return [out.reshape(xs[0].shape)]
+
+
+def _fast_eltwise_product(layer, xs, tensors):
+    """§8.5 element-wise product of two 8/16-bit inputs that broadcast to the output's shape, with the bits
+    of layers.eltwise_kernel (one numba pass over the output instead of numpy's int64 passes over the
+    broadcast product): the accumulator width of arith.product_accumulator_bits, roundSat, the bounds."""
+    if (len(xs) != 2 or "constant_operand" in layer.attrs
+            or not all(isinstance(v, np.ndarray) and v.dtype in _TYPE_BOUNDS for v in xs)):
+        return _reference(layer, xs, tensors)
+    out_tensor = tensors[layer.outputs[0]]
+    rb = np.asarray(layer.round_bits)
+    if out_tensor.is_float or rb.ndim != 0 or rb.dtype.kind not in "iu" or not 0 <= int(rb) <= 62:
+        return _reference(layer, xs, tensors)
+    shape = tuple(out_tensor.shape)
+    try:
+        if np.broadcast_shapes(xs[0].shape, xs[1].shape) != shape:
+            return _reference(layer, xs, tensors)
+    except ValueError:
+        return _reference(layer, xs, tensors)
+    if len(shape) > 6 or 0 in shape:
+        return _reference(layer, xs, tensors)
+    out_dtype = out_tensor.fixed_type.dtype
+    tlo, thi = _TYPE_BOUNDS[out_dtype]
+    lo, hi = (tlo, thi) if layer.bounds is None else (int(layer.bounds[0]), int(layer.bounds[1]))
+    if not tlo <= lo <= hi <= thi:
+        return _reference(layer, xs, tensors)
+    wrap32 = all(v.dtype.itemsize == 1 for v in xs)   # arith.product_accumulator_bits: int32 for 8-bit inputs
+    six = (1,) * (6 - len(shape)) + shape
+    a, b = (np.broadcast_to(v.reshape((1,) * (6 - v.ndim) + v.shape), six) for v in xs)
+    out = np.empty(six, out_dtype)
+    rows = int(np.prod(six[:5]))
+    _run_blocks(rows, _loops().eltwise_prod2_rows, a, b, int(rb), wrap32, lo, hi, out,
+                min_block=max(1, (1 << 16) // max(1, six[5])))
+    return [out.reshape(shape)]
 
 
 def fast_pool_kernel(layer, xs, tensors):

@@ -215,6 +215,39 @@ def test_fast_eltwise_sum_is_the_reference(case):
 
 
 @st.composite
+def product_case(draw):
+    """Two 8/16-bit inputs of ranks 1-6 that broadcast (axes of 1, missing leading axes), as BEVDet's depth x
+    context product does."""
+    rank = draw(st.integers(1, 6))
+    shape = tuple(draw(st.integers(1, 5)) for _ in range(rank))
+    shapes = []
+    for _ in range(2):
+        own = tuple(1 if draw(st.integers(0, 2)) == 0 else d for d in shape)
+        shapes.append(own[draw(st.integers(0, rank - 1)):])
+    types = [(draw(st.sampled_from([8, 16])), draw(st.booleans())) for _ in range(2)]
+    xs = [draw(int_array(sh, bits, signed)) for sh, (bits, signed) in zip(shapes, types)]
+    out_shape = np.broadcast_shapes(*shapes)
+    out_bits, out_signed, bounds, _ = draw(output_side(1, 8))
+    rb = draw(st.one_of(st.integers(0, 40), st.sampled_from([62])))
+    layer = QuantizedLayer(0, "product", "EltWise", 2, (0, 1), (2,), attrs={"eltwise_type": "Prod"}, round_bits=rb,
+                           bounds=bounds)
+    tensors = (QuantizedTensor(0, "a", shapes[0], *types[0], 1.0), QuantizedTensor(1, "b", shapes[1], *types[1], 1.0),
+               QuantizedTensor(2, "y", out_shape, out_bits, out_signed, 1.0))
+    return layer, xs, tensors
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(product_case())
+def test_fast_eltwise_product_is_the_reference(case):
+    layer, xs, tensors = case
+    expected = KERNELS["EltWise"](layer, xs, tensors)[0]
+    with pytest.MonkeyPatch.context() as mp:
+        _no_fallback(mp)
+        _same(fast_kernels.fast_eltwise_kernel(layer, xs, tensors)[0], expected)
+    CASES["element-wise product"] += 1
+
+
+@st.composite
 def max_pool_case(draw):
     kh, kw, sh, sw = (draw(st.integers(1, 4)) for _ in range(4))
     pads = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)), draw(st.integers(0, kh - 1)),
