@@ -1,0 +1,187 @@
+"""HfAttentionBlockOptimization: in a Hugging Face attention block, the Add -> Reshape -> Add ->
+Reshape chain between the scores' MatMul and the Softmax (Swin's relative-position bias, then the
+shifted-window mask added per window) becomes one Add of the two constants summed (TI's model
+optimizer rule ``hf_attention_block_optimization``, on by default in TI's runner; the last rule of
+TI's default order).
+
+    %0 = add(scores, bias);                       # scores: (nW, heads, N, N), bias: (1, heads, N, N)
+    %1 = reshape(%0, newshape=[1, nW, heads, N, N]);
+    %2 = add(%1, mask);                           # mask: (1, nW, 1, N, N)
+    %3 = reshape(%2, newshape=[nW, heads, N, N]);
+    nn.softmax(%3)
+    ->
+    %0 = add(scores, bias + mask);                # the sum: (nW, heads, N, N)
+    nn.softmax(%0)
+
+TI's conditions: walking back from a Softmax along each node's first input (every node on the way
+taking one non-constant input, that one first) reaches a MatMul of two non-constant inputs, and
+the Softmax's only user is a MatMul. The first Add -> Reshape -> Add -> Reshape on that walk is
+merged: the lower-rank constant gets leading ones, along each leading axis (all but the last two,
+which must agree) an extent of 1 is repeated to the other's, the two are added and the sum takes
+the first constant's rank. tidlx rewrites only where that is the same function: the first Add's
+output has the last Reshape's shape, its input broadcast against the sum has it too, and the sum
+broadcast to it equals, element for element, the first constant carried through the first Reshape
+plus the second constant (which holds for Swin's windows with a batch of one; with a larger batch
+TI's sum would not broadcast). Each of the four nodes must have one user (TI rewires only the
+Softmax's side). All calls keep the first Add's layer name.
+
+Not modelled: TI traces Q, K and V back to a common node (blocks already holding Squeezes
+skipped), moves the Adds, Reshapes and Transposes of Q, K and V that come from one Split before
+it, and moves a scalar Mul or Div after the scores' MatMul to Q; tidlx makes only the merge above,
+and does not trace Q, K and V.
+
+Exactness: ``(x + c1) + c2`` becomes ``x + (c1 + c2)``; the results agree to rounding.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ..expr import Call, Constant
+from ..op import call
+from ..pattern import is_constant, is_op, wildcard
+from ..rewrite import RewriteTable
+from ..transform import module_pass
+from ..types import TensorType
+
+#: TI's name of the rule.
+TI_RULE = "hf_attention_block_optimization"
+
+_MATMULS = ("nn.batch_matmul", "nn.matmul")
+
+
+def _shape(expr) -> Optional[Tuple[int, ...]]:
+    t = expr.checked_type
+    if not isinstance(t, TensorType):
+        return None
+    try:
+        return tuple(int(d) for d in t.shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def _variable_args(node: Call) -> List:
+    return [a for a in node.args if not isinstance(a, Constant)]
+
+
+def _reaches_scores_matmul(m, node) -> bool:
+    """Walking back along first inputs from ``node`` (each a call of one non-constant input, that
+    one first) reaches a MatMul of two non-constant inputs."""
+    seen = 0
+    while isinstance(node, Call) and seen < 256:
+        if node.op_name in _MATMULS:
+            return len(_variable_args(node)) == 2
+        args = _variable_args(node)
+        if len(args) != 1 or args[0] is not node.args[0]:
+            return False
+        node = node.args[0]
+        seen += 1
+    return False
+
+
+def _feeds_softmax_then_matmul(m, node) -> bool:
+    """Walking forward from ``node`` through single users reaches a Softmax whose only user leads
+    to a MatMul (through the reshapes tidlx's MatMul import adds)."""
+    seen = 0
+    while seen < 256:
+        users = m.users(node) or ()
+        if len(users) != 1 or not isinstance(users[0], Call) or users[0].args[0] is not node:
+            return False
+        node = users[0]
+        if node.op_name == "nn.softmax":
+            break
+        if len(_variable_args(node)) != 1:
+            return False
+        seen += 1
+    else:
+        return False
+    while True:
+        users = m.users(node) or ()
+        if len(users) != 1 or not isinstance(users[0], Call):
+            return False
+        node = users[0]
+        if node.op_name in _MATMULS:
+            return True
+        if node.op_name != "reshape":
+            return False
+
+
+def ti_merged_constant(c1: np.ndarray, c2: np.ndarray) -> Optional[np.ndarray]:
+    """TI's sum of the two Adds' constants (``c1`` the first's), or None where TI's arithmetic does
+    not apply (last two axes differ, leading extents neither equal nor one, a sum that does not
+    fit the first constant's rank)."""
+    if c1.shape[-2:] != c2.shape[-2:] or c1.ndim < 2 or c2.ndim < 2:
+        return None
+    rank1 = c1.ndim
+    low, high = (c2, c1) if c1.ndim > c2.ndim else (c1, c2)
+    low = low.reshape((1,) * (high.ndim - low.ndim) + low.shape)
+    for axis in range(high.ndim - 2):
+        a, b = low.shape[axis], high.shape[axis]
+        if a == b:
+            continue
+        if a == 1:
+            low = np.repeat(low, b, axis=axis)
+        elif b == 1:
+            high = np.repeat(high, a, axis=axis)
+        else:
+            return None
+    total = low + high
+    lead = total.shape[:total.ndim - rank1]
+    if int(np.prod(lead, dtype=np.int64)) != 1:
+        return None
+    return total.reshape(total.shape[total.ndim - rank1:])
+
+
+def _merge(m):
+    reshape_b = m.expr
+    add2 = reshape_b.args[0]
+    reshape_a = add2.args[0]
+    add1 = reshape_a.args[0]
+    x = add1.args[0]
+    c1, c2 = add1.args[1], add2.args[1]
+    if not all(m.has_single_user(n) for n in (add1, reshape_a, add2)):
+        return None
+    if not (_reaches_scores_matmul(m, x) and _feeds_softmax_then_matmul(m, reshape_b)):
+        return None
+    shapes = [_shape(e) for e in (x, add1, reshape_a, add2, reshape_b)]
+    if any(s is None for s in shapes):
+        return None
+    x_shape, s1, a_shape, a2_shape, t_shape = shapes
+    if s1 != t_shape or a2_shape != a_shape:
+        return None
+    first, second = c1.data, c2.data
+    if first.dtype != second.dtype:
+        return None
+    total = ti_merged_constant(first, second)
+    if total is None:
+        return None
+    try:
+        if np.broadcast_shapes(x_shape, total.shape) != t_shape:
+            return None
+        want = np.broadcast_to(first, s1).reshape(a_shape) + second
+    except ValueError:
+        return None
+    if want.shape != a_shape or not np.array_equal(np.broadcast_to(total, t_shape).reshape(-1), want.reshape(-1)):
+        return None
+    return call("add", x, Constant(np.ascontiguousarray(total)), layer=add1.layer)
+
+
+HF_ATTENTION_BLOCK_OPTIMIZATION = RewriteTable([
+    ("attention_bias_and_window_mask",
+     is_op("reshape")(is_op("add")(is_op("reshape")(is_op("add")(wildcard(), is_constant())), is_constant())),
+     _merge),
+], name="HfAttentionBlockOptimization")
+
+
+@module_pass("HfAttentionBlockOptimization", opt_level=0)
+def hf_attention_block_optimization(mod, ctx):
+    """Merges the bias and window-mask Adds before a Hugging Face attention block's Softmax into one
+    Add (TI's hf_attention_block_optimization)."""
+    return HF_ATTENTION_BLOCK_OPTIMIZATION.rewrite(mod)
+
+
+HfAttentionBlockOptimization = hf_attention_block_optimization
+
+__all__ = ["HfAttentionBlockOptimization", "HF_ATTENTION_BLOCK_OPTIMIZATION", "ti_merged_constant", "TI_RULE"]
