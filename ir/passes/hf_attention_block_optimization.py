@@ -1,8 +1,9 @@
 """HfAttentionBlockOptimization: in a Hugging Face attention block, the Add -> Reshape -> Add ->
 Reshape chain between the scores' MatMul and the Softmax (Swin's relative-position bias, then the
-shifted-window mask added per window) becomes one Add of the two constants summed (TI's model
-optimizer rule ``hf_attention_block_optimization``, on by default in TI's runner; the last rule of
-TI's default order).
+shifted-window mask added per window) becomes one Add of the two constants summed, and a scalar
+Mul or Div right after the scores' MatMul moves onto Q (TI's model optimizer rule
+``hf_attention_block_optimization``, on by default in TI's runner; the last rule of TI's default
+order).
 
     %0 = add(scores, bias);                       # scores: (nW, heads, N, N), bias: (1, heads, N, N)
     %1 = reshape(%0, newshape=[1, nW, heads, N, N]);
@@ -25,12 +26,23 @@ plus the second constant (which holds for Swin's windows with a batch of one; wi
 TI's sum would not broadcast). Each of the four nodes must have one user (TI rewires only the
 Softmax's side). All calls keep the first Add's layer name.
 
-Not modelled: TI traces Q, K and V back to a common node (blocks already holding Squeezes
-skipped), moves the Adds, Reshapes and Transposes of Q, K and V that come from one Split before
-it, and moves a scalar Mul or Div after the scores' MatMul to Q; tidlx makes only the merge above,
-and does not trace Q, K and V.
+The scale:
 
-Exactness: ``(x + c1) + c2`` becomes ``x + (c1 + c2)``; the results agree to rounding.
+    %0 = nn.batch_matmul(q, k);  multiply(%0, 0.125f)    ->    nn.batch_matmul(multiply(q, 0.125f), k)
+
+TI moves the node after the scores' MatMul whatever its op when the MatMul has one user, taking its
+first constant input as the scale and skipping it unless that constant is a scalar (rank 0): a
+scalar Add would be moved too (another function) and a node without a constant input stops TI's
+optimizer with an error. tidlx moves only a Mul by a rank-0 constant (either side) or a Div by one
+(``x / c``; TI would write ``c / q`` for ``c / x``), when the MatMul's only user is that node. The
+multiply keeps its layer name; the MatMul's reshapes keep theirs.
+
+Not modelled: TI traces Q, K and V back to a common node (blocks already holding Squeezes
+skipped) and moves the Adds, Reshapes and Transposes of Q, K and V that come from one Split before
+it; tidlx makes only the two rewrites above, and does not trace Q, K and V.
+
+Exactness: ``(x + c1) + c2`` becomes ``x + (c1 + c2)``, ``(q k) s`` becomes ``(q s) k``; the
+results agree to rounding.
 """
 
 from __future__ import annotations
@@ -168,10 +180,52 @@ def _merge(m):
     return call("add", x, Constant(np.ascontiguousarray(total)), layer=add1.layer)
 
 
+def _scalar(expr) -> bool:
+    return isinstance(expr, Constant) and expr.data.ndim == 0 and expr.data.dtype.kind == "f"
+
+
+def _move_scale(m):
+    scale = m.expr
+    a, b = scale.args
+    if scale.op_name == "divide":
+        if not _scalar(b) or isinstance(a, Constant):
+            return None
+        scores, c = a, b
+    elif _scalar(b) and not isinstance(a, Constant):
+        scores, c = a, b
+    elif _scalar(a) and not isinstance(b, Constant):
+        scores, c = b, a
+    else:
+        return None
+    # tidlx imports a MatMul of rank 4 as reshape -> batch_matmul -> reshape, all of the MatMul's layer
+    back = scores if isinstance(scores, Call) and scores.op_name == "reshape" else None
+    matmul = back.args[0] if back is not None else scores
+    if not (isinstance(matmul, Call) and matmul.op_name in _MATMULS and len(_variable_args(matmul)) == 2):
+        return None
+    if back is not None and (not m.has_single_user(matmul) or back.layer != matmul.layer):
+        return None
+    if not m.has_single_user(scores) or not _feeds_softmax_then_matmul(m, scale):
+        return None
+    q = matmul.args[0]
+    front = q if isinstance(q, Call) and q.op_name == "reshape" and q.layer == matmul.layer else None
+    if front is not None and not m.has_single_user(front):
+        return None
+    inner = front.args[0] if front is not None else q
+    scaled = call(scale.op_name, inner, c, layer=scale.layer) if scale.op_name == "divide" or c is b else \
+        call("multiply", c, inner, layer=scale.layer)
+    if front is not None:
+        scaled = call("reshape", scaled, newshape=front.attrs.newshape, layer=front.layer)
+    out = Call(matmul.op, (scaled, matmul.args[1]), matmul.attrs, layer=matmul.layer)
+    if back is not None:
+        out = call("reshape", out, newshape=back.attrs.newshape, layer=back.layer)
+    return out
+
+
 HF_ATTENTION_BLOCK_OPTIMIZATION = RewriteTable([
     ("attention_bias_and_window_mask",
      is_op("reshape")(is_op("add")(is_op("reshape")(is_op("add")(wildcard(), is_constant())), is_constant())),
      _merge),
+    ("scale_after_scores_matmul", is_op("multiply", "divide")(wildcard(), wildcard()), _move_scale),
 ], name="HfAttentionBlockOptimization")
 
 

@@ -444,7 +444,8 @@ def _swin_window_attention(windows=2, tokens=4, heads=2, head_dim=3):
 def test_an_attention_block_bias_and_mask_adds_merge_in_the_ort_flow():
     """TI's hf_attention_block_optimization on a Swin window attention: the block is on TIDL either
     way (no op moves); with the surgery the mask Add and its two Reshapes leave the subgraph, the
-    bias Add is rewritten in place, and the outputs stay the same to rounding."""
+    bias Add is rewritten in place, the scale Mul runs on Q (heads x tokens x head size) instead of
+    the scores, and the outputs stay the same to rounding."""
     from tidlx.backends.tidl.flow import analyse
 
     mod = _swin_window_attention()
@@ -456,6 +457,12 @@ def test_an_attention_block_bias_and_mask_adds_merge_in_the_ort_flow():
     mine = {t.layer: t.change for t in on.transformations if t.rule == "hf_attention_block_optimization"}
     assert mine == {"to_windows": "removed", "mask_add": "removed", "from_windows": "removed",
                     "rel_bias_add": "rewritten"}
+    def scale_shape(prepared):
+        (line,) = [ln for ln in str(prepared).splitlines() if "span=scale:" in ln]
+        return line.split("ty=Tensor[")[-1].split("]")[0]
+
+    assert scale_shape(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared) == "(2, 2, 4, 4), float32"
+    assert scale_shape(analyse(mod, {"flow": "ort"}).prepared) == "(2, 2, 4, 3), float32"
     x = {"x": np.random.default_rng(3).standard_normal((2, 4, 6)).astype("float32")}
     got = tidlx.emulate(analyse(mod, {"flow": "ort"}).prepared, x)
     want = tidlx.emulate(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared, x)

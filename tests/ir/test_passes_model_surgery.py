@@ -902,3 +902,42 @@ def test_a_softmax_not_feeding_a_matmul_stays():
                                   "nn.relu(%6) /* span=r:0:0 */")
     assert "nn.relu" in text
     unchanged(HfAttentionBlockOptimization, text, bias=ATT_BIAS, mask=ATT_MASK)
+
+
+def _scaled_scores(scale, header_extra=""):
+    return f"""
+def @main({ATT_HEADER}{header_extra}) {{
+  %0 = reshape(%q, newshape=[6, 4, 5]) /* span=qk:0:0 */;
+  %1 = nn.batch_matmul(%0, %k, transpose_b=False) /* span=qk:0:0 */;
+  %2 = reshape(%1, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %3 = {scale} /* span=scale:0:0 */;
+  %4 = nn.softmax(%3) /* span=sm:0:0 */;
+  %5 = reshape(%4, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */
+}}"""
+
+
+@pytest.mark.parametrize("scale, moved", [("multiply(%2, 0.125f)", "multiply(%q, 0.125f)"),
+                                          ("multiply(0.125f, %2)", "multiply(0.125f, %q)"),
+                                          ("divide(%2, 8f)", "divide(%q, 8f)")])
+def test_a_scalar_scale_after_the_scores_matmul_moves_onto_q(scale, moved):
+    check(HfAttentionBlockOptimization, _scaled_scores(scale), f"""
+def @main({ATT_HEADER}) {{
+  %0 = {moved} /* span=scale:0:0 */;
+  %1 = reshape(%0, newshape=[6, 4, 5]) /* span=qk:0:0 */;
+  %2 = nn.batch_matmul(%1, %k, transpose_b=False) /* span=qk:0:0 */;
+  %3 = reshape(%2, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %4 = nn.softmax(%3) /* span=sm:0:0 */;
+  %5 = reshape(%4, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */
+}}""", tolerance=(1e-5, 1e-6))
+
+
+def test_scales_the_move_would_change_stay():
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("divide(8f, %2)"))           # TI would write 8 / q
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("add(%2, 0.125f)"))          # not a scale
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("multiply(%2, %s)", ", %s: Tensor[(1), float32]"),
+              s=np.array([0.125], "float32"))                                           # rank 1: TI skips it
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("multiply(%2, 0.125f)").replace(
+        "nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */",
+        "(nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */, %2)"))        # scores used elsewhere
