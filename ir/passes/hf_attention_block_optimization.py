@@ -37,9 +37,16 @@ optimizer with an error. tidlx moves only a Mul by a rank-0 constant (either sid
 (``x / c``; TI would write ``c / q`` for ``c / x``), when the MatMul's only user is that node. The
 multiply keeps its layer name; the MatMul's reshapes keep theirs.
 
-Not modelled: TI traces Q, K and V back to a common node (blocks already holding Squeezes
-skipped) and moves the Adds, Reshapes and Transposes of Q, K and V that come from one Split before
-it; tidlx makes only the two rewrites above, and does not trace Q, K and V.
+Both rewrites need TI's block: Q and K (the scores MatMul's operands) and V (the output MatMul's
+second operand) traced back, node by node while each node has one non-constant input, to a common
+node; TI walks the three branches one node each in turn, and skips a block whose three branches
+all start with a Squeeze after that node (a block it has already rewritten). tidlx takes the
+blocks whose branches reach the common node in the same number of ONNX nodes, where TI's walk is
+sure to meet there (TI's walk also meets in some blocks of unequal branches; those are left).
+
+Not modelled: where Q, K and V come from one Split, TI moves their Adds, Reshapes and Transposes
+before it (one Add of the concatenated biases, one Reshape with an axis of 3, one Transpose, K's
+Transpose swapping its last two axes, Squeezes after the Split).
 
 Exactness: ``(x + c1) + c2`` becomes ``x + (c1 + c2)``, ``(q k) s`` becomes ``(q s) k``; the
 results agree to rounding.
@@ -51,7 +58,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from ..expr import Call, Constant
+from ..expr import Call, Constant, TupleGetItem
 from ..op import call
 from ..pattern import is_constant, is_op, wildcard
 from ..rewrite import RewriteTable
@@ -78,46 +85,100 @@ def _variable_args(node: Call) -> List:
     return [a for a in node.args if not isinstance(a, Constant)]
 
 
-def _reaches_scores_matmul(m, node) -> bool:
+def _scores_matmul(node) -> Optional[Call]:
     """Walking back along first inputs from ``node`` (each a call of one non-constant input, that
-    one first) reaches a MatMul of two non-constant inputs."""
+    one first): the MatMul of two non-constant inputs it reaches, else None."""
     seen = 0
     while isinstance(node, Call) and seen < 256:
         if node.op_name in _MATMULS:
-            return len(_variable_args(node)) == 2
+            return node if len(_variable_args(node)) == 2 else None
         args = _variable_args(node)
         if len(args) != 1 or args[0] is not node.args[0]:
-            return False
+            return None
         node = node.args[0]
         seen += 1
-    return False
+    return None
 
 
-def _feeds_softmax_then_matmul(m, node) -> bool:
-    """Walking forward from ``node`` through single users reaches a Softmax whose only user leads
-    to a MatMul (through the reshapes tidlx's MatMul import adds)."""
+def _operand(matmul: Call, index: int):
+    """The MatMul's operand as the ONNX graph has it (past the reshape tidlx's import adds)."""
+    arg = matmul.args[index]
+    if isinstance(arg, Call) and arg.op_name == "reshape" and arg.layer == matmul.layer:
+        return arg.args[0]
+    return arg
+
+
+def _branch(node) -> List:
+    """The nodes met walking back from ``node`` while each has one non-constant input (a split's
+    output counted as the split), as TI's trace of Q, K or V."""
+    out = []
+    while len(out) < 4096:
+        if isinstance(node, TupleGetItem):
+            node = node.tuple_value
+        if not isinstance(node, Call):
+            break
+        out.append(node)
+        args = _variable_args(node)
+        if len(args) != 1:
+            break
+        node = args[0]
+    return out
+
+
+def _layer_count(nodes) -> int:
+    runs = 0
+    for i, node in enumerate(nodes):
+        if i == 0 or node.layer is None or node.layer != nodes[i - 1].layer:
+            runs += 1
+    return runs
+
+
+def qkv_traced(scores: Call, output: Call) -> bool:
+    """Q, K (the scores MatMul's operands) and V (the output MatMul's second operand) reach one
+    common node, each in the same number of ONNX nodes (TI's walk, one node per branch in turn, is
+    sure to meet there), and not all through a Squeeze just after it (TI's mark of a block it has
+    already rewritten)."""
+    branches = [_branch(_operand(scores, 0)), _branch(_operand(scores, 1)), _branch(_operand(output, 1))]
+    if not all(branches):
+        return False
+    ids = [[id(n) for n in b] for b in branches]
+    common = next((i for i in ids[0] if i in ids[1] and i in ids[2]), None)
+    if common is None:
+        return False
+    prefixes = [b[:i.index(common)] for b, i in zip(branches, ids)]
+    if len({_layer_count(p) for p in prefixes}) != 1 or not all(prefixes):
+        return False
+    seen = [set(id(n) for n in p) for p in prefixes]
+    if seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2]:
+        return False
+    return not all(p[-1].op_name == "squeeze" for p in prefixes)
+
+
+def _output_matmul(m, node) -> Optional[Call]:
+    """Walking forward from ``node`` through single users: the MatMul the Softmax reached feeds
+    (through the reshapes tidlx's MatMul import adds), else None."""
     seen = 0
     while seen < 256:
         users = m.users(node) or ()
         if len(users) != 1 or not isinstance(users[0], Call) or users[0].args[0] is not node:
-            return False
+            return None
         node = users[0]
         if node.op_name == "nn.softmax":
             break
         if len(_variable_args(node)) != 1:
-            return False
+            return None
         seen += 1
     else:
-        return False
+        return None
     while True:
         users = m.users(node) or ()
         if len(users) != 1 or not isinstance(users[0], Call):
-            return False
+            return None
         node = users[0]
         if node.op_name in _MATMULS:
-            return True
+            return node
         if node.op_name != "reshape":
-            return False
+            return None
 
 
 def ti_merged_constant(c1: np.ndarray, c2: np.ndarray) -> Optional[np.ndarray]:
@@ -155,7 +216,8 @@ def _merge(m):
     c1, c2 = add1.args[1], add2.args[1]
     if not all(m.has_single_user(n) for n in (add1, reshape_a, add2)):
         return None
-    if not (_reaches_scores_matmul(m, x) and _feeds_softmax_then_matmul(m, reshape_b)):
+    scores, output = _scores_matmul(x), _output_matmul(m, reshape_b)
+    if scores is None or output is None or not qkv_traced(scores, output):
         return None
     shapes = [_shape(e) for e in (x, add1, reshape_a, add2, reshape_b)]
     if any(s is None for s in shapes):
@@ -204,7 +266,8 @@ def _move_scale(m):
         return None
     if back is not None and (not m.has_single_user(matmul) or back.layer != matmul.layer):
         return None
-    if not m.has_single_user(scores) or not _feeds_softmax_then_matmul(m, scale):
+    output = _output_matmul(m, scale)
+    if not m.has_single_user(scores) or output is None or not qkv_traced(matmul, output):
         return None
     q = matmul.args[0]
     front = q if isinstance(q, Call) and q.op_name == "reshape" and q.layer == matmul.layer else None
@@ -221,19 +284,25 @@ def _move_scale(m):
     return out
 
 
-HF_ATTENTION_BLOCK_OPTIMIZATION = RewriteTable([
+#: TI merges the Adds of every block first, then moves the scales (a moved scale lengthens Q's branch).
+HF_ATTENTION_MERGE_ADDS = RewriteTable([
     ("attention_bias_and_window_mask",
      is_op("reshape")(is_op("add")(is_op("reshape")(is_op("add")(wildcard(), is_constant())), is_constant())),
      _merge),
+], name="HfAttentionBlockOptimization")
+HF_ATTENTION_MOVE_SCALE = RewriteTable([
     ("scale_after_scores_matmul", is_op("multiply", "divide")(wildcard(), wildcard()), _move_scale),
 ], name="HfAttentionBlockOptimization")
+HF_ATTENTION_BLOCK_OPTIMIZATION = (HF_ATTENTION_MERGE_ADDS, HF_ATTENTION_MOVE_SCALE)
 
 
 @module_pass("HfAttentionBlockOptimization", opt_level=0)
 def hf_attention_block_optimization(mod, ctx):
     """Merges the bias and window-mask Adds before a Hugging Face attention block's Softmax into one
     Add (TI's hf_attention_block_optimization)."""
-    return HF_ATTENTION_BLOCK_OPTIMIZATION.rewrite(mod)
+    for table in HF_ATTENTION_BLOCK_OPTIMIZATION:
+        mod = table.rewrite(mod)
+    return mod
 
 
 HfAttentionBlockOptimization = hf_attention_block_optimization

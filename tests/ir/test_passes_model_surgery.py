@@ -841,14 +841,20 @@ def @main(%w: Tensor[(4, 3, 1, 1), float32], %s: Tensor[(4), float32], %z: Tenso
 
 ATT_BIAS = RNG.standard_normal((1, 2, 4, 4)).astype("float32")     # (1, heads, N, N)
 ATT_MASK = RNG.standard_normal((1, 3, 1, 4, 4)).astype("float32")  # (1, windows, 1, N, N)
-ATT_HEADER = "%q: Tensor[(6, 4, 5), float32], %k: Tensor[(6, 5, 4), float32], %v: Tensor[(6, 4, 5), float32]"
+ATT_HEADER = "%x: Tensor[(6, 4, 5), float32]"
+#: Q, K and V from one common node, one node each (TI traces them back to it)
+QKV = """  %h = nn.relu(%x) /* span=h:0:0 */;
+  %q = tanh(%h) /* span=tq:0:0 */;
+  %k = transpose(%h, axes=[0, 2, 1]) /* span=tk:0:0 */;
+  %v = sigmoid(%h) /* span=tv:0:0 */;
+"""
 
 
 def _swin_scores(bias_shape="(1, 2, 4, 4)", mask_shape="(1, 3, 1, 4, 4)", windows="[1, 3, 2, 4, 4]",
                  back="[3, 2, 4, 4]", tail=""):
     return f"""
 def @main({ATT_HEADER}, %bias: Tensor[{bias_shape}, float32], %mask: Tensor[{mask_shape}, float32]) {{
-  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
+{QKV}  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
   %1 = reshape(%0, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
   %2 = add(%1, %bias) /* span=bias_add:0:0 */;
   %3 = reshape(%2, newshape={windows}) /* span=to_windows:0:0 */;
@@ -866,7 +872,7 @@ def test_attention_bias_and_window_mask_adds_become_one_add():
     summed = ATT_BIAS + ATT_MASK.reshape(3, 1, 4, 4)
     check(HfAttentionBlockOptimization, _swin_scores(), f"""
 def @main({ATT_HEADER}, %c: Tensor[(3, 2, 4, 4), float32]) {{
-  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
+{QKV}  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
   %1 = reshape(%0, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
   %2 = add(%1, %c) /* span=bias_add:0:0 */;
   %3 = nn.softmax(%2) /* span=sm:0:0 */;
@@ -907,7 +913,7 @@ def test_a_softmax_not_feeding_a_matmul_stays():
 def _scaled_scores(scale, header_extra=""):
     return f"""
 def @main({ATT_HEADER}{header_extra}) {{
-  %0 = reshape(%q, newshape=[6, 4, 5]) /* span=qk:0:0 */;
+{QKV}  %0 = reshape(%q, newshape=[6, 4, 5]) /* span=qk:0:0 */;
   %1 = nn.batch_matmul(%0, %k, transpose_b=False) /* span=qk:0:0 */;
   %2 = reshape(%1, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
   %3 = {scale} /* span=scale:0:0 */;
@@ -923,7 +929,7 @@ def @main({ATT_HEADER}{header_extra}) {{
 def test_a_scalar_scale_after_the_scores_matmul_moves_onto_q(scale, moved):
     check(HfAttentionBlockOptimization, _scaled_scores(scale), f"""
 def @main({ATT_HEADER}) {{
-  %0 = {moved} /* span=scale:0:0 */;
+{QKV}  %0 = {moved} /* span=scale:0:0 */;
   %1 = reshape(%0, newshape=[6, 4, 5]) /* span=qk:0:0 */;
   %2 = nn.batch_matmul(%1, %k, transpose_b=False) /* span=qk:0:0 */;
   %3 = reshape(%2, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
@@ -941,3 +947,27 @@ def test_scales_the_move_would_change_stay():
     unchanged(HfAttentionBlockOptimization, _scaled_scores("multiply(%2, 0.125f)").replace(
         "nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */",
         "(nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */, %2)"))        # scores used elsewhere
+
+
+def test_a_block_whose_q_k_v_do_not_meet_stays():
+    """TI traces Q, K and V back to one node; graph inputs do not meet, and a block TI has already
+    rewritten (a Squeeze after the common node on every branch) is left alone."""
+    loose = _swin_scores().replace(f"def @main({ATT_HEADER}, ", "def @main(%q: Tensor[(6, 4, 5), float32], "
+                                   "%k: Tensor[(6, 5, 4), float32], %v: Tensor[(6, 4, 5), float32], ").replace(QKV, "")
+    assert "%h" not in loose
+    unchanged(HfAttentionBlockOptimization, loose, bias=ATT_BIAS, mask=ATT_MASK)
+    squeezed = _scaled_scores("multiply(%2, 0.125f)").replace(f"def @main({ATT_HEADER})",
+                                                               "def @main(%x: Tensor[(6, 1, 4, 5), float32])").replace(
+        QKV, """  %h = nn.relu(%x) /* span=h:0:0 */;
+  %sq = squeeze(%h, axis=[1]) /* span=sq:0:0 */;
+  %sk = squeeze(%h, axis=[1]) /* span=sk:0:0 */;
+  %sv = squeeze(%h, axis=[1]) /* span=sv:0:0 */;
+  %q = tanh(%sq) /* span=tq:0:0 */;
+  %k = transpose(%sk, axes=[0, 2, 1]) /* span=tk:0:0 */;
+  %v = sigmoid(%sv) /* span=tv:0:0 */;
+""")
+    unchanged(HfAttentionBlockOptimization, squeezed)
+    # the same with a Relu instead of the Squeezes is rewritten
+    text = str(HfAttentionBlockOptimization(parse(squeezed.replace("squeeze(%h, axis=[1])", "nn.relu(%h)")
+                                                  .replace("(6, 1, 4, 5)", "(6, 4, 5)"))))
+    assert text.index("multiply(") < text.index("nn.batch_matmul(")      # the scale moved onto Q
