@@ -96,6 +96,7 @@ SURGERY_RULES = {
     "ConvertLargeGlobalAvgPoolingToMatmul": "convert_large_global_avg_pooling_to_matmul",
     "ConvertReduceMeanToMatmul": "convert_reducemean_to_matmul",
     "ConvertMaxpoolToCascadedMaxpool": "convert_maxpool_to_cascaded_maxpool",
+    "HfAttentionBlockOptimization": "hf_attention_block_optimization",
 }
 SURGERY_PASSES = tuple(SURGERY_RULES)
 #: The surgery passes TI's optimizer runs on a QDQ model (one holding a QuantizeLinear): of its QDQ
@@ -133,6 +134,8 @@ PASS_EFFECTS = {
     "ConvertMaxpoolToCascadedMaxpool": "max pool of a large odd kernel (stride 1, same padding), a chain of 3x3 "
                                        "max pools",
     "ConvertReduceMeanToMatmul": "mean over height and width (or width), a MatMul by a constant column of 1/n",
+    "HfAttentionBlockOptimization": "attention scores' bias add, reshape, mask add and reshape, one add of the "
+                                    "two constants summed; a scalar scale of the scores moved onto Q",
     "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
                                         "transposes",
     "FoldConstant": "computed at compile time (all its inputs are constants)",

@@ -31,6 +31,7 @@ from .expand_slice_across_multiple_axis import ExpandSliceAcrossMultipleAxis
 from .push_large_channel_dim_to_height_for_width_wise_softmax import PushLargeChannelDimToHeightForWidthWiseSoftmax
 from .remove_quantize_initializer import RemoveQuantizeInitializer
 from .remove_where_layer import RemoveWhereLayer
+from .hf_attention_block_optimization import HfAttentionBlockOptimization
 from .dead_code import DeadCodeElimination
 from .fold_bn_conv import FoldBatchNormIntoConv
 from .fold_bn_dense import FoldBatchNormIntoDense
@@ -73,6 +74,7 @@ SURGERY_PASSES: Dict[str, Pass] = {p.name: p for p in (
     ConvertLargeGlobalAvgPoolingToMatmul,
     ConvertReduceMeanToMatmul,
     ConvertMaxpoolToCascadedMaxpool,
+    HfAttentionBlockOptimization,
 )}
 
 
@@ -108,4 +110,4 @@ __all__ = ["PASSES", "SURGERY_PASSES", "FoldConstant", "DeadCodeElimination", "S
            "ConvertBatchnormInputTo4D",
            "ConvertGatherWithSingleIndexToSlice",
            "ConvertLargeGlobalAvgPoolingToMatmul",
-           "ConvertMaxpoolToCascadedMaxpool"]
+           "ConvertMaxpoolToCascadedMaxpool", "HfAttentionBlockOptimization"]

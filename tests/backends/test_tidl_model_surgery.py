@@ -398,3 +398,74 @@ def test_a_qdq_model_gets_only_ti_qdq_rule():
     assert not off.transformations
     (neg,) = [h for h in off.host_ops if h.layer == "neg"]
     assert "model_surgery" not in neg.reason
+
+
+def _swin_window_attention(windows=2, tokens=4, heads=2, head_dim=3):
+    """A Hugging Face (Swin) window attention block: Q, K, V by three MatMuls with bias Adds, heads
+    by Reshape and Transpose, scores scaled, the relative-position bias added, the scores reshaped
+    to (1, windows, ...) for the shifted-window mask and back, Softmax, MatMul, heads merged."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(9)
+    d = heads * head_dim
+    inits, nodes = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    n = helper.make_node
+    nodes.append(n("Relu", ["x"], ["h"], name="pre"))
+    for b in "qkv":
+        nodes += [n("MatMul", ["h", const("w" + b, rng.standard_normal((d, d)).astype("float32"))], [b + "0"],
+                    name=b + "_mm"),
+                  n("Add", [const("b" + b, rng.standard_normal(d).astype("float32")), b + "0"], [b + "1"],
+                    name=b + "_bias"),
+                  n("Reshape", [b + "1", const("s" + b, np.array([windows, tokens, heads, head_dim]))], [b + "2"],
+                    name=b + "_heads"),
+                  n("Transpose", [b + "2"], [b + "3"], perm=[0, 2, 3, 1] if b == "k" else [0, 2, 1, 3],
+                    name=b + "_tr")]
+    scores = (windows, heads, tokens, tokens)
+    nodes += [n("MatMul", ["q3", "k3"], ["sc"], name="qk"),
+              n("Mul", ["sc", const("scale", np.array(0.5, np.float32))], ["sc1"], name="scale"),
+              n("Add", ["sc1", const("rel_bias", rng.standard_normal((1, heads, tokens, tokens)).astype("float32"))],
+                ["a1"], name="rel_bias_add"),
+              n("Reshape", ["a1", const("win", np.array((1,) + scores))], ["a2"], name="to_windows"),
+              n("Add", ["a2", const("mask", rng.standard_normal((1, windows, 1, tokens, tokens)).astype("float32"))],
+                ["a3"], name="mask_add"),
+              n("Reshape", ["a3", const("back", np.array(scores))], ["a4"], name="from_windows"),
+              n("Softmax", ["a4"], ["p"], axis=-1, name="softmax"),
+              n("MatMul", ["p", "v3"], ["o"], name="pv"),
+              n("Transpose", ["o"], ["o1"], perm=[0, 2, 1, 3], name="merge_tr"),
+              n("Reshape", ["o1", const("out", np.array([windows, tokens, d]))], ["y"], name="merge_heads")]
+    return _onnx(nodes, [windows, tokens, d], inits)
+
+
+def test_an_attention_block_bias_and_mask_adds_merge_in_the_ort_flow():
+    """TI's hf_attention_block_optimization on a Swin window attention: the block is on TIDL either
+    way (no op moves); with the surgery the mask Add and its two Reshapes leave the subgraph, the
+    bias Add is rewritten in place, the scale Mul runs on Q (heads x tokens x head size) instead of
+    the scores, and the outputs stay the same to rounding."""
+    from tidlx.backends.tidl.flow import analyse
+
+    mod = _swin_window_attention()
+    _, off = tidlx.partition(mod, {"flow": "ort", "model_surgery": 0})
+    _, on = tidlx.partition(mod, {"flow": "ort"})
+    assert not off.host_ops and not on.host_ops
+    assert off.ort.summary_line() == "Final number of subgraphs created are : 1, - Offloaded Nodes - 23, Total Nodes - 23"
+    assert on.ort.summary_line() == "Final number of subgraphs created are : 1, - Offloaded Nodes - 20, Total Nodes - 23"
+    mine = {t.layer: t.change for t in on.transformations if t.rule == "hf_attention_block_optimization"}
+    assert mine == {"to_windows": "removed", "mask_add": "removed", "from_windows": "removed",
+                    "rel_bias_add": "rewritten"}
+    def scale_shape(prepared):
+        (line,) = [ln for ln in str(prepared).splitlines() if "span=scale:" in ln]
+        return line.split("ty=Tensor[")[-1].split("]")[0]
+
+    assert scale_shape(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared) == "(2, 2, 4, 4), float32"
+    assert scale_shape(analyse(mod, {"flow": "ort"}).prepared) == "(2, 2, 4, 3), float32"
+    x = {"x": np.random.default_rng(3).standard_normal((2, 4, 6)).astype("float32")}
+    got = tidlx.emulate(analyse(mod, {"flow": "ort"}).prepared, x)
+    want = tidlx.emulate(analyse(mod, {"flow": "ort", "model_surgery": 0}).prepared, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    _, skipped = tidlx.partition(mod, {"flow": "ort", "disabled_passes": "HfAttentionBlockOptimization"})
+    assert not [t for t in skipped.transformations if t.rule == "hf_attention_block_optimization"]

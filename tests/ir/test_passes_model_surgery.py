@@ -15,7 +15,7 @@ from tidlx.ir.passes import (SURGERY_PASSES, ConvertBatchnormInputTo4D, ConvertC
                              ConvertReducesumToMatmul, ConvertReduceMeanToMatmul, ConvertSingleConcatToConsecutiveConcats,
                              ConvertSoftmaxAxisChannelToWidth, ConvertSoftmaxAxisHeightToWidth, ConvertTanhgeluToErfgelu,
                              ConvertTrConvStrideNTrToMatmul,
-                             ExpandSliceAcrossMultipleAxis, OptimizeReshpTrReshp,
+                             ExpandSliceAcrossMultipleAxis, HfAttentionBlockOptimization, OptimizeReshpTrReshp,
                              PushLargeChannelDimToHeightForWidthWiseSoftmax,
                              RemoveQuantizeInitializer, RemoveWhereLayer)
 
@@ -65,7 +65,7 @@ def test_surgery_passes_are_listed_by_name_in_ti_order():
         "PushLargeChannelDimToHeightForWidthWiseSoftmax",
         "ConvertSoftmaxAxisHeightToWidth", "ConvertSoftmaxAxisChannelToWidth", "ConvertBatchnormInputTo4D",
         "ConvertGatherWithSingleIndexToSlice", "ConvertLargeGlobalAvgPoolingToMatmul", "ConvertReduceMeanToMatmul",
-        "ConvertMaxpoolToCascadedMaxpool"]
+        "ConvertMaxpoolToCascadedMaxpool", "HfAttentionBlockOptimization"]
 
 
 # -- ConvertSoftmaxAxisChannelToWidth ----------------------------------------------------------
@@ -835,3 +835,139 @@ def @main(%w: Tensor[(4, 3, 1, 1), float32], %s: Tensor[(4), float32], %z: Tenso
   %0 = qnn.quantize(%w, %s, %z, out_dtype="int8", axis=0);
   (qnn.dequantize(%0, %s, %z, axis=0), %0)
 }""", w=QW, s=QS, z=np.zeros(4, "int32"))
+
+
+# -- HfAttentionBlockOptimization --------------------------------------------------------------
+
+ATT_BIAS = RNG.standard_normal((1, 2, 4, 4)).astype("float32")     # (1, heads, N, N)
+ATT_MASK = RNG.standard_normal((1, 3, 1, 4, 4)).astype("float32")  # (1, windows, 1, N, N)
+ATT_HEADER = "%x: Tensor[(6, 4, 5), float32]"
+#: Q, K and V from one common node, one node each (TI traces them back to it)
+QKV = """  %h = nn.relu(%x) /* span=h:0:0 */;
+  %q = tanh(%h) /* span=tq:0:0 */;
+  %k = transpose(%h, axes=[0, 2, 1]) /* span=tk:0:0 */;
+  %v = sigmoid(%h) /* span=tv:0:0 */;
+"""
+
+
+def _swin_scores(bias_shape="(1, 2, 4, 4)", mask_shape="(1, 3, 1, 4, 4)", windows="[1, 3, 2, 4, 4]",
+                 back="[3, 2, 4, 4]", tail=""):
+    return f"""
+def @main({ATT_HEADER}, %bias: Tensor[{bias_shape}, float32], %mask: Tensor[{mask_shape}, float32]) {{
+{QKV}  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
+  %1 = reshape(%0, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %2 = add(%1, %bias) /* span=bias_add:0:0 */;
+  %3 = reshape(%2, newshape={windows}) /* span=to_windows:0:0 */;
+  %4 = add(%3, %mask) /* span=mask_add:0:0 */;
+  %5 = reshape(%4, newshape={back}) /* span=from_windows:0:0 */;
+  %6 = nn.softmax(%5) /* span=sm:0:0 */;
+  %7 = reshape(%6, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%7, %v, transpose_b=False) /* span=pv:0:0 */{tail}
+}}"""
+
+
+def test_attention_bias_and_window_mask_adds_become_one_add():
+    """Swin's relative-position bias, then the shifted-window mask added per window: one Add of the
+    two constants summed (the sum computed here by numpy broadcasting, per window)."""
+    summed = ATT_BIAS + ATT_MASK.reshape(3, 1, 4, 4)
+    check(HfAttentionBlockOptimization, _swin_scores(), f"""
+def @main({ATT_HEADER}, %c: Tensor[(3, 2, 4, 4), float32]) {{
+{QKV}  %0 = nn.batch_matmul(%q, %k, transpose_b=False) /* span=qk:0:0 */;
+  %1 = reshape(%0, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %2 = add(%1, %c) /* span=bias_add:0:0 */;
+  %3 = nn.softmax(%2) /* span=sm:0:0 */;
+  %4 = reshape(%3, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%4, %v, transpose_b=False) /* span=pv:0:0 */
+}}""", before_params={"bias": ATT_BIAS, "mask": ATT_MASK}, tolerance=(1e-5, 1e-6), c=summed)
+
+
+def test_ti_merged_constant_follows_ti_arithmetic():
+    from tidlx.ir.passes.hf_attention_block_optimization import ti_merged_constant
+
+    got = ti_merged_constant(ATT_BIAS, ATT_MASK)
+    np.testing.assert_array_equal(got, ATT_BIAS + ATT_MASK.reshape(3, 1, 4, 4))
+    assert ti_merged_constant(ATT_BIAS, ATT_MASK[..., :3]) is None           # last two axes differ
+    assert ti_merged_constant(np.ones((2, 2, 4, 4), "float32"), np.ones((1, 3, 1, 4, 4), "float32")) is None
+
+
+def test_adds_the_merge_would_change_stay():
+    # the chain reads the scores' windows and heads as (2, 3) windows: TI's sum, (2, 2, 4, 4), does
+    # not broadcast against the scores (TI would write an invalid model)
+    unchanged(HfAttentionBlockOptimization, _swin_scores(mask_shape="(1, 2, 1, 4, 4)", windows="[1, 2, 3, 4, 4]"),
+              bias=ATT_BIAS, mask=RNG.standard_normal((1, 2, 1, 4, 4)).astype("float32"))
+    # the first Add's value used elsewhere too
+    unchanged(HfAttentionBlockOptimization, _swin_scores().replace(
+        "nn.batch_matmul(%7, %v, transpose_b=False) /* span=pv:0:0 */",
+        "(nn.batch_matmul(%7, %v, transpose_b=False) /* span=pv:0:0 */, %2)"), bias=ATT_BIAS, mask=ATT_MASK)
+
+
+def test_a_softmax_not_feeding_a_matmul_stays():
+    """The same chain whose Softmax feeds a Relu: not an attention block."""
+    text = _swin_scores().replace("%7 = reshape(%6, newshape=[6, 4, 4]) /* span=pv:0:0 */;\n"
+                                  "  nn.batch_matmul(%7, %v, transpose_b=False) /* span=pv:0:0 */",
+                                  "nn.relu(%6) /* span=r:0:0 */")
+    assert "nn.relu" in text
+    unchanged(HfAttentionBlockOptimization, text, bias=ATT_BIAS, mask=ATT_MASK)
+
+
+def _scaled_scores(scale, header_extra=""):
+    return f"""
+def @main({ATT_HEADER}{header_extra}) {{
+{QKV}  %0 = reshape(%q, newshape=[6, 4, 5]) /* span=qk:0:0 */;
+  %1 = nn.batch_matmul(%0, %k, transpose_b=False) /* span=qk:0:0 */;
+  %2 = reshape(%1, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %3 = {scale} /* span=scale:0:0 */;
+  %4 = nn.softmax(%3) /* span=sm:0:0 */;
+  %5 = reshape(%4, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */
+}}"""
+
+
+@pytest.mark.parametrize("scale, moved", [("multiply(%2, 0.125f)", "multiply(%q, 0.125f)"),
+                                          ("multiply(0.125f, %2)", "multiply(0.125f, %q)"),
+                                          ("divide(%2, 8f)", "divide(%q, 8f)")])
+def test_a_scalar_scale_after_the_scores_matmul_moves_onto_q(scale, moved):
+    check(HfAttentionBlockOptimization, _scaled_scores(scale), f"""
+def @main({ATT_HEADER}) {{
+{QKV}  %0 = {moved} /* span=scale:0:0 */;
+  %1 = reshape(%0, newshape=[6, 4, 5]) /* span=qk:0:0 */;
+  %2 = nn.batch_matmul(%1, %k, transpose_b=False) /* span=qk:0:0 */;
+  %3 = reshape(%2, newshape=[3, 2, 4, 4]) /* span=qk:0:0 */;
+  %4 = nn.softmax(%3) /* span=sm:0:0 */;
+  %5 = reshape(%4, newshape=[6, 4, 4]) /* span=pv:0:0 */;
+  nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */
+}}""", tolerance=(1e-5, 1e-6))
+
+
+def test_scales_the_move_would_change_stay():
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("divide(8f, %2)"))           # TI would write 8 / q
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("add(%2, 0.125f)"))          # not a scale
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("multiply(%2, %s)", ", %s: Tensor[(1), float32]"),
+              s=np.array([0.125], "float32"))                                           # rank 1: TI skips it
+    unchanged(HfAttentionBlockOptimization, _scaled_scores("multiply(%2, 0.125f)").replace(
+        "nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */",
+        "(nn.batch_matmul(%5, %v, transpose_b=False) /* span=pv:0:0 */, %2)"))        # scores used elsewhere
+
+
+def test_a_block_whose_q_k_v_do_not_meet_stays():
+    """TI traces Q, K and V back to one node; graph inputs do not meet, and a block TI has already
+    rewritten (a Squeeze after the common node on every branch) is left alone."""
+    loose = _swin_scores().replace(f"def @main({ATT_HEADER}, ", "def @main(%q: Tensor[(6, 4, 5), float32], "
+                                   "%k: Tensor[(6, 5, 4), float32], %v: Tensor[(6, 4, 5), float32], ").replace(QKV, "")
+    assert "%h" not in loose
+    unchanged(HfAttentionBlockOptimization, loose, bias=ATT_BIAS, mask=ATT_MASK)
+    squeezed = _scaled_scores("multiply(%2, 0.125f)").replace(f"def @main({ATT_HEADER})",
+                                                               "def @main(%x: Tensor[(6, 1, 4, 5), float32])").replace(
+        QKV, """  %h = nn.relu(%x) /* span=h:0:0 */;
+  %sq = squeeze(%h, axis=[1]) /* span=sq:0:0 */;
+  %sk = squeeze(%h, axis=[1]) /* span=sk:0:0 */;
+  %sv = squeeze(%h, axis=[1]) /* span=sv:0:0 */;
+  %q = tanh(%sq) /* span=tq:0:0 */;
+  %k = transpose(%sk, axes=[0, 2, 1]) /* span=tk:0:0 */;
+  %v = sigmoid(%sv) /* span=tv:0:0 */;
+""")
+    unchanged(HfAttentionBlockOptimization, squeezed)
+    # the same with a Relu instead of the Squeezes is rewritten
+    text = str(HfAttentionBlockOptimization(parse(squeezed.replace("squeeze(%h, axis=[1])", "nn.relu(%h)")
+                                                  .replace("(6, 1, 4, 5)", "(6, 4, 5)"))))
+    assert text.index("multiply(") < text.index("nn.batch_matmul(")      # the scale moved onto Q
