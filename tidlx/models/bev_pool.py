@@ -52,7 +52,7 @@ from onnx import helper, numpy_helper
 from ..ir.errors import TidlxError
 from ..ir.types import TensorType
 from .bevdet import DEPTH_BINS, bevdet_img_stage
-from .errors import ModelArgumentError
+from .errors import ModelArgumentError, save_model
 
 OP_NAME = "bevdet.bev_pool"
 ONNX_DOMAIN = "tidlx.bevdet"
@@ -298,10 +298,7 @@ def bevdet_with_bev_pool(backbone: str = "resnet50", batch: int = 6, height: Opt
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
             raise ModelArgumentError(MODEL_NAME, "path", f"must be a file path or None, got {path!r}")
-        try:
-            onnx.save_model(stage, os.fspath(path))
-        except OSError as error:
-            raise ModelArgumentError(MODEL_NAME, "path", f"cannot be written ({path}): {error.strerror}") from error
+        save_model(stage, path, MODEL_NAME)
     return stage
 
 

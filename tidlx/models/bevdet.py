@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import onnx
 
 from ._onnx_graph import OnnxGraphWriter, float_tensor_info
-from .errors import ModelArgumentError
+from .errors import ModelArgumentError, save_model
 
 OPSET = 17
 IR_VERSION = 8  # the IR version that came with opset 17 (onnx 1.12); every runtime since reads it
@@ -117,10 +117,7 @@ def bevdet_img_stage(backbone: str = "resnet50", batch: int = 6, height: int | N
                                   context_channels=64 // divisor, depth_net=depth_net, aspp=aspp, dcn=dcn)
     model = _build(config, seed, tiny)
     if path is not None:
-        try:
-            onnx.save_model(model, os.fspath(path))
-        except OSError as error:
-            raise ModelArgumentError(MODEL_NAME, "path", f"cannot be written ({path}): {error.strerror}") from error
+        save_model(model, path, MODEL_NAME)
     return model
 
 

@@ -47,7 +47,7 @@ from .bev_pool import FULL_GRID, TINY_GRID, cameras, frustum_cell_index
 from .bevdet import (DEPTH_BINS, FULL_IMAGE, TINY_CHANNEL_DIVISOR, TINY_IMAGE, BevdetImgStageConfig, _check_arguments,
                      _custom_fpn, _lss_depth_net, _resnet)
 from ._onnx_graph import OnnxGraphWriter, float_tensor_info
-from .errors import ModelArgumentError
+from .errors import ModelArgumentError, save_model
 
 MODEL_NAME = "bevdet_ti_export"
 OPSET = 16
@@ -87,10 +87,7 @@ def bevdet_ti_export(backbone: str = "resnet50", batch: int = 6, height: Optiona
                                   context_channels=64 // divisor)
     model = _build(config, seed, tiny)
     if path is not None:
-        try:
-            onnx.save_model(model, os.fspath(path))
-        except OSError as error:
-            raise ModelArgumentError(MODEL_NAME, "path", f"cannot be written ({path}): {error.strerror}") from error
+        save_model(model, path, MODEL_NAME)
     return model
 
 

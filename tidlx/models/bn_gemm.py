@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from ._onnx_graph import BN_EPSILON, BN_MOMENTUM, OnnxGraphWriter, float_tensor_info
-from .errors import ModelArgumentError
+from .errors import ModelArgumentError, save_model
 
 MODEL_NAME = "bn_between_gemms"
 OPSET = 17
@@ -76,10 +76,7 @@ def bn_between_gemms(in_features: int = 12, hidden: int = 24, out_features: int 
     model = writer.make_model(MODEL_NAME, [float_tensor_info("features", [batch, in_features])],
                               [float_tensor_info("scores", [batch, out_features])], OPSET, IR_VERSION, doc)
     if path is not None:
-        try:
-            onnx.save_model(model, os.fspath(path))
-        except OSError as error:
-            raise ModelArgumentError(MODEL_NAME, "path", f"cannot be written ({path}): {error.strerror}") from error
+        save_model(model, path, MODEL_NAME)
     return model
 
 

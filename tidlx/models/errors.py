@@ -12,3 +12,15 @@ class ModelArgumentError(TidlxError):
         self.model = model
         self.argument = argument
         super().__init__(f"{model}: argument '{argument}' {problem}")
+
+
+def save_model(model, path, model_name: str) -> None:
+    """Writes a built-in model to ``path``; a path that cannot be written is a ModelArgumentError naming it."""
+    import os
+
+    import onnx
+
+    try:
+        onnx.save_model(model, os.fspath(path))
+    except OSError as error:
+        raise ModelArgumentError(model_name, "path", f"cannot be written ({path}): {error.strerror}") from error
