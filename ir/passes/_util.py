@@ -92,3 +92,16 @@ def static_nchw(call_: Call) -> Optional[List[int]]:
         return [int(d) for d in t.shape]
     except (TypeError, ValueError):
         return None
+
+
+def plane_reduction_as_dense(x: Expr, form: str, keep: bool, column, layer) -> Expr:
+    """A reduction of the 4-D ``x`` over its width (``form`` "w") or its plane ("hw") as TI's model
+    optimizer writes it: a dense (MatMul) by the constant row ``column(n)`` of the reduced size,
+    reshaped back to the reduction's shape (``keep``: keepdims)."""
+    n, c, h, w = (int(d) for d in x.checked_type.shape)
+    if form == "w":
+        out = call("nn.dense", x, column(w), units=1, layer=layer)
+        return out if keep else call("reshape", out, newshape=[n, c, h], layer=layer)
+    flat = call("reshape", x, newshape=[n, 1, c, h * w], layer=layer)
+    out = call("nn.dense", flat, column(h * w), units=1, layer=layer)
+    return call("reshape", out, newshape=[n, c, 1, 1] if keep else [n, c], layer=layer)

@@ -28,8 +28,8 @@ from typing import Optional
 import numpy as np
 
 from ..expr import Call, Constant
-from ..op import call
 from ..ops.reduce import reduced_axes
+from ._util import plane_reduction_as_dense
 from ..pattern import is_op
 from ..rewrite import RewriteTable
 from ..transform import module_pass
@@ -75,15 +75,8 @@ def _convert(m):
     if form is None or _in_layer_norm(m, mean):
         return None
     t = mean.args[0].checked_type
-    n, c, h, w = (int(d) for d in t.shape)
-    layer = mean.layer
-    keep = bool(mean.attrs.keepdims)
-    if form == "w":
-        out = call("nn.dense", mean.args[0], _column(w, t.dtype), units=1, layer=layer)
-        return out if keep else call("reshape", out, newshape=[n, c, h], layer=layer)
-    flat = call("reshape", mean.args[0], newshape=[n, 1, c, h * w], layer=layer)
-    out = call("nn.dense", flat, _column(h * w, t.dtype), units=1, layer=layer)
-    return call("reshape", out, newshape=[n, c, 1, 1] if keep else [n, c], layer=layer)
+    return plane_reduction_as_dense(mean.args[0], form, bool(mean.attrs.keepdims), lambda size: _column(size, t.dtype),
+                                    mean.layer)
 
 
 CONVERT_REDUCEMEAN_TO_MATMUL = RewriteTable([

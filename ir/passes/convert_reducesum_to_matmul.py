@@ -29,6 +29,7 @@ import numpy as np
 from ..expr import Call, Constant
 from ..op import call
 from ..ops.reduce import reduced_axes
+from ._util import plane_reduction_as_dense
 from ..pattern import is_op
 from ..rewrite import RewriteTable
 from ..transform import module_pass
@@ -65,18 +66,13 @@ def _convert(m):
     t = x.checked_type
     n, c, h, w = (int(d) for d in t.shape)
     keep, layer = bool(total.attrs.keepdims), total.layer
-    if form == "w":
-        out = call("nn.dense", x, _ones(w, t.dtype), units=1, layer=layer)
-        return out if keep else call("reshape", out, newshape=[n, c, h], layer=layer)
     if form == "h":
         swapped = call("transpose", x, axes=_SWAP_HW, layer=layer)
         out = call("nn.dense", swapped, _ones(h, t.dtype), units=1, layer=layer)
         if keep:
             return call("transpose", out, axes=_SWAP_HW, layer=layer)
         return call("reshape", out, newshape=[n, c, w], layer=layer)
-    flat = call("reshape", x, newshape=[n, 1, c, h * w], layer=layer)
-    out = call("nn.dense", flat, _ones(h * w, t.dtype), units=1, layer=layer)
-    return call("reshape", out, newshape=[n, c, 1, 1] if keep else [n, c], layer=layer)
+    return plane_reduction_as_dense(x, form, keep, lambda size: _ones(size, t.dtype), layer)
 
 
 CONVERT_REDUCESUM_TO_MATMUL = RewriteTable([
