@@ -14,6 +14,7 @@ from tidlx.backends.tidl.calibration import calibrate
 from tidlx.backends.tidl.calibration_loop import integer_counts
 from tidlx.backends.tidl.flow import resolve_options
 from tidlx.backends.tidl.quantize import quantize_model
+from test_tidl_calibration_loop import CHAIN   # the two-convolution chain the loop tests use
 
 
 def weights_with_ties(rng, scale):
@@ -48,17 +49,6 @@ def test_value_counts_are_bincounts(dtype):
     assert offset == info.min and np.array_equal(counts, np.bincount(flat - info.min))
     small = np.array([3, 3, 1], dtype)                          # the length follows the highest value
     assert np.array_equal(integer_counts(small)[0], np.bincount(small.astype(np.int64) - info.min))
-
-
-CHAIN = '''#[version = "0.0.5"]
-def @main(%x: Tensor[(1, 3, 10, 10), float32]) {
-  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
-  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
-  %2 = nn.relu(%1);
-  %3 = nn.conv2d(%2, meta[relay.Constant][2], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
-  nn.bias_add(%3, meta[relay.Constant][3])
-}
-'''
 
 
 def test_loop_with_the_fused_weights_gives_the_plain_loop_bytes(monkeypatch):
