@@ -135,7 +135,8 @@ PASS_EFFECTS = {
                                        "max pools",
     "ConvertReduceMeanToMatmul": "mean over height and width (or width), a MatMul by a constant column of 1/n",
     "HfAttentionBlockOptimization": "attention scores' bias add, reshape, mask add and reshape, one add of the "
-                                    "two constants summed; a scalar scale of the scores moved onto Q",
+                                    "two constants summed; a fused Q/K/V projection's adds, reshapes and "
+                                    "transposes lifted before its split; a scalar scale of the scores moved onto Q",
     "ConvertSoftmaxAxisChannelToWidth": "softmax along the channel axis, run along the width axis between two "
                                         "transposes",
     "FoldConstant": "computed at compile time (all its inputs are constants)",

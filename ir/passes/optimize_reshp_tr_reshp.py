@@ -13,7 +13,9 @@
 TI's conditions: the first reshape's only user is the transpose and the transpose's only user is
 the second reshape, the transpose has its permutation, and the first reshape's input and the second
 reshape's output have at most 6 dimensions. TI rewrites the first reshape and the transpose in
-place, so each keeps its layer name.
+place, so each keeps its layer name. A reshape tidlx's import adds around another op (a MatMul's
+operand or result, of that MatMul's layer) is not an ONNX node, and TI's optimizer never sees it:
+such a sequence is left.
 
 TI renumbers the runs for the new permutation by a fix-up (each missing number taken by the first
 later entry above it) that gives the runs' true order only for some permutations: for
@@ -32,6 +34,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..expr import Call
 from ..op import call
 from ..pattern import is_op, wildcard
 from ..rewrite import RewriteTable
@@ -94,11 +97,29 @@ def merged(shape: Sequence[int], perm: Sequence[int]) -> Optional[Tuple[List[int
     return new_shape, order
 
 
+def _part_of(node, other) -> bool:
+    """``node`` belongs to the ONNX node ``other`` was imported from: same layer, and ``other`` is
+    not itself a reshape or transpose (rules that write a reshape-transpose-reshape give all three
+    their source's layer; TI's optimizer sees them as three nodes)."""
+    return (isinstance(other, Call) and node.layer is not None and other.layer == node.layer
+            and other.op_name not in ("reshape", "transpose"))
+
+
+def _own_nodes(m, inner, outer) -> bool:
+    """Neither reshape is part of the op next to it (tidlx's import adds a reshape, of the MatMul's
+    layer, before and after a MatMul of rank above 3)."""
+    if _part_of(inner, inner.args[0]):
+        return False
+    return not any(_part_of(outer, u) for u in (m.users(outer) or ()))
+
+
 def _optimize(m):
     outer = m.expr
     tr = outer.args[0]
     inner = tr.args[0]
     if not (m.has_single_user(inner) and m.has_single_user(tr)) or tr.attrs.axes is None:
+        return None
+    if not _own_nodes(m, inner, outer):
         return None
     source, middle, result = _static_shape(inner.args[0]), _static_shape(inner), _static_shape(outer)
     if source is None or middle is None or result is None:

@@ -971,3 +971,103 @@ def test_a_block_whose_q_k_v_do_not_meet_stays():
     text = str(HfAttentionBlockOptimization(parse(squeezed.replace("squeeze(%h, axis=[1])", "nn.relu(%h)")
                                                   .replace("(6, 1, 4, 5)", "(6, 4, 5)"))))
     assert text.index("multiply(") < text.index("nn.batch_matmul(")      # the scale moved onto Q
+
+
+# the fused Q/K/V projection: one Split of (1, 4, 18) into Q, K and V of 2 heads of 3
+QKV_BIAS = [RNG.standard_normal(6).astype("float32") for _ in range(3)]
+FUSED_HEADER = "%x: Tensor[(1, 4, 18), float32], %bq: Tensor[(6), float32], %bk: Tensor[(6), float32], " \
+               "%bv: Tensor[(6), float32]"
+
+
+def _fused_qkv(k_axes="[0, 2, 3, 1]", sections="3", q_bias="add(%bq, %s.0)", order=(0, 1, 2)):
+    return f"""
+def @main({FUSED_HEADER}) {{
+  %s = split(%x, indices_or_sections={sections}, axis=2) /* span=qkv_split:0:0 */;
+  %q0 = {q_bias} /* span=q_bias:0:0 */;
+  %q1 = reshape(%q0, newshape=[1, 4, 2, 3]) /* span=q_heads:0:0 */;
+  %q = transpose(%q1, axes=[0, 2, 1, 3]) /* span=q_tr:0:0 */;
+  %k0 = add(%bk, %s.{order[1]}) /* span=k_bias:0:0 */;
+  %k1 = reshape(%k0, newshape=[1, 4, 2, 3]) /* span=k_heads:0:0 */;
+  %k = transpose(%k1, axes={k_axes}) /* span=k_tr:0:0 */;
+  %v0 = add(%bv, %s.{order[2]}) /* span=v_bias:0:0 */;
+  %v1 = reshape(%v0, newshape=[1, 4, 2, 3]) /* span=v_heads:0:0 */;
+  %v = transpose(%v1, axes=[0, 2, 1, 3]) /* span=v_tr:0:0 */;
+  %0 = reshape(%q, newshape=[2, 4, 3]) /* span=qk:0:0 */;
+  %1 = reshape(%k, newshape=[2, 3, 4]) /* span=qk:0:0 */;
+  %2 = nn.batch_matmul(%0, %1, transpose_b=False) /* span=qk:0:0 */;
+  %3 = reshape(%2, newshape=[1, 2, 4, 4]) /* span=qk:0:0 */;
+  %4 = divide(%3, 2f) /* span=scale:0:0 */;
+  %5 = nn.softmax(%4) /* span=sm:0:0 */;
+  %6 = reshape(%5, newshape=[2, 4, 4]) /* span=pv:0:0 */;
+  %7 = reshape(%v, newshape=[2, 4, 3]) /* span=pv:0:0 */;
+  nn.batch_matmul(%6, %7, transpose_b=False) /* span=pv:0:0 */
+}}""".replace("%s.0) /* span=q_bias", f"%s.{order[0]}) /* span=q_bias")
+
+
+def test_a_fused_qkv_split_gets_the_shared_add_reshape_and_transpose_before_it():
+    """TI's rewrite of a fused Q/K/V projection: one Add of the three biases concatenated, one
+    Reshape with an axis of 3, one Transpose [2, 0, 3, 1, 4], the Split along axis 0 with a Squeeze
+    after each part, K's Transpose swapping its last two axes; then the scale moves onto Q."""
+    params = dict(zip(("bq", "bk", "bv"), QKV_BIAS))
+    check(HfAttentionBlockOptimization, _fused_qkv(), """
+def @main(%x: Tensor[(1, 4, 18), float32], %b: Tensor[(18), float32]) {
+  %0 = add(%b, %x) /* span=q_bias:0:0 */;
+  %1 = reshape(%0, newshape=[1, 4, 3, 2, 3]) /* span=q_heads:0:0 */;
+  %2 = transpose(%1, axes=[2, 0, 3, 1, 4]) /* span=q_tr:0:0 */;
+  %s = split(%2, indices_or_sections=3, axis=0) /* span=qkv_split:0:0 */;
+  %q = squeeze(%s.0, axis=[0]) /* span=qkv_split:0:0 */;
+  %k0 = squeeze(%s.1, axis=[0]) /* span=qkv_split:0:0 */;
+  %k = transpose(%k0, axes=[0, 1, 3, 2]) /* span=k_tr:0:0 */;
+  %v = squeeze(%s.2, axis=[0]) /* span=qkv_split:0:0 */;
+  %3 = divide(%q, 2f) /* span=scale:0:0 */;
+  %4 = reshape(%3, newshape=[2, 4, 3]) /* span=qk:0:0 */;
+  %5 = reshape(%k, newshape=[2, 3, 4]) /* span=qk:0:0 */;
+  %6 = nn.batch_matmul(%4, %5, transpose_b=False) /* span=qk:0:0 */;
+  %7 = reshape(%6, newshape=[1, 2, 4, 4]) /* span=qk:0:0 */;
+  %8 = nn.softmax(%7) /* span=sm:0:0 */;
+  %9 = reshape(%8, newshape=[2, 4, 4]) /* span=pv:0:0 */;
+  %10 = reshape(%v, newshape=[2, 4, 3]) /* span=pv:0:0 */;
+  nn.batch_matmul(%9, %10, transpose_b=False) /* span=pv:0:0 */
+}""", before_params=params, tolerance=(1e-5, 1e-6), b=np.concatenate(QKV_BIAS))
+
+
+@pytest.mark.parametrize("variant", [
+    dict(order=(1, 0, 2)),                       # the Split's parts feed K, Q, V: TI's Q, K, V order differs
+    dict(k_axes="[0, 2, 1, 3]"),                 # K not transposed for the scores: TI's swap computes K^T
+    dict(q_bias="add(%s.0, %bq)"),               # the bias second: TI reads the constant as the first input
+])
+def test_fused_qkv_splits_the_lift_would_change_stay(variant):
+    """The Split and its branches stay (the scale still moves onto Q: the block is TI's)."""
+    params = dict(zip(("bq", "bk", "bv"), QKV_BIAS))
+    text = str(HfAttentionBlockOptimization(parse(_fused_qkv(**variant), **params)))
+    assert "split(%x, indices_or_sections=3, axis=2)" in text and "squeeze" not in text
+    assert text.index("divide(") < text.index("nn.batch_matmul(")
+
+
+def test_equal_parts_given_as_split_indices_are_lifted_too():
+    params = dict(zip(("bq", "bk", "bv"), QKV_BIAS))
+    mod = parse(_fused_qkv(sections="[6, 12]"), **params)
+    out = HfAttentionBlockOptimization(mod)
+    assert "axes=[2, 0, 3, 1, 4]" in str(out)
+    same_outputs(mod, out, 1e-5, 1e-6)
+
+
+def test_a_reshape_tidlx_adds_to_a_matmul_is_not_an_onnx_reshape():
+    """reshape -> transpose -> MatMul: the reshape before the batch_matmul is tidlx's import of a
+    rank-4 MatMul (of the MatMul's layer); TI's optimize_reshp_tr_reshp never sees it."""
+    unchanged(OptimizeReshpTrReshp, """
+def @main(%x: Tensor[(1, 4, 6), float32], %y: Tensor[(2, 4, 3), float32]) {
+  %0 = reshape(%x, newshape=[1, 4, 2, 3]) /* span=k_heads:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 3, 1]) /* span=k_tr:0:0 */;
+  %2 = reshape(%1, newshape=[2, 3, 4]) /* span=qk:0:0 */;
+  nn.batch_matmul(%y, %2, transpose_b=False) /* span=qk:0:0 */
+}""")
+    # the same three as ONNX nodes of their own are rewritten
+    out = OptimizeReshpTrReshp(parse("""
+def @main(%x: Tensor[(1, 4, 6), float32], %y: Tensor[(2, 4, 3), float32]) {
+  %0 = reshape(%x, newshape=[1, 4, 2, 3]) /* span=k_heads:0:0 */;
+  %1 = transpose(%0, axes=[0, 2, 3, 1]) /* span=k_tr:0:0 */;
+  %2 = reshape(%1, newshape=[2, 3, 4]) /* span=k_flat:0:0 */;
+  nn.batch_matmul(%y, %2, transpose_b=False) /* span=qk:0:0 */
+}"""))
+    assert "newshape=[1, 4, 6]" in str(out)
