@@ -203,7 +203,7 @@ def eltwise_case(draw):
     return layer, xs, tensors
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=80, **SETTINGS)
 @given(eltwise_case())
 def test_fast_eltwise_sum_is_the_reference(case):
     layer, xs, tensors = case
@@ -236,7 +236,7 @@ def product_case(draw):
     return layer, xs, tensors
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(product_case())
 def test_fast_eltwise_product_is_the_reference(case):
     layer, xs, tensors = case
