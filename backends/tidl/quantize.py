@@ -68,6 +68,7 @@ from . import quant_proto
 from ._calibration_loops import quantize_weights_f32
 from .calibration import CalibrationResult, TensorRange
 from .composites import MEMBER, elu, gelu, hard_sigmoid
+from .devices import DEFAULT_SOFTMAX_LANES, softmax_lanes
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
@@ -1112,6 +1113,9 @@ class _Quantizer:
         attrs: Dict[str, Any] = {"axis": layer.params.axis}
         if self.opts.tidl_version == "08.06":   # §8.9: 08.06 pads a row narrower than the lanes too
             attrs["narrow_row_pads"] = 1
+        lanes = softmax_lanes(getattr(self.opts, "target_device", None))
+        if lanes != DEFAULT_SOFTMAX_LANES:      # §8.9: the denominator's lanes are the device's vector width
+            attrs["lanes"] = lanes
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               attrs, acc_scale=x.scale)
 

@@ -635,12 +635,16 @@ def softmax_pad_lanes(width: int, narrow_row_pads: bool = False, lanes: int = SO
     return 0
 
 
-def softmax(q, in_scale: float, *, axis: int = -1, narrow_row_pads: bool = False) -> np.ndarray:
+def softmax(q, in_scale: float, *, axis: int = -1, narrow_row_pads: bool = False,
+            lanes: int = SOFTMAX_LANES) -> np.ndarray:
     """§8.9 softmax: fixed point in, float32 out, as TI's reference (``TIDL_softmaxRefProcess``,
     tidl_softmax_ref.c, TIDL 11.x; 08.06's ``TIDL_refSoftmaxProcess``): ``softmax_exp`` per value; the
-    denominator summed per lane (16 lanes, element k in lane k mod 16, the pad lanes of
-    ``softmax_pad_lanes`` holding the input type's lowest value), then lanes 0..15 in order; the output
-    ``e * float32(1 / denominator)``."""
+    denominator summed per lane (``lanes``, TI's VEC_NELEM(float): 16 on a 512-bit C7x; element k in
+    lane k mod lanes, the pad lanes of ``softmax_pad_lanes`` holding the input type's lowest value),
+    then the lanes in order; the output ``e * float32(1 / denominator)``."""
+    lanes = int(lanes)
+    if lanes < 1:
+        raise FixedPointError(f"softmax: lanes must be >= 1, got {lanes}")
     qi, qtype = _tensor(q, "softmax input")
     if not in_scale > 0:
         raise FixedPointError(f"softmax: the input scale must be > 0, got {in_scale}")
@@ -652,18 +656,18 @@ def softmax(q, in_scale: float, *, axis: int = -1, narrow_row_pads: bool = False
     top = qi.max(axis=-1, keepdims=True)
     e = softmax_exp(qi - top, inv_scale)
     k = e.shape[-1]
-    pads = softmax_pad_lanes(k, narrow_row_pads)
+    pads = softmax_pad_lanes(k, narrow_row_pads, lanes)
     pad_e = softmax_exp(qtype.bounds[0] - top, inv_scale)      # a pad lane holds the type's lowest value
     padded = np.concatenate([e, np.broadcast_to(pad_e, e.shape[:-1] + (pads,))], axis=-1)
     # the zeros that complete the last block change no lane sum
-    padded = np.concatenate([padded, np.zeros(e.shape[:-1] + (-(k + pads) % SOFTMAX_LANES,), np.float32)], axis=-1)
-    blocks = padded.reshape(e.shape[:-1] + (-1, SOFTMAX_LANES))
-    lanes = np.zeros(e.shape[:-1] + (SOFTMAX_LANES,), np.float32)
+    padded = np.concatenate([padded, np.zeros(e.shape[:-1] + (-(k + pads) % lanes,), np.float32)], axis=-1)
+    blocks = padded.reshape(e.shape[:-1] + (-1, lanes))
+    sums = np.zeros(e.shape[:-1] + (lanes,), np.float32)
     for block in range(blocks.shape[-2]):
-        lanes = lanes + blocks[..., block, :]
+        sums = sums + blocks[..., block, :]
     total = np.zeros(e.shape[:-1], np.float32)
-    for lane in range(SOFTMAX_LANES):
-        total = total + lanes[..., lane]
+    for lane in range(lanes):
+        total = total + sums[..., lane]
     inverse = np.float32(1) / total
     return np.moveaxis((e * inverse[..., None]).astype(np.float32), -1, axis)
 

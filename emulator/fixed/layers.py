@@ -203,7 +203,8 @@ def softmax_kernel(layer, xs, tensors):
     """§8.9: float32 out; an output that layers of the subgraph read is then converted to its unsigned
     fixed-point type (§8.12's rounding)."""
     p = arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"],
-                      narrow_row_pads=bool(layer.attrs.get("narrow_row_pads", 0)))
+                      narrow_row_pads=bool(layer.attrs.get("narrow_row_pads", 0)),
+                      lanes=int(layer.attrs.get("lanes", arith.SOFTMAX_LANES)))
     out = _out(layer, tensors)
     return [p if out.is_float else arith.data_convert_to_fixed(p, out.scale, out.fixed_type)]
 

@@ -306,3 +306,29 @@ def test_round_trip_keeps_the_releases_softmax_rule():
     art = read_network(_round_trip(sub), "net.bin")
     soft = [layer for layer in art.subgraph.layers if layer.type == "SoftMax"]
     assert [layer.attrs.get("narrow_row_pads") for layer in soft] == [1]
+
+
+def test_softmax_sums_over_the_target_devices_float_lanes():
+    """TIDL sums a softmax's denominator per float lane of the C7x vector: 16 on AM68A's 512-bit C7x,
+    8 on AM67A's 256-bit one. Rows of 10 reach 8 lanes, so on AM67A each row gets 6 pad lanes of the
+    type's lowest value (TIDL 11.x pads a row once it is as wide as the lanes) and every output is at
+    most AM68A's; the lane count travels with the compiled layer."""
+    from test_tidl_quantize import SOFTMAX_ROWS, _params
+
+    mod = tidlx.parse_relay(SOFTMAX_ROWS, params=_params(5, ((4, 4, 3, 3), 0.3)))
+    rng = np.random.default_rng(6)
+    calib = {"x": rng.standard_normal((4, 4, 6, 10)).astype(np.float32)}
+    x = {"x": rng.standard_normal((1, 4, 6, 10)).astype(np.float32)}
+    runs, lanes = {}, {}
+    for device in ("AM68A", "AM67A"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            q = tidlx.quantize(mod, {"accuracy_level": 0, "target_device": device,
+                                     "advanced_options:quantization_scale_type": 0}, calib=calib)
+        art = read_network(_round_trip(q.subgraphs["tidl_0"]), "net.bin")
+        (soft,) = [layer for layer in art.subgraph.layers if layer.type == "SoftMax"]
+        lanes[device] = soft.attrs.get("lanes")
+        runs[device] = q.run(x)[0]
+    assert lanes == {"AM68A": None, "AM67A": 8}
+    assert (runs["AM67A"] <= runs["AM68A"]).all() and (runs["AM67A"] < runs["AM68A"]).any()
+    assert (runs["AM67A"].sum(axis=-1) < 1).all()

@@ -328,10 +328,11 @@ def test_softmax_matches_oracle(data):
     q = data.draw(int_array((rows, 2, length), bits, signed))
     in_scale = data.draw(st.one_of(st.floats(0.01, 300.0), st.sampled_from([1.0, 0.5, 32.0, 127.0])))
     axis = data.draw(st.sampled_from([-1, 0]))
-    narrow = data.draw(st.booleans())     # 08.06's pad lanes for rows narrower than 16
-    got = fx.softmax(q, in_scale, axis=axis, narrow_row_pads=narrow)
-    want = np.moveaxis(oracle.softmax_last_axis(np.moveaxis(q, axis, -1), in_scale, narrow_row_pads=narrow), -1,
-                       axis)
+    narrow = data.draw(st.booleans())     # 08.06's pad lanes for rows narrower than the lanes
+    lanes = data.draw(st.sampled_from([16, 8]))     # a 512-bit or a 256-bit C7x vector of float32
+    got = fx.softmax(q, in_scale, axis=axis, narrow_row_pads=narrow, lanes=lanes)
+    want = np.moveaxis(oracle.softmax_last_axis(np.moveaxis(q, axis, -1), in_scale, lanes=lanes,
+                                                narrow_row_pads=narrow), -1, axis)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))    # the same float bits
 
