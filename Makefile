@@ -57,12 +57,17 @@ trained-models: $(TRAINED_STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/tidlx demo
 
+# The suite runs in TEST_JOBS processes (pytest-xdist), one test file to a process: most tests are
+# single-threaded Python, so two processes keep both cores busy. TEST_JOBS=0 runs it in this process.
+TEST_JOBS ?= 2
+TEST_PARALLEL = $(if $(filter 0,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadfile)
+
 test: $(STAMP) $(TRAINED_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(TEST_PARALLEL)
 
 # make test plus the slow cases (full-size BEVDet in fixed point, every bev_pool kernel built for aarch64)
 test-all: $(STAMP) $(TRAINED_STAMP)
-	TIDLX_SLOW_TESTS=1 $(PY) -m pytest
+	TIDLX_SLOW_TESTS=1 $(PY) -m pytest $(TEST_PARALLEL)
 
 # Some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for old OpenBLAS builds; they force numpy's
 # current OpenBLAS onto AVX2 kernels where it would pick AVX-512 ones, so the benchmarks run without
