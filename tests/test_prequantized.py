@@ -178,3 +178,42 @@ def test_a_tensor_no_pair_covers_is_calibrated(qdq_path, tmp_path):
     methods = {name: r.method for name, r in calib.by_name().items()}
     assert methods["conv1"] != QDQ and methods["conv2"] == QDQ and methods["conv3"] == QDQ
     assert calib.frames == 4
+
+
+def test_compare_sets_the_fixed_point_against_onnxruntimes_run_of_the_qdq_model(qdq_path, tmp_path, capsys):
+    """``tidlx compare`` on a QDQ model with prequantized_model=1 also runs the QDQ file in onnxruntime:
+    per output, the fixed point's SQNR against that run and the share within one QDQ step, recomputed
+    here from the two runs."""
+    import json
+
+    from tidlx.cli import main
+
+    frames = _frames(3, 5)
+    inputs = str(tmp_path / "in.npz")
+    np.savez(inputs, x=frames)
+    calib = str(tmp_path / "calib.npz")
+    np.savez(calib, x=_frames(4, 2))
+    assert main(["compare", qdq_path, "--calib", calib, "--input", inputs, "--json",
+                 "-o", "advanced_options:prequantized_model=1", "-o", "accuracy_level=0"]) == 0
+    (out,) = json.loads(capsys.readouterr().out)["outputs"]
+    qdq = out["qdq_run"]
+    step = _scales(qdq_path)["y"]
+    assert qdq["step"] == pytest.approx(step)
+    qm = _quantize(qdq_path, 0)
+    session = ort.InferenceSession(qdq_path, providers=["CPUExecutionProvider"])
+    within = total = 0
+    signal = noise = 0.0
+    for frame in frames:
+        fixed = qm.run({"x": frame[None]})[0].astype(np.float64)
+        ref = session.run(None, {"x": frame[None]})[0].astype(np.float64)
+        within += int(np.sum(np.abs(fixed - ref) <= step * (1 + 1e-6)))
+        total += ref.size
+        signal += float(np.sum(ref ** 2))
+        noise += float(np.sum((fixed - ref) ** 2))
+    assert qdq["fixed_within_one_step_pct"] == pytest.approx(100 * within / total)
+    assert qdq["fixed_sqnr_db"] == pytest.approx(10 * math.log10(signal / noise), abs=1e-6)
+    assert qdq["float_sqnr_db"] > qdq["fixed_sqnr_db"]     # the float run is nearer the QDQ model's than TIDL's
+    # the tables name the comparison; a model compared without the option has none
+    assert main(["compare", qdq_path, "--calib", calib, "--input", inputs,
+                 "-o", "advanced_options:prequantized_model=1", "-o", "accuracy_level=0"]) == 0
+    assert "against onnxruntime's run of the QDQ model" in capsys.readouterr().out

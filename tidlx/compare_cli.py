@@ -125,6 +125,22 @@ def _tables(result, top: int, isolated: bool):
     return outputs, layers
 
 
+def _qdq_table(result):
+    from rich.table import Table
+    from rich.text import Text
+
+    from .backends.tidl.compare import format_db
+    from .ir.text import printable
+
+    table = Table(title="model outputs against onnxruntime's run of the QDQ model", title_justify="left")
+    for col in ("output", "fixed point: SQNR", "fixed point: within one QDQ step", "QDQ step", "float model: SQNR"):
+        table.add_column(col, justify="left" if col == "output" else "right")
+    for o in result.outputs:
+        table.add_row(Text(printable(o.name)), format_db(o.qdq_sqnr_db), _percent(o.qdq_within_step_pct),
+                      "-" if o.qdq_step is None else f"{o.qdq_step:.6g}", format_db(o.qdq_float_sqnr_db))
+    return table
+
+
 def cmd_compare(args) -> int:
     from rich.text import Text
 
@@ -150,9 +166,13 @@ def cmd_compare(args) -> int:
     mod = load_model(args)
     if flow == "ort":
         attach_nodes(mod, args.model)
+    from .cli import _asks_prequantized
+
+    # a prequantized QDQ model is also set against onnxruntime's run of the file itself
+    qdq_model = args.model if _asks_prequantized(args.option) and str(args.model).endswith(".onnx") else None
     with progress_bar(sys.stderr.isatty()) as progress:
         result = compare(mod, args.input, options, args.calib, frames=frames, isolated=args.isolated,
-                         progress=progress, mean=mean, scale=scale)
+                         progress=progress, mean=mean, scale=scale, qdq_model=qdq_model)
     if args.json:
         import json
 
@@ -169,6 +189,8 @@ def cmd_compare(args) -> int:
         console.print(Text(printable(f"warning: {device['warning']}"), style="yellow"))
     outputs, layers = _tables(result, top, args.isolated)
     console.print(outputs)
+    if any(o.qdq_sqnr_db is not None for o in result.outputs):
+        console.print(_qdq_table(result))
     if result.findings:
         shown = result.findings[:top]
         console.print(Text(f"findings ({len(shown)} of {len(result.findings)}, worst layer first):",

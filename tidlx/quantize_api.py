@@ -83,7 +83,7 @@ def emulate(model, inputs: Mapping[str, "object"], *, kernels="fast", mode: str 
 
 
 def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
-            kernels: str = "reference", progress=None, mean=None, scale=None):
+            kernels: str = "reference", progress=None, mean=None, scale=None, qdq_model=None):
     """Float vs fixed point per model output and per TIDL layer: SQNR in dB, max abs error, % of
     values saturated; ``result.layers`` worst first (lowest SQNR), ``result.headline()``,
     ``result.to_dict()``. The figures and their definitions: ``tidlx.backends.tidl.compare``.
@@ -96,6 +96,9 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     is accumulated (it ran on fixed-point inputs); ``isolated=True`` adds each layer's own error.
     ``progress(stage, done, total)``: after each calibration frame (``"calibration"``), during
     quantization (``"quantize"``, as ``tidlx.quantize``) and after each compared frame (``"compare"``). ``mean``/``scale``: a ``calib`` folder's per-channel preprocessing.
+    ``qdq_model``: the path of a prequantized (QDQ) ONNX model the module was loaded from
+    (``prequantized_model=1``): each output is also set against onnxruntime's run of that file (the
+    ``qdq_*`` figures of ``result.outputs``; docs/prequantized.md).
 
     >>> result = tidlx.compare(mod, options={"tensor_bits": 16}, calib={"img": frames})  # doctest: +SKIP
     >>> result.outputs[0].sqnr_db, result.layers[0].layer                               # doctest: +SKIP
@@ -103,8 +106,13 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     """
     from .backends.tidl.compare import compare as _compare
 
+    reference = None
+    if qdq_model is not None:
+        from .backends.tidl.qdq_reference import QdqReference
+
+        reference = QdqReference(qdq_model)
     return _compare(model, inputs, options, calib, frames=frames, isolated=isolated, kernels=kernels,
-                    progress=progress, mean=mean, scale=scale)
+                    progress=progress, mean=mean, scale=scale, qdq_reference=reference)
 
 
 __all__ = ["compare", "quantize", "emulate"]

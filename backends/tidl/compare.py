@@ -68,6 +68,7 @@ from ...ir.module import IRModule
 from ...ir.types import TupleType
 from . import metrics
 from .calibration import TidlTensorSources, _options, calibrate
+from .qdq_reference import within_step
 from .findings import Finding, findings
 from .frames import CalibrationFrames, load_frames, random_frames
 from .layers import TidlNetwork
@@ -128,6 +129,13 @@ class OutputComparison:
     max_abs_err: float
     saturated_pct: Optional[float]
     fed_by: Optional[str]
+    #: against onnxruntime's run of a prequantized (QDQ) model, when compared with one: the fixed point's
+    #: SQNR, the float run's SQNR, the QDQ model's step of this output and the share of fixed-point
+    #: elements within one step (None without a step)
+    qdq_sqnr_db: Optional[float] = None
+    qdq_float_sqnr_db: Optional[float] = None
+    qdq_step: Optional[float] = None
+    qdq_within_step_pct: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         out = {"name": self.name, "index": self.index, "shape": list(self.shape), "sqnr_db": _number(self.sqnr_db),
@@ -135,6 +143,10 @@ class OutputComparison:
         note = _sqnr_note(self.sqnr_db)
         if note:
             out["sqnr_note"] = note
+        if self.qdq_sqnr_db is not None:
+            out["qdq_run"] = {"fixed_sqnr_db": _number(self.qdq_sqnr_db),
+                              "float_sqnr_db": _number(self.qdq_float_sqnr_db), "step": self.qdq_step,
+                              "fixed_within_one_step_pct": self.qdq_within_step_pct}
         return out
 
 
@@ -449,7 +461,7 @@ def _frame_source(qmodel: QuantizedModel, inputs, given: Optional[CalibrationFra
 
 def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[int] = None, isolated: bool = False,
             kernels: str = "reference", progress: Optional[Progress] = None, mean=None,
-            scale=None) -> ComparisonResult:
+            scale=None, qdq_reference=None) -> ComparisonResult:
     """Float vs fixed point per output and per TIDL layer (the module docstring says how).
 
     ``model``: an ``IRModule`` (partitioned for TIDL with ``options`` unless it holds TIDL
@@ -463,7 +475,8 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     part of the fixed run). ``progress(stage, done, total)``: after each calibration frame (stage
     ``"calibration"``), during quantization (``"quantize"``: 0 of 1, then each fixed-point frame of the
     calibration iterations; 1 of 1 when there is none), and as each compared frame starts and ends
-    (``"compare"``).
+    (``"compare"``). ``qdq_reference``: a ``qdq_reference.QdqReference`` (onnxruntime on the QDQ file of a
+    prequantized model): each output is also set against its run (``OutputComparison.qdq_*``).
     """
     if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 1):
         raise CompareError(f"frames must be an integer >= 1, got {frames!r}")
@@ -515,6 +528,11 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
     comparer = _Comparer(qmodel, isolated, [f for f in feeders if f is not None])
     out_saturation = [_Figures() for _ in out_exprs]
     shapes: List[Tuple[int, ...]] = [()] * len(out_exprs)
+    names = _output_names(qmodel.module, len(out_exprs))
+    qdq_order = None if qdq_reference is None else qdq_reference.order_for(names)
+    qdq_fixed = [_Figures() for _ in out_exprs]
+    qdq_float = [_Figures() for _ in out_exprs]
+    qdq_within = [0] * len(out_exprs)
     if progress is not None:
         progress("compare", 0, len(chosen))
     for n, frame in enumerate(chosen):
@@ -528,9 +546,21 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         if len(floats) != len(out_exprs) or len(fixed) != len(out_exprs):
             raise TidlxInternalError(f"compare: {len(out_exprs)} outputs expected, float run gave {len(floats)}, "
                                      f"fixed run {len(fixed)}")
+        qdq_outs = None if qdq_reference is None else qdq_reference.run(frame)
         for k, (ref, val) in enumerate(zip(floats, fixed)):
             out_figures[k].add(ref, val)
             shapes[k] = tuple(np.shape(ref))
+            if qdq_outs is not None:
+                theirs = qdq_outs[qdq_order[k]]
+                if np.shape(theirs) != np.shape(val):
+                    raise CompareError(f"{qdq_reference.path}: its output {qdq_reference.output_names[qdq_order[k]]!r} "
+                                       f"has shape {tuple(np.shape(theirs))}, the compiled model's {names[k]!r} "
+                                       f"{tuple(np.shape(val))}")
+                qdq_fixed[k].add(theirs, val)
+                qdq_float[k].add(theirs, ref)
+                step = qdq_reference.steps[qdq_order[k]]
+                if step is not None:
+                    qdq_within[k] += within_step(theirs, val, step)
             if feeders[k] is not None:
                 q, tensor = comparer.fixed_values[feeders[k]]
                 if not tensor.is_float:
@@ -538,15 +568,20 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         comparer.fixed_values = {}
         if progress is not None:
             progress("compare", n + 1, len(chosen))
-    names = _output_names(qmodel.module, len(out_exprs))
     outputs = []
     for k, name in enumerate(names):
         feeder = feeders[k]
         fed_by = None
         if feeder is not None:
             fed_by = f"@{feeder[0]}:{qmodel.subgraphs[feeder[0]].tensors[feeder[1]].name}"
+        qdq = {}
+        if qdq_reference is not None:
+            step = qdq_reference.steps[qdq_order[k]]
+            count = qdq_fixed[k].count
+            qdq = dict(qdq_sqnr_db=qdq_fixed[k].sqnr_db(), qdq_float_sqnr_db=qdq_float[k].sqnr_db(), qdq_step=step,
+                       qdq_within_step_pct=None if step is None or not count else 100.0 * qdq_within[k] / count)
         outputs.append(OutputComparison(k, name, shapes[k], out_figures[k].sqnr_db(), out_figures[k].max_err,
-                                        out_saturation[k].saturated_pct(), fed_by))
+                                        out_saturation[k].saturated_pct(), fed_by, **qdq))
     opts = qmodel.options
     calibrated = sorted({f"{r.method} on {r.frames} frame(s)" if r.frames else
                          f"{r.method} (the model's Q/DQ ranges, no calibration run)"
