@@ -66,7 +66,7 @@ from ...ir.types import TupleType
 from . import numerics as nx
 from . import quant_proto
 from ._calibration_loops import quantize_weights_f32
-from .calibration import CalibrationResult, TensorRange
+from .calibration import CalibrationResult, TensorRange, constant_second_operand
 from .composites import MEMBER, elu, gelu, hard_sigmoid
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
@@ -95,9 +95,19 @@ SUPPORTED_ACTIVATIONS = SATURATING + NON_SATURATING
 ACTIVATION_OPS = ("nn.relu", "clip", "nn.leaky_relu", "nn.prelu", "sigmoid", "tanh")
 #: Layer types with weights.
 WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
-#: Layer types whose biases bias calibration corrects (TI's: convolution, deconvolution, batch norm; not
-#: the inner product).
+#: Layer types whose biases bias calibration corrects in every TIDL version (TI's: convolution,
+#: deconvolution, batch norm); the inner product by ``bias_calibration_applies``.
 BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
+
+
+def bias_calibration_applies(layer: TidlLayer, tidl_version: str) -> bool:
+    """Whether bias calibration moves this layer's bias (TI: ``TIDL_updateBiasForBiasCalibration``,
+    docs/numerics.md §9.5): convolutions, deconvolutions and batch norms (their further conditions in
+    ``calibration_loop``); from TIDL 10.x on also an inner product whose constant is its second operand
+    (``innerProductParams.constIdx == 1``); TIDL 08.06 leaves every inner product alone."""
+    if layer.type in BIAS_CALIBRATED:
+        return True
+    return tidl_version != "08.06" and constant_second_operand(layer)
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
            "Reduce")
@@ -730,7 +740,7 @@ class _Quantizer:
             self.cache[("weights", layer.index)] = (key, wq, w32)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
-            if layer.type in BIAS_CALIBRATED:
+            if bias_calibration_applies(layer, self.tidl_version):
                 self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             isf = nx.in_scale_factor(ws, in_scale, bias_scale)

@@ -875,3 +875,71 @@ def scatter(data, points, updates, reduction, bits, signed, c=1, sh=0, cd=1, shd
     for pos, v in acc.items():
         out[pos] = round_sat(v * c, sh, lo, hi) if reduction == "add" else clamp(v, lo, hi)
     return out
+
+
+# ---- §9.5 bias calibration's means ---------------------------------------------------------------
+
+
+def _f32_sum(values):
+    """§9.5: each value as float32, added in element order to a float32 sum."""
+    total = np.float32(0.0)
+    for x in values:
+        total = np.float32(total + np.float32(x))
+    return total
+
+
+def channel_means(values, scale):
+    """§9.5: per batch item (axis 0) and channel (axis 1): the float32 sum in element order, divided by the
+    element count, then by the scale, in float32. One list per batch item."""
+    out = []
+    for item in np.asarray(values):
+        row = []
+        for channel in item:
+            flat = list(np.asarray(channel).reshape(-1))
+            row.append(np.float32(np.float32(_f32_sum(flat) / np.float32(len(flat))) / np.float32(scale)))
+        out.append(row)
+    return out
+
+
+def column_means(values, scale):
+    """§9.5, an inner product whose constant is its second operand: dimensions right-aligned (width the
+    last axis, height the one before or 1, channels the third from the end or 1, every leading index a
+    row); per row, channel c and column w the float32 sum over the height / height / scale, at c*width+w."""
+    v = np.asarray(values)
+    width = v.shape[-1]
+    height = v.shape[-2] if v.ndim >= 2 else 1
+    channels = v.shape[-3] if v.ndim >= 3 else 1
+    blocks = v.reshape(-1, channels, height, width)
+    out = []
+    for block in blocks:
+        row = [None] * (channels * width)
+        for c in range(channels):
+            for w in range(width):
+                column = [block[c, h, w] for h in range(height)]
+                row[c * width + w] = np.float32(np.float32(_f32_sum(column) / np.float32(height))
+                                                / np.float32(scale))
+        out.append(row)
+    return out
+
+
+def running_means(frames, columns):
+    """§9.5 across frames: ``frames[k]`` the rows of frame k; u = float32(1 / (k + 1)); frame 0 starts from
+    zeros; each row in turn: channels old*(1 - u) + cur*u in float32; an inner product's columns with the
+    kept part old*(1.0 - u) and the sum in double, cur*u in float32, rounded to float32."""
+    old = None
+    for k, rows in enumerate(frames):
+        u = np.float32(1.0 / (k + 1.0))
+        if k == 0:
+            old = [np.float32(0.0)] * len(rows[0])
+        for row in rows:
+            if columns:
+                old = [np.float32(float(o) * (1.0 - float(u)) + float(np.float32(r * u))) for o, r in zip(old, row)]
+            else:
+                old = [np.float32(o * (np.float32(1.0) - u) + r * u) for o, r in zip(old, row)]
+    return old
+
+
+def calibrated_bias(bias, mean_float, mean_fixed, factor):
+    """§9.5: bias[j] += (meanFloat[j] - meanFixed[j]) * f in float32, element j of the layer's means."""
+    return [np.float32(np.float32(b) + np.float32((np.float32(mf) - np.float32(mq)) * np.float32(factor)))
+            for b, mf, mq in zip(bias, mean_float, mean_fixed)]

@@ -346,3 +346,72 @@ def test_depthwise_per_channel_round_bits_by_hand():
     """§8.1.1: weight scales 64, 256 and 48 at input scale 0.5, output scale 4: the float32 ratios 8, 32
     and 6 give roundBits 3, 5 and trunc(2.58) = 2; a ratio of 0.75 gives 0."""
     assert nx.depthwise_per_channel_round_bits([64.0, 256.0, 48.0, 6.0], 0.5, 4.0).tolist() == [3, 5, 2, 0]
+
+
+# -- §9.5 bias calibration's means ----------------------------------------------------------------------
+
+def _mean_values(shape, kind, seed):
+    """Float values, small integers, and 16-bit integers whose sums pass 2^24 (where a float32 running sum
+    rounds)."""
+    r = np.random.default_rng(seed)
+    if kind == "float":
+        return (r.standard_normal(shape) * 10.0 ** r.integers(-2, 4)).astype(np.float32)
+    if kind == "int8":
+        return r.integers(-128, 128, shape).astype(np.int8)
+    return r.integers(20000, 32768, shape).astype(np.int16)
+
+
+mean_kinds = st.sampled_from(["float", "int8", "int16"])
+mean_scales = st.sampled_from([1.0, 0.37, 64.0, 1000.5])
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.lists(st.integers(1, 5), min_size=2, max_size=4), st.integers(1, 700), mean_kinds, mean_scales,
+       st.integers(0, 10 ** 6))
+def test_channel_means_match_oracle(lead, plane, kind, scale, seed):
+    count("channel_means")
+    from tidlx.backends.tidl.calibration import frame_channel_means
+    values = _mean_values(tuple(lead[:2]) + (plane,), kind, seed)
+    got = frame_channel_means(values, scale)
+    want = np.array(oracle.channel_means(values, scale), np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=5), st.integers(1, 600), mean_kinds, mean_scales,
+       st.integers(0, 10 ** 6))
+def test_column_means_match_oracle(dims, height, kind, scale, seed):
+    count("column_means")
+    from tidlx.backends.tidl.calibration import frame_column_means
+    shape = tuple(dims[:-1]) + (height, dims[-1]) if len(dims) > 1 else (dims[0],)
+    values = _mean_values(shape, kind, seed)
+    got = frame_column_means(values, scale)
+    want = np.array(oracle.column_means(values, scale), np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.integers(1, 12), st.integers(1, 3), st.integers(1, 8), st.booleans(), st.integers(0, 10 ** 6))
+def test_running_means_match_oracle(frames, rows, width, columns, seed):
+    count("running_means")
+    from tidlx.backends.tidl.calibration import running_channel_mean, running_column_mean
+    r = np.random.default_rng(seed)
+    per_frame = [(r.standard_normal((rows, width)) * 3.0).astype(np.float32) for _ in range(frames)]
+    running = running_column_mean if columns else running_channel_mean
+    got = None
+    for k, rows_k in enumerate(per_frame):
+        got = running(got, rows_k, k)
+    want = np.array(oracle.running_means([list(map(list, f)) for f in per_frame], columns), np.float32)
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_channel_sums_are_float32_running_sums():
+    """A case where the float32 running sum, float64's sum and numpy's pairwise float32 sum all differ:
+    §9.5 takes the first."""
+    from tidlx.backends.tidl.calibration import frame_channel_means
+    values = np.full((1, 1, 3000), 0.1, np.float32)
+    values[0, 0, 0] = 3.0e4
+    running = oracle.channel_means(values, 1.0)[0][0]
+    assert frame_channel_means(values)[0, 0] == running
+    assert np.float32(values.astype(np.float64).sum() / 3000) != running
+    assert np.float32(values.sum(dtype=np.float32) / np.float32(3000)) != running
