@@ -921,12 +921,13 @@ def table_layer_is_signed(kind: str) -> bool:
     return kind != "Sigmoid"
 
 
-def depthwise_reference_channel(weight_scales) -> int:
-    """§4.5, tidlx's choice of the channel whose accScale gives a per-channel layer its roundBits and
-    tensorScale (TI takes the channel with the largest float output, ``TIDL_findMinMaxForChQuant``; tidlx
-    keeps one range per tensor): the one with the smallest weight scale (the largest weights), so that
-    every channel's ratio to the output scale is >= 1."""
-    ws = _floats(weight_scales, "weight scales").ravel()
-    if ws.size == 0 or not (ws > 0).all():
-        raise FixedPointError("per-channel weight scales must be > 0")
-    return int(np.argmin(ws))
+def per_channel_layer_weight_scale(abs_max: float, bits: int) -> float:
+    """§4.5: the weight scale whose accScale (times the input scale, §6.1) gives a per-channel layer its
+    roundBits and tensorScale. TI (TIDL 11.x): ``TIDL_UpdateScaleFactors`` reads the layer's
+    ``convParams.weightScale``, which ``TIDL_updateParamsRange`` set to ``TIDL_GetMaxQuantScale`` of all
+    the layer's weights (``abs_max``: after §4.3's limit with WeightRange) and ``TIDL_QuantPerChannelWeight``
+    leaves as it is (its scales go to ``perChannelWeightScale``; the statistics run's largest-output
+    channel scale is not read back by ``TIDL_readQuantStats``). P2, as the network is P2Dynamic; no bias
+    clip (§4.4), no §4.7 forcing; an absMax below 1e-15 gives 1 (TI's -1 made 1)."""
+    ws = weight_scale(abs_max, bits, power_of_2=True)
+    return ws if ws > 0 else 1.0

@@ -343,6 +343,8 @@ class _WeightedPlan:
     #: §4.3: the absMax the median rule left (per channel: an array (O, 1, 1, 1)), to which the weights are
     #: clipped before quantization; None when the rule is off or the weights come from a quant proto
     weight_limit: Any = None
+    #: §4.5: a per-channel layer's whole-layer weight scale, which sets its output scale (None otherwise)
+    layer_weight_scale: Optional[float] = None
 
 
 class _Quantizer:
@@ -422,10 +424,13 @@ class _Quantizer:
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
         weight_limit: Any = None
+        layer_ws: Optional[float] = None
         if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
             w = affine.folded_weights()
             per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
+            whole = nx.limit_weight_range_median(w, abs_max, wbits) if self.limit_weights else abs_max
+            layer_ws = nx.per_channel_layer_weight_scale(whole, wbits)
         elif given is not None and given.weight_abs_max is not None:
             abs_max = given.weight_abs_max
             if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
@@ -444,7 +449,7 @@ class _Quantizer:
                 affine = dataclasses.replace(affine, bias=quant_proto.given_bias(given, affine.bias, where))
         in_signed = self.signed_of(layer.inputs[0])
         bs = nx.bias_scale(bias_abs_max, wbits, self.power_of_2)
-        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs, weight_limit)
+        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs, weight_limit, layer_ws)
         self.plans[layer.index] = found
         return found
 
@@ -763,7 +768,8 @@ class _Quantizer:
         """A depthwise convolution with per-channel weights (§4.5, §8.1.1, TI's
         ``TIDL_QuantPerChannelWeight``): each channel's P2 weight scale clipped for the bias (§4.4, with
         or without BiasRange) and forced by a ReLU6/Clip (§4.7); the output's roundBits and tensorScale
-        from ``depthwise_reference_channel``'s accScale; one roundBits per channel."""
+        from the whole layer's weight scale (``numerics.per_channel_layer_weight_scale``); one roundBits per
+        channel."""
         if layer.activation.type in NON_SATURATING:
             raise self.unsupported(layer, f"per-channel weights with the {layer.activation.type} activation")
         notes: List[str] = []
@@ -782,16 +788,13 @@ class _Quantizer:
         if clip is not None:   # §4.7 per channel
             forced = [nx.clip_output_scale(clip[0], out_bits, float(s), x.scale, clip[1]) for s in ws]
             ws = np.array([w for _, w, _ in forced])
-            ref = nx.depthwise_reference_channel(ws)
-            out_scale, signed = forced[ref][0], clip[1]
-            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
-            notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
-        else:
-            ref = nx.depthwise_reference_channel(ws)
-            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
-            rb0, signed, more = self.requantized(layer, acc_ref, out_bits)
-            notes += more
-            out_scale = nx.tensor_scale(acc_ref, rb0)
+            notes.append(f"channel weight scales forced by {layer.activation.type}")
+        # the output's roundBits and tensorScale from the whole layer's weight scale; a clip-forced output
+        # has no §6.6 guard (TI's TIDL_UpdateScaleFactors)
+        acc_ref = nx.acc_scale_weighted(p.layer_weight_scale, x.scale)
+        rb0, signed, more = self.requantized(layer, acc_ref, out_bits, guard=clip is None)
+        notes += more
+        out_scale = nx.tensor_scale(acc_ref, rb0)
         rbs = nx.depthwise_per_channel_round_bits(ws, x.scale, out_scale)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out, forced=clip is not None)

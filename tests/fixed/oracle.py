@@ -806,13 +806,14 @@ def depth_to_space(x, b, mode):
     return out
 
 
-def depthwise_reference_channel(weight_scales):
-    """§4.5: the first channel of the smallest weight scale."""
-    best = 0
-    for i, w in enumerate(weight_scales):
-        if w < weight_scales[best]:
-            best = i
-    return best
+def per_channel_layer_weight_scale(w, bits, weight_range):
+    """§4.5: a per-channel layer's output accScale takes the whole layer's §4.1 P2 weight scale: absMax over
+    every weight, §4.3's limit when WeightRange is on; no bias clip, no forcing; 1 where absMax < 1e-15."""
+    a = max(abs(float(v)) for v in np.ravel(w))
+    if weight_range:
+        a = limit_weight_range_median(w, a, bits)
+    s = weight_scale(a, bits, True)
+    return s if s > 0 else 1.0
 
 
 # -- §8.15 TopK: the slot insertion, as the text words it ------------------------------------------

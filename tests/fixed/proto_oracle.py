@@ -505,7 +505,7 @@ class Net:
 
     def _per_channel_depthwise(self, L, q_in, in_bits, in_signed, in_scale, signed, lo, hi):
         """§4.5 and §8.1.1: each channel's P2 scale from its own weights (the file has one range per tensor),
-        clipped by the whole bias's limit; the output scale from the reference channel's accScale."""
+        clipped by the whole bias's limit; the output scale from the whole layer's weight scale."""
         p, bits = L.params, self.bits
         (rlo, rhi) = self._quant_range(L)
         w = p["w"]
@@ -515,9 +515,15 @@ class Net:
             babs = max(abs(p["b_range"][0]), abs(p["b_range"][1]))
             bs = o.bias_scale(babs, bits, True)
             scales = [o.clip_weight_scale_for_bias(s, in_scale, babs, bits, in_signed, True)[0] for s in scales]
-        ref = o.depthwise_reference_channel(scales)
-        acc = float(F32(F32(in_scale) * F32(scales[ref])))
-        rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
+        forced = self._forced_clip(L)
+        if forced is not None:      # §4.7 on each channel's scale; the output saturates to its type
+            scales = [o.clip_output_scale(forced[0], bits, sc, in_scale, forced[1])[1] for sc in scales]
+            signed = forced[1]
+            lo, hi = o.bounds(bits, signed)
+            self.events.add(f"forced:{L.name}")
+        # accuracy_level 9 keeps weight_clipping 1: WeightRange on
+        acc = float(F32(F32(in_scale) * F32(o.per_channel_layer_weight_scale(w, bits, True))))
+        rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed, forced is not None)
         ts = o.tensor_scale(acc, rb)
         rbs = o.depthwise_per_channel_round_bits(scales, in_scale, ts)
         if len(set(rbs)) > 1:
@@ -531,6 +537,8 @@ class Net:
             ba, bb = o.split_bias(bq, [o.in_scale_factor(s, in_scale, bs) for s in scales], bits, in_bits, in_signed)
         if p.get("act") == "relu":
             lo = max(lo, 0)
+        if forced is not None and ts != float(np.float32(2 ** (bits - 1 if forced[1] else bits)) / np.float32(forced[0])):
+            self.events.add(f"per_channel_scale_not_the_clip's:{L.name}")
         out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),
                             p["groups"])
         return out, ts

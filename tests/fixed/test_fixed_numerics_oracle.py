@@ -326,20 +326,40 @@ def test_fixed_facts():
 
 @settings(max_examples=300, **SETTINGS)
 @given(st.lists(st.integers(-10, 16).map(lambda e: 2.0 ** e), min_size=1, max_size=6),
-       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12), st.lists(scales, min_size=1, max_size=6))
-def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0, any_scales):
-    """§4.5/§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): the output scale from
-    the reference channel's accScale; every channel's roundBits >= 0 and its accumulator exactly on the
-    output scale after its shift. On any scales, the reference channel is the oracle's."""
+       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12))
+def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0):
+    """§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): an output scale from the
+    largest weights' accScale leaves every channel's roundBits >= 0 and its accumulator exactly on the
+    output scale after its shift."""
     count("per_channel_scales")
-    ref = nx.depthwise_reference_channel(w_scales)
-    assert ref == oracle.depthwise_reference_channel(w_scales)
-    assert nx.depthwise_reference_channel(any_scales) == oracle.depthwise_reference_channel(any_scales)
-    out_scale = nx.tensor_scale(nx.acc_scale_weighted(w_scales[ref], in_scale), rb0)
+    out_scale = nx.tensor_scale(nx.acc_scale_weighted(min(w_scales), in_scale), rb0)
     rb = nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
     assert rb.tolist() == oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
     for w, r in zip(w_scales, rb):
         assert r >= rb0 and w * in_scale / out_scale == 2.0 ** r
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.integers(1, 6), st.integers(1, 12), st.sampled_from([8, 16]), st.booleans(), st.integers(0, 10 ** 6),
+       st.sampled_from([0.0, 1e-3, 1.0, 40.0]))
+def test_per_channel_layer_weight_scale_matches_oracle(channels, size, bits, weight_range, seed, spread):
+    """§4.5: a per-channel layer's output accScale from the whole layer's P2 weight scale (TI's
+    convParams.weightScale of TIDL_updateParamsRange), §4.3's limit with WeightRange, 1 for zero weights."""
+    count("per_channel_layer_weight_scale")
+    r = np.random.default_rng(seed)
+    w = (r.standard_normal((channels, size)) * spread).astype(np.float32)
+    if spread == 40.0:
+        w[0, 0] = 900.0   # far above 16 x the median: the limit bites
+    abs_max = nx.weight_abs_max(w)
+    whole = nx.limit_weight_range_median(w, abs_max, bits) if weight_range else abs_max
+    assert nx.per_channel_layer_weight_scale(whole, bits) == oracle.per_channel_layer_weight_scale(w, bits, weight_range)
+
+
+def test_per_channel_layer_weight_scale_by_hand():
+    """§4.5: weights of absMax 3 (P2: 4) at 8 bit give 128 / 4 = 32 for the whole layer, whatever each
+    channel's own scale; all-zero weights give 1."""
+    assert nx.per_channel_layer_weight_scale(3.0, 8) == 32.0
+    assert nx.per_channel_layer_weight_scale(0.0, 8) == 1.0
 
 
 def test_depthwise_per_channel_round_bits_by_hand():

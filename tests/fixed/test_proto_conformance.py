@@ -66,6 +66,16 @@ def depthwise(bits, version, per_channel=False):
     return net
 
 
+def depthwise_relu6(bits, version, per_channel=False):
+    """Per channel, §4.7 forces each channel's scale while the output's roundBits come from the whole
+    layer's weight scale (§4.5): the tensorScale is not the ReLU6's."""
+    net = Net(bits, version, per_channel)
+    net.input("x", (1, 4, 6, 6), (0.0, 4.0))
+    w = _w(3, (4, 1, 3, 3)) * np.array([1.0, 0.2, 3.0, 0.05]).reshape(4, 1, 1, 1)
+    net.conv("dw", "x", w, _w(4, 4, 0.2), (0.0, 6.0), act="relu6", pads=(1, 1, 1, 1), groups=4)
+    return net
+
+
 def deconv(bits, version, per_channel=False):
     net = Net(bits, version, per_channel)
     net.input("x", (1, 3, 4, 4), (-2.0, 2.0))
@@ -255,6 +265,7 @@ CASES = {
     "input_range_above_power_of_2": conv_case("none", x_range=(-1.0, 1.0 + 2.0 ** -20)),
     "gemm_relu": gemm_relu,
     "depthwise": depthwise,
+    "depthwise_relu6": depthwise_relu6,
     "deconv": deconv,
     "gemm": gemm(False),
     "matmul": gemm(True),
@@ -313,7 +324,8 @@ BRANCHES = {
     "zero_range_input": {"zero_range_left_out:s"},
 }
 
-PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"}}
+PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"},
+                        "depthwise_relu6": {"forced:dw", "per_channel_scale_not_the_clip's:dw"}}
 
 # 16 bit and 08.06: a hard sigmoid is a folded batch norm with Clip [0, 1] (§8.10), an ELU tidlx's own table
 # after a batch norm (not modelled here)
@@ -323,7 +335,7 @@ VERSIONED = {"add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input",
              "sigmoid", "tanh", "sigmoid_narrow_range", "conv_sigmoid_head"}
 
 # PerChannelWeight (accuracy_level 9, channel_wise_quantization 1): the network P2Dynamic, depthwise per channel
-PER_CHANNEL = ("depthwise", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale", "conv_relu_conv",
+PER_CHANNEL = ("depthwise", "depthwise_relu6", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale", "conv_relu_conv",
                "residual", "classifier", "gemm", "batch_norm", "prelu")
 
 PARAMS = ([(name, 8, "11.00", False) for name in CASES]
