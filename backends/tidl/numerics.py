@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...emulator.fixed.arith import FixedPointError, saturation_bounds
+from ...emulator.fixed.arith import FixedPointError, FixedType, activation_bounds, saturation_bounds
 
 #: §2: quantization_scale_type -> TI's quantizationStyle (TIDL-NUMERICS.md, "Scales and styles")
 NP2_FIXED = 2
@@ -919,6 +919,20 @@ def table_layer_is_signed(kind: str) -> bool:
     """§8.10.2 TI's output type of an activation BatchNorm layer: unsigned for sigmoid, signed (the batch
     norm's own type) for the others."""
     return kind != "Sigmoid"
+
+
+def clip_activation_bounds(out: FixedType, tensor_scale: float, clip_min: float, clip_max: float,
+                           fused: bool = True) -> Tuple[int, int]:
+    """§8.10: the saturation of a Clip activation. Fused into a layer (convolution, deconvolution, inner
+    product, batch norm, element-wise, pooling): the output type's bounds only -- TI's kernels saturate
+    with ``TIDL_getSaturationLimits`` (``tidl_conv2d_base_ref.c``) or their output type's
+    ``numeric_limits`` (``TIDL_refBatchNormCore``); the clip acts through the range (§6.2: its bounds, an
+    unsigned type when clipMin >= 0) and, for [0, c] and [-c, c], §4.7's forced scale. A standalone Clip
+    layer, which keeps its input's scale (tidlx's choice): the clip's bounds at that scale
+    (``activation_bounds``)."""
+    if fused:
+        return out.bounds
+    return activation_bounds(out, "clip", tensor_scale, clip_min, clip_max)
 
 
 def per_channel_layer_weight_scale(abs_max: float, bits: int) -> float:

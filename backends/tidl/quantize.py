@@ -494,10 +494,13 @@ class _Quantizer:
         self.tensors[t.id] = q
         return q
 
-    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False) -> Tuple[Tuple[int, int], str]:
+    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False,
+               fused: bool = True) -> Tuple[Tuple[int, int], str]:
         """The layer's final saturation (§8.10) and its activation word. ``forced``: §4.7 forced the output
         scale, and the output type's bounds are the only saturation (TI's kernels take the type's limits;
-        the forced scale puts the type's top at the clip)."""
+        the forced scale puts the type's top at the clip). A Clip is the type's bounds too when ``fused``
+        (the layer's own activation), its bounds at the output scale in a standalone Clip layer
+        (``numerics.clip_activation_bounds``)."""
         act = layer.activation
         if act.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {act.type} activation")
@@ -520,7 +523,7 @@ class _Quantizer:
         # a missing bound (max(x, c) is clip(c, FLT_MAX)) is the type's own
         c_lo = c_lo if c_lo is not None and math.isfinite(c_lo) and abs(c_lo) < _NO_BOUND else lo_t / out.scale
         c_hi = c_hi if c_hi is not None and math.isfinite(c_hi) and abs(c_hi) < _NO_BOUND else hi_t / out.scale
-        return activation_bounds(ftype, "clip", out.scale, c_lo, c_hi), "clip"
+        return nx.clip_activation_bounds(ftype, out.scale, c_lo, c_hi, fused), "clip"
 
     def forced_clip(self, layer: TidlLayer) -> Optional[Tuple[float, bool]]:
         """§4.7, TI's ``isOutputTensorMaxSatAvailable``: (clipMax, symmetric) when the layer's activation
@@ -1017,7 +1020,7 @@ class _Quantizer:
         _, out_bits = self.widths(layer)
         signed = nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
         out = self.output_tensor(layer, 0, out_bits, signed, x.scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, fused=False)
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
 

@@ -364,6 +364,7 @@ class Net:
                     ts = o.tensor_scale(acc, rb)
                     if p.get("act") == "relu":
                         lo = max(lo, 0)
+                    # §8.10: any other clip saturates to the type only
                 wq = o.quantize_weights(p["w"], ws, wbits)
                 n_out = p["w"].shape[1] * p["groups"] if L.kind == "deconv" else p["w"].shape[0]
                 if p.get("b") is None:
@@ -497,6 +498,11 @@ class Net:
                 continue
             else:
                 raise AssertionError(L.kind)
+            if L.kind in ("conv", "eltwise") and p.get("act") == "clip" and self._forced_clip(L) is None:
+                c_lo, c_hi = p["clip"]   # values the clip's own bounds would have clamped
+                q = np.asarray(out)
+                if (q < math.floor(c_lo * ts + 0.5)).any() or (q > math.floor(c_hi * ts + 0.5)).any():
+                    self.events.add(f"clip_beyond_its_bounds:{L.name}")
             vals[L.name] = np.asarray(out).astype(o.dtype(bits, signed))
             info[L.name] = (bits, signed, ts)
         floats = {n: vals[n] if info[n][0] == 0 else o.data_convert_to_float(vals[n], info[n][2])

@@ -435,3 +435,16 @@ def test_channel_sums_are_float32_running_sums():
     assert frame_channel_means(values)[0, 0] == running
     assert np.float32(values.astype(np.float64).sum() / 3000) != running
     assert np.float32(values.sum(dtype=np.float32) / np.float32(3000)) != running
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.booleans(), st.floats(0.01, 500.0), st.floats(-8.0, 8.0), st.floats(0.0, 8.0),
+       st.booleans())
+def test_clip_activation_bounds_match_oracle(bits, signed, scale, c_lo, width, fused):
+    """§8.10: a clip fused into its layer saturates to the output type only; a standalone Clip layer at its
+    bounds on the output scale."""
+    count("clip_activation_bounds")
+    c_hi = c_lo + width
+    got = nx.clip_activation_bounds(arith.FixedType(bits, signed), scale, c_lo, c_hi, fused)
+    want = oracle.bounds(bits, signed) if fused else oracle.activation_bounds(bits, signed, "clip", scale, c_lo, c_hi)
+    assert tuple(got) == tuple(want)
