@@ -595,4 +595,5 @@ def _with_qdq_ranges(partitioned: IRModule, networks, results: Dict[str, Calibra
 
 __all__ = ["calibrate", "CalibrationResult", "TensorRange", "CalibrationError", "PERCENTILE_ACT_RANGE_SHRINK",
            "running_range", "running_channel_mean", "running_column_mean", "frame_column_means",
-           "float32_running_sums", "constant_second_operand", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR", "MINMAX", "HISTOGRAM"]
+           "float32_running_sums", "constant_second_operand", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR",
+           "MINMAX", "HISTOGRAM"]

@@ -868,6 +868,33 @@ def ti_activation_table(kind: str, in_scale: float, in_signed: bool, out_scale: 
                                   out_scale, out_zero_point, 8, out_signed) for q in range(lo, hi + 1)], np.int64)
 
 
+def leaky_relu_uses_table(tidl_version: str, in_bits: int, out_bits: int) -> bool:
+    """§8.10.1: whether a standalone leaky ReLU is TI's table (TI: ``TIDL_LUTMethodMapTable``, TIDL
+    10.x/11.x: the 8-bit hardware table, AM62A's 8-bit single-point table, the 16-bit single-point table
+    on every device, each built by ``TIDL_prepareLUTTable``): TIDL 10.x/11.x with input and output of
+    one width, 8 or 16 bits. Else the PReLU rule."""
+    return str(tidl_version) in TI_TABLE_VERSIONS and int(in_bits) == int(out_bits) and int(in_bits) in (8, 16)
+
+
+def leaky_relu_table(in_scale: float, in_bits: int, in_signed: bool, out_scale: float, out_signed: bool,
+                     alpha: float) -> np.ndarray:
+    """§8.10.1 TI's leaky ReLU table (TI: ``TIDL_getQuantizeLUT`` with ``TIDL_leakyRelu``, TIDL 11.x
+    import), one entry per value ``q`` of the input type, lowest first, output of the input's width:
+    ``x = (float)q / (float)inScale`` widened to double; ``y = x`` for ``x >= 0``, else ``x * alpha``
+    with ``alpha`` the float32 slope in double; ``round(y * outScale)`` in double, halves away from
+    zero, saturated to the output type."""
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"leaky ReLU table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(int(in_bits), in_signed)
+    q = np.arange(lo, hi + 1)
+    x = (q.astype(np.float32) / np.float32(in_scale)).astype(np.float64)
+    y = np.where(x >= 0.0, x, x * float(np.float32(alpha)))
+    v = y * float(np.float32(out_scale))
+    r = np.floor(np.abs(v) + 0.5) * np.where(v >= 0.0, 1.0, -1.0)
+    olo, ohi = saturation_bounds(int(in_bits), out_signed)
+    return np.clip(r, olo, ohi).astype(np.int64)
+
+
 def pla_sigmoid(q, in_scale: float, round_bits_: int, in_zero_point: int = 0) -> np.ndarray:
     """§8.10.2 AM62A's 8-bit sigmoid, four line segments in integers (TI: ``TIDL_refSigmoidCore`` on
     C7504, offsets by ``TIDL_refSigmoidProcess``), unsigned 8-bit out. With ``s = tensorScale`` of the

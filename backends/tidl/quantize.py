@@ -1033,6 +1033,9 @@ class _Quantizer:
         if x.is_float:
             raise self.unsupported(layer, "a float input to a PReLU layer")
         wbits, out_bits = self.widths(layer)
+        if "slope" in dict(layer.activation.params) and nx.leaky_relu_uses_table(self.tidl_version, x.bits,
+                                                                                 out_bits):
+            return self.leaky_relu_table_layer(layer)
         shape = self.net.tensors[layer.inputs[0]].shape
         channels = int(shape[1]) if len(shape) > 1 else 1
         ws = nx.weight_scale(1.0, wbits, self.power_of_2)
@@ -1044,6 +1047,29 @@ class _Quantizer:
                               {"axis": 1}, act, nx.quantize_weights(np.ones(channels), ws, wbits), wbits, ws,
                               np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, rb, (), acc, bounds,
                               tuple(notes), **extra)
+
+    def leaky_relu_table_layer(self, layer: TidlLayer) -> QuantizedLayer:
+        """A standalone leaky ReLU with TIDL 10.x/11.x (§8.10.1): TI's activation batch norm with its table
+        over the input's own values (``numerics.leaky_relu_table``); accScale = 2^(bits-1) x the input's
+        scale (weight 1.0 at its §4.1 scale), a signed output, roundBits by §6.3 on the output's range, then
+        §6.6."""
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        rng = self.range_of(layer.outputs[0])
+        acc = nx.table_layer_acc_scale("LeakyReLU", x.scale, out_bits)
+        rb, notes = self.guarded(layer, nx.round_bits(acc, rng.min, rng.max, out_bits, True), acc, True)
+        out_scale = nx.tensor_scale(acc, rb)
+        table = nx.leaky_relu_table(x.scale, x.bits, x.signed, out_scale, True, float(self.prelu_slopes(layer)[0]))
+        out = self.output_tensor(layer, 0, out_bits, True, out_scale)
+        shape = self.net.tensors[layer.inputs[0]].shape
+        channels = int(shape[1]) if len(shape) > 1 else 1
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, "prelu", np.ones(channels, np.int8 if out_bits == 8 else np.int16),
+                              out_bits, 1.0,
+                              np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, 0, (), acc,
+                              out.fixed_type.bounds, tuple(notes) + ("TI's leaky ReLU table",),
+                              activation_table=table, pre_scale=x.scale, table_on_input=True,
+                              **self.prelu_fields(layer))
 
     def standalone_activation(self, layer: TidlLayer) -> QuantizedLayer:
         """A Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),

@@ -944,3 +944,20 @@ def calibrated_bias(bias, mean_float, mean_fixed, factor):
     """§9.5: bias[j] += (meanFloat[j] - meanFixed[j]) * f in float32, element j of the layer's means."""
     return [np.float32(np.float32(b) + np.float32((np.float32(mf) - np.float32(mq)) * np.float32(factor)))
             for b, mf, mq in zip(bias, mean_float, mean_fixed)]
+
+
+def leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha):
+    """§8.10.1 TIDL 10.x/11.x's leaky ReLU table, per input value q of the type: x = float32(q / inScale) as
+    a double; y = x for x >= 0, else x times the float32 alpha; round(y * outScale) in double, halves away
+    from zero, saturated to the signed output type of the same width."""
+    lo, hi = bounds(bits, in_signed)
+    olo, ohi = bounds(bits, True)
+    a = float(np.float32(alpha))
+    s = float(np.float32(out_scale))
+    table = []
+    for q in range(lo, hi + 1):
+        x = float(np.float32(np.float32(q) / np.float32(in_scale)))
+        v = (x if x >= 0 else x * a) * s
+        r = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+        table.append(clamp(r, olo, ohi))
+    return table

@@ -389,6 +389,16 @@ class Net:
                     out = o.inner_product(q_in.reshape(q_in.shape[0], -1), wq, *common)
                 else:
                     out = o.batch_norm(q_in, wq, *common)
+            elif L.kind == "prelu" and p["leaky"] and self.version != "08.06":
+                # §8.10.1, TIDL 10.x/11.x: the leaky ReLU's table over the input's own values, accScale
+                # 2^(bits-1) x inScale, a signed output
+                acc = float(F32(F32(2 ** (bits - 1)) * F32(in_scale)))
+                signed = True
+                rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
+                ts = o.tensor_scale(acc, rb)
+                table = o.leaky_relu_table(in_scale, bits, in_signed, ts, p["slopes"][0])
+                out = o.lookup(q_in, table, o.bounds(bits, in_signed)[0])
+                self.events.add(f"leaky_table:{L.name}")
             elif L.kind == "prelu":
                 # §8.10.1: TI's batch norm of weight 1.0 (quantized at 2^(bits-1)), bias 0, the slopes on the
                 # accumulator
@@ -543,7 +553,9 @@ class Net:
             ba, bb = o.split_bias(bq, [o.in_scale_factor(s, in_scale, bs) for s in scales], bits, in_bits, in_signed)
         if p.get("act") == "relu":
             lo = max(lo, 0)
-        if forced is not None and ts != float(np.float32(2 ** (bits - 1 if forced[1] else bits)) / np.float32(forced[0])):
+        clip_scale = None if forced is None else \
+            float(np.float32(2 ** (bits - 1 if forced[1] else bits)) / np.float32(forced[0]))
+        if forced is not None and ts != clip_scale:
             self.events.add(f"per_channel_scale_not_the_clip's:{L.name}")
         out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),
                             p["groups"])

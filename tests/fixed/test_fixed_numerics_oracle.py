@@ -352,7 +352,8 @@ def test_per_channel_layer_weight_scale_matches_oracle(channels, size, bits, wei
         w[0, 0] = 900.0   # far above 16 x the median: the limit bites
     abs_max = nx.weight_abs_max(w)
     whole = nx.limit_weight_range_median(w, abs_max, bits) if weight_range else abs_max
-    assert nx.per_channel_layer_weight_scale(whole, bits) == oracle.per_channel_layer_weight_scale(w, bits, weight_range)
+    want = oracle.per_channel_layer_weight_scale(w, bits, weight_range)
+    assert nx.per_channel_layer_weight_scale(whole, bits) == want
 
 
 def test_per_channel_layer_weight_scale_by_hand():
@@ -448,3 +449,21 @@ def test_clip_activation_bounds_match_oracle(bits, signed, scale, c_lo, width, f
     got = nx.clip_activation_bounds(arith.FixedType(bits, signed), scale, c_lo, c_hi, fused)
     want = oracle.bounds(bits, signed) if fused else oracle.activation_bounds(bits, signed, "clip", scale, c_lo, c_hi)
     assert tuple(got) == tuple(want)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.booleans(), st.floats(0.05, 300.0), st.floats(0.05, 300.0),
+       st.sampled_from([0.1, 0.01, 0.2, 0.3, -0.5, 1.7]))
+def test_leaky_relu_table_matches_oracle(bits, in_signed, in_scale, out_scale, alpha):
+    """§8.10.1: TIDL 10.x/11.x's leaky ReLU table over every input value, the float32 alpha in double."""
+    count("leaky_relu_table")
+    got = nx.leaky_relu_table(in_scale, bits, in_signed, out_scale, True, alpha)
+    assert got.tolist() == oracle.leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha)
+
+
+def test_leaky_relu_table_by_hand():
+    """§8.10.1: input scale 16, output scale 32, alpha 0.1: q = -5 is x = -0.3125, y = -0.03125 (float32
+    alpha 0.1 as a double: a hair above), times 32 = -1.0000000149 -> -1; q = 7 -> 14; the table is
+    signed 8-bit, lowest input first."""
+    t = nx.leaky_relu_table(16.0, 8, True, 32.0, True, 0.1)
+    assert t[-5 + 128] == -1 and t[7 + 128] == 14 and t[0] == -26 and len(t) == 256

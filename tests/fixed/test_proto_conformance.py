@@ -322,6 +322,7 @@ BRANCHES = {
     "tanh": {"power_of_2_range:t"},
     "conv_relu_conv": {"guard:c1"},
     "classifier": {"forced:c"},
+    "leaky_relu": {"leaky_table:p"},
     "add_relu6_forced": {"lowered:m"},
     "add_clip_symmetric_forced": {"lowered:m"},
     "conv_clip_offset_unsigned": {"clip_beyond_its_bounds:c"},
@@ -338,12 +339,12 @@ PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"},
 # after a batch norm (not modelled here)
 EIGHT_BIT_ONLY = {"hard_sigmoid", "elu", "mixed_precision_16bit_weights"}
 # the cases whose rules differ between 11.00 and 08.06
-VERSIONED = {"add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add",
+VERSIONED = {"leaky_relu", "add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add",
              "sigmoid", "tanh", "sigmoid_narrow_range", "conv_sigmoid_head"}
 
 # PerChannelWeight (accuracy_level 9, channel_wise_quantization 1): the network P2Dynamic, depthwise per channel
-PER_CHANNEL = ("depthwise", "depthwise_relu6", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale", "conv_relu_conv",
-               "residual", "classifier", "gemm", "batch_norm", "prelu")
+PER_CHANNEL = ("depthwise", "depthwise_relu6", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale",
+               "conv_relu_conv", "residual", "classifier", "gemm", "batch_norm", "prelu")
 
 PARAMS = ([(name, 8, "11.00", False) for name in CASES]
           + [(name, 16, "11.00", False) for name in CASES if name not in EIGHT_BIT_ONLY]
