@@ -42,7 +42,8 @@ from .calibration import (HISTOGRAM, MINMAX, PERCENTILE_ACT_RANGE_SHRINK, Calibr
 from .layers import build_networks
 from .options import TidlOptions
 from .quantize import (ACT_RANGE_BIT, BIAS_CALIB_BIT, BIAS_CALIBRATION_FACTOR, BIAS_RANGE_BIT, NO_OUTLIER_BIT,
-                       QuantizationError, QuantizedModel, _quantize_subgraph, calibration_option_bits)
+                       QuantizationError, QuantizedModel, _quantize_subgraph, bias_calibration_applies,
+                       calibration_option_bits)
 
 #: TI's ``TIDL_NUM_ACTIVATION_HISTOGRAM_BINS``.
 ACTIVATION_HISTOGRAM_BINS = 1024
@@ -166,7 +167,7 @@ def bias_calibration_means(layer, means: Optional[np.ndarray], bias_size: int) -
 def _bias_calibrated(model: QuantizedModel, key: Key, float_mean) -> bool:
     """Whether bias calibration moves this layer's bias (TI 11.x: ``TIDL_updateBiasForBiasCalibration``):
     a convolution or deconvolution with a bias; an inner product whose constant is its second operand
-    (TIDL 10.x on; ``quantize.bias_calibration_applies`` keeps the others out of ``float_biases``); a batch
+    (TIDL 10.x on, the ONNX Runtime flow: ``quantize.bias_calibration_applies``); a batch
     norm without activation or with ReLU, unless all its weights and all its biases are equal (a scalar
     batch norm); its means match its bias."""
     sg, index = key
@@ -271,7 +272,8 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
                 rng = results[sg].tensors.get(layer.outputs[0])
                 source = nets[sg].layers[index]
                 mean = bias_calibration_means(source, None if rng is None else rng.channel_mean, len(bias))
-                if _bias_calibrated(model, (sg, index), mean):
+                if bias_calibration_applies(source, options.tidl_version, flow) and \
+                        _bias_calibrated(model, (sg, index), mean):
                     float_means[(sg, index)] = mean
                     if constant_second_operand(source):
                         columns.add((sg, index))

@@ -100,14 +100,16 @@ WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
 BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
 
 
-def bias_calibration_applies(layer: TidlLayer, tidl_version: str) -> bool:
+def bias_calibration_applies(layer: TidlLayer, tidl_version: str, flow: str = "ort") -> bool:
     """Whether bias calibration moves this layer's bias (TI: ``TIDL_updateBiasForBiasCalibration``,
     docs/numerics.md §9.5): convolutions, deconvolutions and batch norms (their further conditions in
     ``calibration_loop``); from TIDL 10.x on also an inner product whose constant is its second operand
-    (``innerProductParams.constIdx == 1``); TIDL 08.06 leaves every inner product alone."""
+    (``innerProductParams.constIdx == 1``, which TI's ONNX import gives a Gemm or MatMul with a constant B)
+    in the ONNX Runtime flow (``flow`` "ort"); TI's relay import gives ``nn.dense`` ``constIdx`` -1, so the
+    TVM flow's inner products keep their bias, as every inner product with TIDL 08.06."""
     if layer.type in BIAS_CALIBRATED:
         return True
-    return tidl_version != "08.06" and constant_second_operand(layer)
+    return tidl_version != "08.06" and flow == "ort" and constant_second_operand(layer)
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
            "Reduce")
