@@ -868,6 +868,24 @@ def ti_activation_table(kind: str, in_scale: float, in_signed: bool, out_scale: 
                                   out_scale, out_zero_point, 8, out_signed) for q in range(lo, hi + 1)], np.int64)
 
 
+#: TI's ``SOFTMAX_16_BIT_SCALE_LIM``: a 16-bit softmax output's scale per element of the softmax axis.
+SOFTMAX_16_BIT_SCALE_PER_ELEMENT = 254
+
+
+def softmax_fixed_output_scale(bits: int, axis_length: int) -> float:
+    """§8.9 the tensorScale of a softmax's fixed-point (unsigned) output (TI: ``TIDL_UpdateScaleFactors``,
+    TIDL 10.x/11.x): 8-bit 256; 16-bit ``254 x`` the input's length along the softmax axis
+    (``SOFTMAX_16_BIT_SCALE_LIM x dim``, TI's default ``softmax16BitScaleUpdate`` 0; 65536 only with
+    that option set)."""
+    if int(bits) == 8:
+        return 256.0
+    if int(bits) == 16:
+        if int(axis_length) < 1:
+            raise FixedPointError(f"softmax: an axis of length {axis_length}")
+        return float(SOFTMAX_16_BIT_SCALE_PER_ELEMENT * int(axis_length))
+    raise FixedPointError(f"softmax: a fixed-point output of {bits} bits (8 or 16)")
+
+
 def leaky_relu_uses_table(tidl_version: str, in_bits: int, out_bits: int) -> bool:
     """§8.10.1: whether a standalone leaky ReLU is TI's table (TI: ``TIDL_LUTMethodMapTable``, TIDL
     10.x/11.x: the 8-bit hardware table, AM62A's 8-bit single-point table, the 16-bit single-point table

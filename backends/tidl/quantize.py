@@ -1144,13 +1144,15 @@ class _Quantizer:
 
     def softmax(self, layer: TidlLayer) -> QuantizedLayer:
         """Float32 out (§8.9), unless layers of the subgraph read it (attention's A V): then unsigned at
-        the layer's width with tensorScale 2^bits (TI 11.x's fixed-point softmax output: 8-bit at 256)."""
+        the layer's width with TI 11.x's fixed-point softmax scale (``numerics.softmax_fixed_output_scale``:
+        8-bit 256, 16-bit 254 x the axis length)."""
         x = self.tensors[layer.inputs[0]]
         t = self.net.tensors[layer.outputs[0]]
         readers = [c for c in self.consumers.get(t.id, ()) if not c.is_data]
         if readers:
             _, out_bits = self.widths(layer)
-            self.output_tensor(layer, 0, out_bits, False, float(1 << out_bits))
+            length = int(self.net.tensors[layer.inputs[0]].shape[int(layer.params.axis)])
+            self.output_tensor(layer, 0, out_bits, False, nx.softmax_fixed_output_scale(out_bits, length))
         else:
             self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
         attrs: Dict[str, Any] = {"axis": layer.params.axis}

@@ -961,3 +961,8 @@ def leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha):
         r = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
         table.append(clamp(r, olo, ohi))
     return table
+
+
+def softmax_fixed_output_scale(bits, axis_length):
+    """§8.9: a fixed-point softmax output's tensorScale: 256 at 8 bit, 254 per element of the axis at 16."""
+    return 256.0 if bits == 8 else 254.0 * axis_length

@@ -467,3 +467,11 @@ def test_leaky_relu_table_by_hand():
     signed 8-bit, lowest input first."""
     t = nx.leaky_relu_table(16.0, 8, True, 32.0, True, 0.1)
     assert t[-5 + 128] == -1 and t[7 + 128] == 14 and t[0] == -26 and len(t) == 256
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.integers(1, 2000))
+def test_softmax_fixed_output_scale_matches_oracle(bits, length):
+    """§8.9: 8-bit 256; 16-bit 254 x the softmax axis length (TI's SOFTMAX_16_BIT_SCALE_LIM x dim)."""
+    count("softmax_fixed_output_scale")
+    assert nx.softmax_fixed_output_scale(bits, length) == oracle.softmax_fixed_output_scale(bits, length)
