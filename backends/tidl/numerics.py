@@ -432,6 +432,15 @@ def symmetric_range_scale(range_min: float, range_max: float, bits: int, signed:
     return float(scale)
 
 
+def all_zero_constant_scale(values) -> Optional[float]:
+    """§6.1: the tensorScale TI's import gives a constant tensor whose values are all 0 (TI:
+    ``TIDL_updateParamsRange`` / ``TIDL_QuantizeSignedMax`` find no scale, -1, made 1 for a
+    ``TIDL_ConstDataLayer``'s weights; ``TIDL_UpdateScaleFactors`` then takes accScale = that weight scale
+    and, on the [0, 0] range, roundBits 0 and tensorScale = accScale): 1.0. None when a value is not 0."""
+    arr = np.asarray(values)
+    return 1.0 if arr.size and not np.any(arr) else None
+
+
 def in_scales_for_min(in_scales: Sequence[float], zero_ranges: Sequence[bool],
                       tidl_version: str = "11.00") -> Tuple[float, ...]:
     """§6.1: the input scales an element-wise sum/max or a concat takes ``min(inScales)`` over. TIDL

@@ -992,11 +992,15 @@ class _Quantizer:
         c_signed = nx.feature_map_is_signed(float(const.min()))
         c_acc = data_convert_acc_scale(c_bits)
         c_rb = nx.round_bits(c_acc, float(const.min()), float(const.max()), c_bits, c_signed)
-        c_scale = nx.tensor_scale(c_acc, c_rb)
+        zero = nx.all_zero_constant_scale(const)
+        c_scale = nx.tensor_scale(c_acc, c_rb) if zero is None else zero
         c_type = FixedType(c_bits, c_signed)
         c_q = data_convert_to_fixed(const, c_scale, c_type)
         scales = [x.scale, c_scale]
-        acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else nx.acc_scale_eltwise_sum(scales, out_bits)
+        # §6.1: an all-zero constant's [0, 0] range leaves it out of min(inScale) (TIDL 10.x/11.x)
+        min_scales = nx.in_scales_for_min(scales, [False, zero is not None], self.opts.tidl_version)
+        acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else \
+            nx.acc_scale_eltwise_sum(min_scales, out_bits)
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()

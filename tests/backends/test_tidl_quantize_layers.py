@@ -327,3 +327,28 @@ def test_per_channel_depthwise_with_relu6_forces_each_channel():
         assert ratio == 2.0 ** np.round(np.log2(ratio))
         assert rb == max(0, int(np.floor(np.log2(float(np.float32(ws * in_scale)) / out.scale))))
     tidlx.emulate(q, {"x": calib["x"][:1]})
+
+
+ZERO_CONSTANT = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=3, kernel_size=[3, 3]);
+  multiply(%0, meta[relay.Constant][1])
+}
+'''
+
+
+@pytest.mark.parametrize("version", ["11.00", "08.06"])
+def test_an_all_zero_constant_has_scale_1(version):
+    """§6.1: a constant whose values are all 0 is at tensorScale 1 (TI: no weight scale, made 1, and
+    roundBits 0 on its [0, 0] range), so x * 0 accumulates at the input's own scale, and its [0, 0] output
+    keeps that accScale (roundBits 0)."""
+    r = np.random.default_rng(2)
+    params = [(r.standard_normal((3, 3, 3, 3)) * 0.3).astype(np.float32), np.zeros((1, 3, 4, 4), np.float32)]
+    mod = tidlx.parse_relay(ZERO_CONSTANT, params=params)
+    q = _quantize(mod, {"x": r.standard_normal((3, 3, 4, 4)).astype(np.float32)}, tidl_version=version)
+    (sub,) = q.subgraphs.values()
+    (layer,) = [l for l in sub.layers if l.type == "EltWise"]
+    x = sub.tensors[layer.inputs[0]]
+    assert layer.weight_scale == 1.0 and not np.any(layer.weights)
+    assert layer.acc_scale == x.scale and layer.round_bits == 0
+    assert sub.tensors[layer.outputs[0]].scale == x.scale

@@ -966,3 +966,8 @@ def leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha):
 def softmax_fixed_output_scale(bits, axis_length):
     """§8.9: a fixed-point softmax output's tensorScale: 256 at 8 bit, 254 per element of the axis at 16."""
     return 256.0 if bits == 8 else 254.0 * axis_length
+
+
+def all_zero_constant_scale(values):
+    """§8.5: a constant of zeros is at tensorScale 1; None for any other constant."""
+    return 1.0 if len(np.ravel(values)) and all(float(v) == 0.0 for v in np.ravel(values)) else None

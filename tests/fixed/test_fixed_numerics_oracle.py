@@ -475,3 +475,12 @@ def test_softmax_fixed_output_scale_matches_oracle(bits, length):
     """§8.9: 8-bit 256; 16-bit 254 x the softmax axis length (TI's SOFTMAX_16_BIT_SCALE_LIM x dim)."""
     count("softmax_fixed_output_scale")
     assert nx.softmax_fixed_output_scale(bits, length) == oracle.softmax_fixed_output_scale(bits, length)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.0, 1e-30, -2.5]), min_size=1, max_size=8))
+def test_all_zero_constant_scale_matches_oracle(values):
+    """§8.5: a constant of zeros (-0.0 included) is at tensorScale 1; any other value leaves the rule."""
+    count("all_zero_constant_scale")
+    arr = np.array(values, np.float32)
+    assert nx.all_zero_constant_scale(arr) == oracle.all_zero_constant_scale(arr)
