@@ -432,6 +432,13 @@ def symmetric_range_scale(range_min: float, range_max: float, bits: int, signed:
     return float(scale)
 
 
+def scatter_add_common_scale(data_scale: float, updates_scale: float) -> float:
+    """§8.16: the one tensorScale TI's import gives an 'add' ScatterElements' data and updates producers
+    (TI 11.x ``TIDL_UpdateScaleFactors``, ScatterND branch: "forcing the Data and Update inputs to have same
+    scales"): the smaller of the two."""
+    return float(min(float(data_scale), float(updates_scale)))
+
+
 def all_zero_constant_scale(values) -> Optional[float]:
     """§6.1: the tensorScale TI's import gives a constant tensor whose values are all 0 (TI:
     ``TIDL_updateParamsRange`` / ``TIDL_QuantizeSignedMax`` find no scale, -1, made 1 for a

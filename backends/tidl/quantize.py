@@ -1216,9 +1216,13 @@ class _Quantizer:
             if index_values.size and (index_values.min() < -2**31 or index_values.max() >= 2**31):
                 raise QuantizationError(f"{self.where(layer)}: constant indices outside int32 (TIDL's index type)")
             attrs["indices"] = index_values.astype(np.int32)
+        if reduction == "add" and ids["data"] is not None and d.scale != u.scale:
+            # TI forces the data's and the updates' producers to one scale: relabelled, not requantized
+            d, u = self.scatter_add_common_scale(layer, ids["data"], ids["updates"])
+            notes.append(f"data and updates relabelled at their smaller scale {u.scale:.6g} (TI's import)")
         out_scale = u.scale
         if reduction == "add":
-            rng = self.range_of(layer.outputs[0])
+            rng = self.scatter_add_range(layer)
             if abs(rng.max - rng.min) < nx.ABS_MAX_EPSILON:   # tidlx's choice: a constant output, the updates'
                 notes.append("calibrated output range empty: the updates' scale")
             else:
@@ -1234,6 +1238,27 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "ScatterElements", layer.type_id, layer.inputs,
                               layer.outputs, attrs, acc_scale=u.scale, bounds=out.fixed_type.bounds,
                               notes=tuple(notes), **extra)
+
+    def scatter_add_common_scale(self, layer: TidlLayer, data: int, updates: int
+                                 ) -> Tuple[QuantizedTensor, QuantizedTensor]:
+        """§8.16 TI's forcing of an 'add' ScatterElements' data and updates to one scale (TI 11.x
+        ``TIDL_UpdateScaleFactors``, ScatterND branch): both producers' tensorScale becomes the smaller of
+        the two (``numerics.scatter_add_common_scale``), their roundBits unchanged -- the producers' integers
+        stay, read at that scale by the scatter and by every layer quantized after it."""
+        common = nx.scatter_add_common_scale(self.tensors[data].scale, self.tensors[updates].scale)
+        for tid in (data, updates):
+            self.tensors[tid] = dataclasses.replace(self.tensors[tid], scale=common)
+        return self.tensors[data], self.tensors[updates]
+
+    def scatter_add_range(self, layer: TidlLayer) -> TensorRange:
+        """§8.16 the range an 'add' ScatterElements' output scale comes from (TI 11.x
+        ``TIDL_UpdateScaleFactors``): the first layer reading the output, when it is a Slice, gives its
+        range (the slice drops the out-of-range updates TI's exports add at the last line); else the
+        layer's own."""
+        readers = [c for c in self.consumers.get(layer.outputs[0], ()) if not c.is_data]
+        if readers and readers[0].type == "Slice":
+            return self.range_of(readers[0].outputs[0])
+        return self.range_of(layer.outputs[0])
 
     def mma(self, layer: TidlLayer, ratio: float, what: str) -> Tuple[int, int]:
         try:

@@ -971,3 +971,8 @@ def softmax_fixed_output_scale(bits, axis_length):
 def all_zero_constant_scale(values):
     """§8.5: a constant of zeros is at tensorScale 1; None for any other constant."""
     return 1.0 if len(np.ravel(values)) and all(float(v) == 0.0 for v in np.ravel(values)) else None
+
+
+def scatter_add_common_scale(data_scale, updates_scale):
+    """§8.16: an 'add' scatter's data and updates both take the smaller of their two scales."""
+    return data_scale if data_scale < updates_scale else updates_scale

@@ -484,3 +484,12 @@ def test_all_zero_constant_scale_matches_oracle(values):
     count("all_zero_constant_scale")
     arr = np.array(values, np.float32)
     assert nx.all_zero_constant_scale(arr) == oracle.all_zero_constant_scale(arr)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(scales, scales)
+def test_scatter_add_common_scale_matches_oracle(data_scale, updates_scale):
+    """§8.16: the one scale of an 'add' scatter's data and updates producers."""
+    count("scatter_add_common_scale")
+    assert nx.scatter_add_common_scale(data_scale, updates_scale) == \
+        oracle.scatter_add_common_scale(data_scale, updates_scale)
