@@ -92,7 +92,8 @@ class TensorRange:
     observed_max: float
     raw_min: float
     raw_max: float
-    #: the float mean of each channel (axis 1) of the frames' values, for bias calibration;
+    #: the float mean of each channel (axis 1) of the frames' values, for bias calibration (an inner
+    #: product whose constant is its second operand: of each channel and column, ``frame_column_means``);
     #: None for a tensor of rank < 2
     channel_mean: Optional[Tuple[float, ...]] = field(default=None, compare=False, repr=False)
 
@@ -156,17 +157,85 @@ def running_channel_mean(previous: Optional[np.ndarray], current: np.ndarray, fr
     return old
 
 
+def running_column_mean(previous: Optional[np.ndarray], current: np.ndarray, frame: int) -> np.ndarray:
+    """An inner product's column means after one more frame (TI: ``TIDL_TensorPerChannelMeanStats``, its
+    branch for an inner product whose constant is the second operand): as ``running_channel_mean``, but
+    TI writes the kept part as ``old * (1.0 - u)`` with a double 1.0, so that product and the sum are in
+    double (``cur * u`` stays a float32 product), rounded to float32 once per row."""
+    cur = np.asarray(current, np.float32)
+    rows = cur.reshape(-1, cur.shape[-1]) if cur.ndim > 1 else cur.reshape(1, -1)
+    old = np.zeros_like(rows[0]) if previous is None or frame == 0 else np.asarray(previous, np.float32)
+    u = np.float32(1.0 / (float(frame) + 1.0))
+    keep = 1.0 - float(u)
+    for row in rows:
+        old = (old.astype(np.float64) * keep + (row * u).astype(np.float64)).astype(np.float32)
+    return old
+
+
+#: Integers whose magnitudes add up to at most 2^24 have a float32 running sum without rounding.
+_FLOAT32_EXACT_SUM = 1 << 24
+
+
+def float32_running_sums(values: np.ndarray) -> np.ndarray:
+    """Sums along the last axis as TI accumulates a channel (``TIDL_TensorPerChannelMeanStats``: each
+    value cast to float32 and added in element order to a float32 sum). Integers whose magnitudes add up
+    to at most 2^24 sum without rounding (their int64 sum is the same float32); anything else takes a
+    float32 running sum (``cumsum``, never numpy's pairwise sum)."""
+    values = np.asarray(values)
+    if values.shape[-1] == 0:
+        return np.zeros(values.shape[:-1], np.float32)
+    if values.dtype.kind in "iu":
+        magnitude = max(-int(values.min()), int(values.max()))
+        if magnitude * values.shape[-1] <= _FLOAT32_EXACT_SUM:
+            return values.sum(axis=-1, dtype=np.int64).astype(np.float32)
+    return np.cumsum(values.astype(np.float32), axis=-1, dtype=np.float32)[..., -1]
+
+
 def frame_channel_means(values: np.ndarray, scale: float = 1.0) -> Optional[np.ndarray]:
     """One frame's per-channel (axis 1) means in real units, one row per batch item (axis 0), as TI's
-    ``TIDL_TensorPerChannelMeanStats`` takes them: the sum (tidlx sums in float64; TI accumulates in
-    float32), divided by the element count, then by ``scale`` (the tensorScale, 1.0 for float), as float32
-    operations. None for a tensor of rank < 2."""
+    ``TIDL_TensorPerChannelMeanStats`` takes them: the sum in float32 (``float32_running_sums``), divided
+    by the element count, then by ``scale`` (the tensorScale, 1.0 for float), as float32 operations. None
+    for a tensor of rank < 2."""
     values = np.asarray(values)
     if values.ndim < 2 or values.size == 0:
         return None
     per = values.reshape(values.shape[0], values.shape[1], -1)
-    sums = per.sum(axis=2, dtype=np.int64 if values.dtype.kind in "iu" else np.float64).astype(np.float32)
+    sums = float32_running_sums(per)
     return (sums / np.float32(per.shape[2])) / np.float32(scale)
+
+
+def frame_column_means(values: np.ndarray, scale: float = 1.0) -> Optional[np.ndarray]:
+    """One frame's means of an inner product's output whose constant is the second operand (TI:
+    ``TIDL_TensorPerChannelMeanStats``, the branch for ``innerProductParams.constIdx == 1``: the bias
+    runs along the columns). TIDL's dimensions are the tensor's, right-aligned: width the last axis,
+    height the one before (1 for rank 1), channels the third from the end (1 below rank 3), and every
+    axis before that a row of its own. Per row, channel and column: the float32 sum over the height,
+    divided by the height, then by ``scale``, as float32 operations. One row per leading index, each
+    ``channels x width`` long, channel-major (TI's ``c * width + w``). None for an empty tensor."""
+    values = np.asarray(values)
+    if values.ndim < 1 or values.size == 0:
+        return None
+    shape = values.shape
+    width = shape[-1]
+    height = shape[-2] if values.ndim >= 2 else 1
+    channels = shape[-3] if values.ndim >= 3 else 1
+    per = np.swapaxes(values.reshape(-1, channels, height, width), 2, 3)   # rows, channels, width, height
+    means = (float32_running_sums(per) / np.float32(height)) / np.float32(scale)
+    return means.reshape(means.shape[0], channels * width)
+
+
+def constant_second_operand(layer: Optional[TidlLayer]) -> bool:
+    """Whether ``layer`` is an inner product whose constant is its second operand (TI's
+    ``innerProductParams.constIdx == 1``: a MatMul or Gemm with a constant B, TIDL 11.x's ONNX import):
+    its per-channel means run along the output's columns (``frame_column_means``) and bias calibration
+    updates its bias (``quantize.bias_calibration_applies``)."""
+    if layer is None or layer.type != "InnerProduct" or layer.function is None:
+        return False
+    for node in post_order(layer.function.body, enter_functions=False):
+        if isinstance(node, Call) and node.op_name in ("nn.dense", "nn.matmul"):
+            return len(node.args) == 2 and isinstance(node.args[1], Constant) \
+                and not isinstance(node.args[0], Constant)
+    return False
 
 
 class _TensorStats:
@@ -174,9 +243,10 @@ class _TensorStats:
     min/max (or their running min/max under NoOutlier), the plain min/max, and the running per-channel
     means (bias calibration's float means)."""
 
-    __slots__ = ("name", "frames", "min", "max", "range", "no_outlier", "channel_mean", "input_convert")
+    __slots__ = ("name", "frames", "min", "max", "range", "no_outlier", "channel_mean", "input_convert",
+                 "columns")
 
-    def __init__(self, name: str, no_outlier: bool, input_convert: bool):
+    def __init__(self, name: str, no_outlier: bool, input_convert: bool, columns: bool = False):
         self.name = name
         self.frames = 0
         self.min = math.inf
@@ -186,6 +256,8 @@ class _TensorStats:
         #: a float subgraph input (TI's input DataConvert layer): running min/max whatever the option
         self.input_convert = input_convert
         self.channel_mean: Optional[np.ndarray] = None
+        #: the output of an inner product whose constant is its second operand: means by column
+        self.columns = columns
 
     def add(self, values: np.ndarray, where: str) -> None:
         values = np.asarray(values)
@@ -196,9 +268,12 @@ class _TensorStats:
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise CalibrationError(f"{where}: tensor '{self.name}' has non-finite values (inf or nan); TIDL cannot "
                                    f"calibrate a range for it")
-        means = frame_channel_means(values) if values.dtype.kind == "f" else None
-        if means is not None:
-            self.channel_mean = running_channel_mean(self.channel_mean, means, self.frames)
+        if values.dtype.kind == "f":
+            frame_means, running = (frame_column_means, running_column_mean) if self.columns else \
+                (frame_channel_means, running_channel_mean)
+            means = frame_means(values)
+            if means is not None:
+                self.channel_mean = running(self.channel_mean, means, self.frames)
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.range = running_range(self.range, (lo, hi), self.frames, self.no_outlier or self.input_convert)
         self.frames += 1
@@ -314,7 +389,10 @@ class _Recorder:
         self.stats: Dict[str, Dict[int, _TensorStats]] = {}
         self.layer_of_tensor: Dict[Tuple[str, int], TidlLayer] = layer_of_tensor(networks)
         for net in networks:
-            self.stats[net.name] = {t.id: _TensorStats(t.name, no_outlier, t.id in net.inputs) for t in net.tensors}
+            self.stats[net.name] = {
+                t.id: _TensorStats(t.name, no_outlier, t.id in net.inputs,
+                                   constant_second_operand(self.layer_of_tensor.get((net.name, t.id))))
+                for t in net.tensors}
         self.sources = TidlTensorSources(mod, networks, CalibrationError, "calibration", entry)
         for net in networks:
             if self.sources.calls.get(net.name, 0) != 1:
@@ -516,4 +594,6 @@ def _with_qdq_ranges(partitioned: IRModule, networks, results: Dict[str, Calibra
 
 
 __all__ = ["calibrate", "CalibrationResult", "TensorRange", "CalibrationError", "PERCENTILE_ACT_RANGE_SHRINK",
-           "running_range", "running_channel_mean", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR", "MINMAX", "HISTOGRAM"]
+           "running_range", "running_channel_mean", "running_column_mean", "frame_column_means",
+           "float32_running_sums", "constant_second_operand", "QUANT_RANGE_EXPANSION_FACTOR", "WIDE_OUTPUT_FACTOR",
+           "MINMAX", "HISTOGRAM"]

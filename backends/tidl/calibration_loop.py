@@ -37,11 +37,13 @@ from ...ir.module import IRModule
 from ...ir.types import TupleType
 from ._calibration_loops import value_counts
 from .calibration import (HISTOGRAM, MINMAX, PERCENTILE_ACT_RANGE_SHRINK, CalibrationResult, layer_of_tensor,
-                          frame_channel_means, running_channel_mean, running_range, tensor_range)
+                          constant_second_operand, frame_channel_means, frame_column_means, running_channel_mean,
+                          running_column_mean, running_range, tensor_range)
 from .layers import build_networks
 from .options import TidlOptions
 from .quantize import (ACT_RANGE_BIT, BIAS_CALIB_BIT, BIAS_CALIBRATION_FACTOR, BIAS_RANGE_BIT, NO_OUTLIER_BIT,
-                       QuantizationError, QuantizedModel, _quantize_subgraph, calibration_option_bits)
+                       QuantizationError, QuantizedModel, _quantize_subgraph, bias_calibration_applies,
+                       calibration_option_bits)
 
 #: TI's ``TIDL_NUM_ACTIVATION_HISTOGRAM_BINS``.
 ACTIVATION_HISTOGRAM_BINS = 1024
@@ -149,10 +151,25 @@ def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: 
     return (float(np.float32(lo) / s), float(np.float32(hi) / s)), (qmin / scale, qmax / scale)
 
 
+def bias_calibration_means(layer, means: Optional[np.ndarray], bias_size: int) -> Optional[np.ndarray]:
+    """The means whose shift moves a layer's bias (TI: ``TIDL_updateBiasForBiasCalibration`` adds to bias
+    element ``i`` the shift at the layer's offset ``+ i``): a channel's mean per bias element; for an
+    inner product whose constant is its second operand the first ``bias_size`` of its channel-major
+    column means, channel 0's columns (``calibration.frame_column_means``). None: none recorded."""
+    if means is None:
+        return None
+    means = np.asarray(means, np.float32)
+    if constant_second_operand(layer) and len(means) >= bias_size:
+        return means[:bias_size]
+    return means
+
+
 def _bias_calibrated(model: QuantizedModel, key: Key, float_mean) -> bool:
     """Whether bias calibration moves this layer's bias (TI 11.x: ``TIDL_updateBiasForBiasCalibration``):
-    a convolution or deconvolution with a bias; a batch norm without activation or with ReLU, unless all its
-    weights and all its biases are equal (a scalar batch norm); its output channels match its bias."""
+    a convolution or deconvolution with a bias; an inner product whose constant is its second operand
+    (TIDL 10.x on, the ONNX Runtime flow: ``quantize.bias_calibration_applies``); a batch
+    norm without activation or with ReLU, unless all its weights and all its biases are equal (a scalar
+    batch norm); its means match its bias."""
     sg, index = key
     layer = model.subgraphs[sg].layers[index]
     bias = model.float_biases[key]
@@ -172,11 +189,13 @@ class _Collector:
     """A fixed-point observer: per layer output the running range over the frames of one iteration, the
     plain min/max, and the running channel means of the bias-calibrated layers."""
 
-    def __init__(self, model: QuantizedModel, histogram: bool, no_outlier: bool, mean_layers):
+    def __init__(self, model: QuantizedModel, histogram: bool, no_outlier: bool, mean_layers, column_layers=()):
         self.model = model
         self.histogram = histogram
         self.no_outlier = no_outlier
         self.mean_layers = set(mean_layers)
+        #: the inner products whose constant is their second operand: means by column
+        self.column_layers = set(column_layers)
         self.frame = 0
         self.ranges: Dict[Key, Tuple[float, float]] = {}
         self.observed: Dict[Key, Tuple[float, float]] = {}
@@ -199,9 +218,11 @@ class _Collector:
         layer_key = (o.subgraph, o.layer.index)
         if layer_key in self.mean_layers and o.outputs:
             t = sub.tensors[o.layer.outputs[0]]
-            means = frame_channel_means(np.asarray(o.outputs[0]), 1.0 if t.is_float else t.scale)
+            frame_means, running = (frame_column_means, running_column_mean) \
+                if layer_key in self.column_layers else (frame_channel_means, running_channel_mean)
+            means = frame_means(np.asarray(o.outputs[0]), 1.0 if t.is_float else t.scale)
             if means is not None:
-                self.means[layer_key] = running_channel_mean(self.means.get(layer_key), means, self.frame)
+                self.means[layer_key] = running(self.means.get(layer_key), means, self.frame)
 
 
 def _quantized(partitioned: IRModule, networks, options: TidlOptions, results: Mapping[str, CalibrationResult],
@@ -226,6 +247,7 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
     the final quantization (module docstring). ``progress(done, total)`` is called after each fixed-point
     frame (total: iterations x frames)."""
     networks = build_networks(partitioned)
+    nets = {net.name: net for net in networks}
     bits = calibration_option_bits(options)
     flow = str(partitioned.attrs.get(FLOW_ATTR, "tvm"))
     iterations = calibration_iterations(options, flow) if networks else 0   # no TIDL subgraph: nothing to run
@@ -243,15 +265,19 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
     model = _quantized(partitioned, networks, options, results, biases, errors, cache)
     total = iterations * (len(data) if data is not None else 0)
     for iteration in range(iterations):
-        float_means = {}
+        float_means, columns = {}, set()
         if bias_calibration:
             for (sg, index), bias in model.float_biases.items():
                 layer = model.subgraphs[sg].layers[index]
                 rng = results[sg].tensors.get(layer.outputs[0])
-                mean = None if rng is None or rng.channel_mean is None else np.array(rng.channel_mean, np.float32)
-                if _bias_calibrated(model, (sg, index), mean):
+                source = nets[sg].layers[index]
+                mean = bias_calibration_means(source, None if rng is None else rng.channel_mean, len(bias))
+                if bias_calibration_applies(source, options.tidl_version, flow) and \
+                        _bias_calibrated(model, (sg, index), mean):
                     float_means[(sg, index)] = mean
-        collector = _Collector(model, histogram, no_outlier, float_means)
+                    if constant_second_operand(source):
+                        columns.add((sg, index))
+        collector = _Collector(model, histogram, no_outlier, float_means, columns)
         for k, frame in enumerate(data):
             collector.frame = k
             try:
@@ -265,7 +291,7 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
             step = bias_calibration_step(iteration, iterations)
             deltas = []
             for key, mean_float in float_means.items():
-                mean_fixed = collector.means[key]
+                mean_fixed = collector.means[key][:len(mean_float)]
                 deltas.append(float(np.abs(mean_float.astype(np.float64) - mean_fixed).mean()))
                 shift = (mean_float - mean_fixed) * step
                 biases[key] = (np.asarray(model.float_biases[key]).astype(np.float32) + shift).astype(np.float64)
@@ -289,5 +315,6 @@ def _updated(result: CalibrationResult, collector: _Collector, owners, method: s
                              result.data, result.given)
 
 
-__all__ = ["quantize_iteratively", "calibration_iterations", "FLOW_ATTR", "bias_calibration_step", "frame_histogram_range",
+__all__ = ["quantize_iteratively", "calibration_iterations", "FLOW_ATTR", "bias_calibration_step",
+           "bias_calibration_means", "frame_histogram_range",
            "histogram_shrink_count", "integer_counts", "range_of_frame", "ACTIVATION_HISTOGRAM_BINS"]

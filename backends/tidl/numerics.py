@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...emulator.fixed.arith import FixedPointError, saturation_bounds
+from ...emulator.fixed.arith import FixedPointError, FixedType, activation_bounds, saturation_bounds
 
 #: §2: quantization_scale_type -> TI's quantizationStyle (TIDL-NUMERICS.md, "Scales and styles")
 NP2_FIXED = 2
@@ -430,6 +430,22 @@ def symmetric_range_scale(range_min: float, range_max: float, bits: int, signed:
     if scale < 1 and hi <= top and lo >= type_lo:
         scale = _f32(1.0)
     return float(scale)
+
+
+def scatter_add_common_scale(data_scale: float, updates_scale: float) -> float:
+    """§8.16: the one tensorScale TI's import gives an 'add' ScatterElements' data and updates producers
+    (TI 11.x ``TIDL_UpdateScaleFactors``, ScatterND branch: "forcing the Data and Update inputs to have same
+    scales"): the smaller of the two."""
+    return float(min(float(data_scale), float(updates_scale)))
+
+
+def all_zero_constant_scale(values) -> Optional[float]:
+    """§6.1: the tensorScale TI's import gives a constant tensor whose values are all 0 (TI:
+    ``TIDL_updateParamsRange`` / ``TIDL_QuantizeSignedMax`` find no scale, -1, made 1 for a
+    ``TIDL_ConstDataLayer``'s weights; ``TIDL_UpdateScaleFactors`` then takes accScale = that weight scale
+    and, on the [0, 0] range, roundBits 0 and tensorScale = accScale): 1.0. None when a value is not 0."""
+    arr = np.asarray(values)
+    return 1.0 if arr.size and not np.any(arr) else None
 
 
 def in_scales_for_min(in_scales: Sequence[float], zero_ranges: Sequence[bool],
@@ -868,6 +884,51 @@ def ti_activation_table(kind: str, in_scale: float, in_signed: bool, out_scale: 
                                   out_scale, out_zero_point, 8, out_signed) for q in range(lo, hi + 1)], np.int64)
 
 
+#: TI's ``SOFTMAX_16_BIT_SCALE_LIM``: a 16-bit softmax output's scale per element of the softmax axis.
+SOFTMAX_16_BIT_SCALE_PER_ELEMENT = 254
+
+
+def softmax_fixed_output_scale(bits: int, axis_length: int) -> float:
+    """§8.9 the tensorScale of a softmax's fixed-point (unsigned) output (TI: ``TIDL_UpdateScaleFactors``,
+    TIDL 10.x/11.x): 8-bit 256; 16-bit ``254 x`` the input's length along the softmax axis
+    (``SOFTMAX_16_BIT_SCALE_LIM x dim``, TI's default ``softmax16BitScaleUpdate`` 0; 65536 only with
+    that option set)."""
+    if int(bits) == 8:
+        return 256.0
+    if int(bits) == 16:
+        if int(axis_length) < 1:
+            raise FixedPointError(f"softmax: an axis of length {axis_length}")
+        return float(SOFTMAX_16_BIT_SCALE_PER_ELEMENT * int(axis_length))
+    raise FixedPointError(f"softmax: a fixed-point output of {bits} bits (8 or 16)")
+
+
+def leaky_relu_uses_table(tidl_version: str, in_bits: int, out_bits: int) -> bool:
+    """§8.10.1: whether a standalone leaky ReLU is TI's table (TI: ``TIDL_LUTMethodMapTable``, TIDL
+    10.x/11.x: the 8-bit hardware table, AM62A's 8-bit single-point table, the 16-bit single-point table
+    on every device, each built by ``TIDL_prepareLUTTable``): TIDL 10.x/11.x with input and output of
+    one width, 8 or 16 bits. Else the PReLU rule."""
+    return str(tidl_version) in TI_TABLE_VERSIONS and int(in_bits) == int(out_bits) and int(in_bits) in (8, 16)
+
+
+def leaky_relu_table(in_scale: float, in_bits: int, in_signed: bool, out_scale: float, out_signed: bool,
+                     alpha: float) -> np.ndarray:
+    """§8.10.1 TI's leaky ReLU table (TI: ``TIDL_getQuantizeLUT`` with ``TIDL_leakyRelu``, TIDL 11.x
+    import), one entry per value ``q`` of the input type, lowest first, output of the input's width:
+    ``x = (float)q / (float)inScale`` widened to double; ``y = x`` for ``x >= 0``, else ``x * alpha``
+    with ``alpha`` the float32 slope in double; ``round(y * outScale)`` in double, halves away from
+    zero, saturated to the output type."""
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"leaky ReLU table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(int(in_bits), in_signed)
+    q = np.arange(lo, hi + 1)
+    x = (q.astype(np.float32) / np.float32(in_scale)).astype(np.float64)
+    y = np.where(x >= 0.0, x, x * float(np.float32(alpha)))
+    v = y * float(np.float32(out_scale))
+    r = np.floor(np.abs(v) + 0.5) * np.where(v >= 0.0, 1.0, -1.0)
+    olo, ohi = saturation_bounds(int(in_bits), out_signed)
+    return np.clip(r, olo, ohi).astype(np.int64)
+
+
 def pla_sigmoid(q, in_scale: float, round_bits_: int, in_zero_point: int = 0) -> np.ndarray:
     """§8.10.2 AM62A's 8-bit sigmoid, four line segments in integers (TI: ``TIDL_refSigmoidCore`` on
     C7504, offsets by ``TIDL_refSigmoidProcess``), unsigned 8-bit out. With ``s = tensorScale`` of the
@@ -921,12 +982,27 @@ def table_layer_is_signed(kind: str) -> bool:
     return kind != "Sigmoid"
 
 
-def depthwise_reference_channel(weight_scales) -> int:
-    """§4.5, tidlx's choice of the channel whose accScale gives a per-channel layer its roundBits and
-    tensorScale (TI takes the channel with the largest float output, ``TIDL_findMinMaxForChQuant``; tidlx
-    keeps one range per tensor): the one with the smallest weight scale (the largest weights), so that
-    every channel's ratio to the output scale is >= 1."""
-    ws = _floats(weight_scales, "weight scales").ravel()
-    if ws.size == 0 or not (ws > 0).all():
-        raise FixedPointError("per-channel weight scales must be > 0")
-    return int(np.argmin(ws))
+def clip_activation_bounds(out: FixedType, tensor_scale: float, clip_min: float, clip_max: float,
+                           fused: bool = True) -> Tuple[int, int]:
+    """§8.10: the saturation of a Clip activation. Fused into a layer (convolution, deconvolution, inner
+    product, batch norm, element-wise, pooling): the output type's bounds only -- TI's kernels saturate
+    with ``TIDL_getSaturationLimits`` (``tidl_conv2d_base_ref.c``) or their output type's
+    ``numeric_limits`` (``TIDL_refBatchNormCore``); the clip acts through the range (§6.2: its bounds, an
+    unsigned type when clipMin >= 0) and, for [0, c] and [-c, c], §4.7's forced scale. A standalone Clip
+    layer, which keeps its input's scale (tidlx's choice): the clip's bounds at that scale
+    (``activation_bounds``)."""
+    if fused:
+        return out.bounds
+    return activation_bounds(out, "clip", tensor_scale, clip_min, clip_max)
+
+
+def per_channel_layer_weight_scale(abs_max: float, bits: int) -> float:
+    """§4.5: the weight scale whose accScale (times the input scale, §6.1) gives a per-channel layer its
+    roundBits and tensorScale. TI (TIDL 11.x): ``TIDL_UpdateScaleFactors`` reads the layer's
+    ``convParams.weightScale``, which ``TIDL_updateParamsRange`` set to ``TIDL_GetMaxQuantScale`` of all
+    the layer's weights (``abs_max``: after §4.3's limit with WeightRange) and ``TIDL_QuantPerChannelWeight``
+    leaves as it is (its scales go to ``perChannelWeightScale``; the statistics run's largest-output
+    channel scale is not read back by ``TIDL_readQuantStats``). P2, as the network is P2Dynamic; no bias
+    clip (§4.4), no §4.7 forcing; an absMax below 1e-15 gives 1 (TI's -1 made 1)."""
+    ws = weight_scale(abs_max, bits, power_of_2=True)
+    return ws if ws > 0 else 1.0

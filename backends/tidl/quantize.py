@@ -66,7 +66,7 @@ from ...ir.types import TupleType
 from . import numerics as nx
 from . import quant_proto
 from ._calibration_loops import quantize_weights_f32
-from .calibration import CalibrationResult, TensorRange
+from .calibration import CalibrationResult, TensorRange, constant_second_operand
 from .composites import MEMBER, elu, gelu, hard_sigmoid
 from .devices import DEFAULT_SOFTMAX_LANES, softmax_lanes
 from .layer_params import ConvParams, PoolParams
@@ -96,9 +96,21 @@ SUPPORTED_ACTIVATIONS = SATURATING + NON_SATURATING
 ACTIVATION_OPS = ("nn.relu", "clip", "nn.leaky_relu", "nn.prelu", "sigmoid", "tanh")
 #: Layer types with weights.
 WEIGHTED = ("Conv", "Deconv", "InnerProduct", "BatchNorm")
-#: Layer types whose biases bias calibration corrects (TI's: convolution, deconvolution, batch norm; not
-#: the inner product).
+#: Layer types whose biases bias calibration corrects in every TIDL version (TI's: convolution,
+#: deconvolution, batch norm); the inner product by ``bias_calibration_applies``.
 BIAS_CALIBRATED = ("Conv", "Deconv", "BatchNorm")
+
+
+def bias_calibration_applies(layer: TidlLayer, tidl_version: str, flow: str = "ort") -> bool:
+    """Whether bias calibration moves this layer's bias (TI: ``TIDL_updateBiasForBiasCalibration``,
+    docs/numerics.md §9.5): convolutions, deconvolutions and batch norms (their further conditions in
+    ``calibration_loop``); from TIDL 10.x on also an inner product whose constant is its second operand
+    (``innerProductParams.constIdx == 1``, which TI's ONNX import gives a Gemm or MatMul with a constant B)
+    in the ONNX Runtime flow (``flow`` "ort"); TI's relay import gives ``nn.dense`` ``constIdx`` -1, so the
+    TVM flow's inner products keep their bias, as every inner product with TIDL 08.06."""
+    if layer.type in BIAS_CALIBRATED:
+        return True
+    return tidl_version != "08.06" and flow == "ort" and constant_second_operand(layer)
 #: Layer types whose output keeps the input's type and scale (docs/numerics.md §6.1, §8.11).
 KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "DataConvert",
            "Reduce")
@@ -334,6 +346,8 @@ class _WeightedPlan:
     #: §4.3: the absMax the median rule left (per channel: an array (O, 1, 1, 1)), to which the weights are
     #: clipped before quantization; None when the rule is off or the weights come from a quant proto
     weight_limit: Any = None
+    #: §4.5: a per-channel layer's whole-layer weight scale, which sets its output scale (None otherwise)
+    layer_weight_scale: Optional[float] = None
 
 
 class _Quantizer:
@@ -413,10 +427,13 @@ class _Quantizer:
 
         given = (self.calib.given or {}).get(layer.index)   # read from a quant_params_proto_path file
         weight_limit: Any = None
+        layer_ws: Optional[float] = None
         if self.is_per_channel(layer):   # §4.5: one scale per output channel, no range limiting
             w = affine.folded_weights()
             per = [nx.weight_abs_max(w[c]) for c in range(w.shape[0])]
             abs_max, ws = max(per), np.array([nx.weight_scale(a, wbits, self.power_of_2) for a in per])
+            whole = nx.limit_weight_range_median(w, abs_max, wbits) if self.limit_weights else abs_max
+            layer_ws = nx.per_channel_layer_weight_scale(whole, wbits)
         elif given is not None and given.weight_abs_max is not None:
             abs_max = given.weight_abs_max
             if self.power_of_2 and abs_max >= nx.ABS_MAX_EPSILON:
@@ -435,7 +452,7 @@ class _Quantizer:
                 affine = dataclasses.replace(affine, bias=quant_proto.given_bias(given, affine.bias, where))
         in_signed = self.signed_of(layer.inputs[0])
         bs = nx.bias_scale(bias_abs_max, wbits, self.power_of_2)
-        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs, weight_limit)
+        found = _WeightedPlan(affine, wbits, abs_max, ws, bias_abs_max, in_signed, bs, weight_limit, layer_ws)
         self.plans[layer.index] = found
         return found
 
@@ -480,10 +497,13 @@ class _Quantizer:
         self.tensors[t.id] = q
         return q
 
-    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False) -> Tuple[Tuple[int, int], str]:
+    def bounds(self, layer: TidlLayer, out: QuantizedTensor, forced: bool = False,
+               fused: bool = True) -> Tuple[Tuple[int, int], str]:
         """The layer's final saturation (§8.10) and its activation word. ``forced``: §4.7 forced the output
         scale, and the output type's bounds are the only saturation (TI's kernels take the type's limits;
-        the forced scale puts the type's top at the clip)."""
+        the forced scale puts the type's top at the clip). A Clip is the type's bounds too when ``fused``
+        (the layer's own activation), its bounds at the output scale in a standalone Clip layer
+        (``numerics.clip_activation_bounds``)."""
         act = layer.activation
         if act.type not in SUPPORTED_ACTIVATIONS:
             raise self.unsupported(layer, f"the {act.type} activation")
@@ -506,7 +526,7 @@ class _Quantizer:
         # a missing bound (max(x, c) is clip(c, FLT_MAX)) is the type's own
         c_lo = c_lo if c_lo is not None and math.isfinite(c_lo) and abs(c_lo) < _NO_BOUND else lo_t / out.scale
         c_hi = c_hi if c_hi is not None and math.isfinite(c_hi) and abs(c_hi) < _NO_BOUND else hi_t / out.scale
-        return activation_bounds(ftype, "clip", out.scale, c_lo, c_hi), "clip"
+        return nx.clip_activation_bounds(ftype, out.scale, c_lo, c_hi, fused), "clip"
 
     def forced_clip(self, layer: TidlLayer) -> Optional[Tuple[float, bool]]:
         """§4.7, TI's ``isOutputTensorMaxSatAvailable``: (clipMax, symmetric) when the layer's activation
@@ -731,7 +751,7 @@ class _Quantizer:
             self.cache[("weights", layer.index)] = (key, wq, w32)
         bias_scale = nx.bias_scale(p.bias_abs_max, p.weight_bits, self.power_of_2)
         if aff.has_bias and bias_scale > 0:
-            if layer.type in BIAS_CALIBRATED:
+            if bias_calibration_applies(layer, self.tidl_version):
                 self.float_biases[layer.index] = aff.bias
             bq = nx.quantize_bias(aff.bias, bias_scale, p.weight_bits)
             isf = nx.in_scale_factor(ws, in_scale, bias_scale)
@@ -754,7 +774,8 @@ class _Quantizer:
         """A depthwise convolution with per-channel weights (§4.5, §8.1.1, TI's
         ``TIDL_QuantPerChannelWeight``): each channel's P2 weight scale clipped for the bias (§4.4, with
         or without BiasRange) and forced by a ReLU6/Clip (§4.7); the output's roundBits and tensorScale
-        from ``depthwise_reference_channel``'s accScale; one roundBits per channel."""
+        from the whole layer's weight scale (``numerics.per_channel_layer_weight_scale``); one roundBits per
+        channel."""
         if layer.activation.type in NON_SATURATING:
             raise self.unsupported(layer, f"per-channel weights with the {layer.activation.type} activation")
         notes: List[str] = []
@@ -773,16 +794,13 @@ class _Quantizer:
         if clip is not None:   # §4.7 per channel
             forced = [nx.clip_output_scale(clip[0], out_bits, float(s), x.scale, clip[1]) for s in ws]
             ws = np.array([w for _, w, _ in forced])
-            ref = nx.depthwise_reference_channel(ws)
-            out_scale, signed = forced[ref][0], clip[1]
-            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
-            notes.append(f"output scale forced to {out_scale:.6g} by {layer.activation.type}")
-        else:
-            ref = nx.depthwise_reference_channel(ws)
-            acc_ref = nx.acc_scale_weighted(float(ws[ref]), x.scale)
-            rb0, signed, more = self.requantized(layer, acc_ref, out_bits)
-            notes += more
-            out_scale = nx.tensor_scale(acc_ref, rb0)
+            notes.append(f"channel weight scales forced by {layer.activation.type}")
+        # the output's roundBits and tensorScale from the whole layer's weight scale; a clip-forced output
+        # has no §6.6 guard (TI's TIDL_UpdateScaleFactors)
+        acc_ref = nx.acc_scale_weighted(p.layer_weight_scale, x.scale)
+        rb0, signed, more = self.requantized(layer, acc_ref, out_bits, guard=clip is None)
+        notes += more
+        out_scale = nx.tensor_scale(acc_ref, rb0)
         rbs = nx.depthwise_per_channel_round_bits(ws, x.scale, out_scale)
         out = self.output_tensor(layer, 0, out_bits, signed, out_scale)
         bounds, act = self.bounds(layer, out, forced=clip is not None)
@@ -975,11 +993,15 @@ class _Quantizer:
         c_signed = nx.feature_map_is_signed(float(const.min()))
         c_acc = data_convert_acc_scale(c_bits)
         c_rb = nx.round_bits(c_acc, float(const.min()), float(const.max()), c_bits, c_signed)
-        c_scale = nx.tensor_scale(c_acc, c_rb)
+        zero = nx.all_zero_constant_scale(const)
+        c_scale = nx.tensor_scale(c_acc, c_rb) if zero is None else zero
         c_type = FixedType(c_bits, c_signed)
         c_q = data_convert_to_fixed(const, c_scale, c_type)
         scales = [x.scale, c_scale]
-        acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else nx.acc_scale_eltwise_sum(scales, out_bits)
+        # §6.1: an all-zero constant's [0, 0] range leaves it out of min(inScale) (TIDL 10.x/11.x)
+        min_scales = nx.in_scales_for_min(scales, [False, zero is not None], self.opts.tidl_version)
+        acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else \
+            nx.acc_scale_eltwise_sum(min_scales, out_bits)
         rb, signed, notes = self.requantized(layer, acc, out_bits)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
@@ -1005,7 +1027,7 @@ class _Quantizer:
         _, out_bits = self.widths(layer)
         signed = nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
         out = self.output_tensor(layer, 0, out_bits, signed, x.scale)
-        bounds, act = self.bounds(layer, out)
+        bounds, act = self.bounds(layer, out, fused=False)
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
 
@@ -1018,6 +1040,9 @@ class _Quantizer:
         if x.is_float:
             raise self.unsupported(layer, "a float input to a PReLU layer")
         wbits, out_bits = self.widths(layer)
+        if "slope" in dict(layer.activation.params) and nx.leaky_relu_uses_table(self.tidl_version, x.bits,
+                                                                                 out_bits):
+            return self.leaky_relu_table_layer(layer)
         shape = self.net.tensors[layer.inputs[0]].shape
         channels = int(shape[1]) if len(shape) > 1 else 1
         ws = nx.weight_scale(1.0, wbits, self.power_of_2)
@@ -1029,6 +1054,29 @@ class _Quantizer:
                               {"axis": 1}, act, nx.quantize_weights(np.ones(channels), ws, wbits), wbits, ws,
                               np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, rb, (), acc, bounds,
                               tuple(notes), **extra)
+
+    def leaky_relu_table_layer(self, layer: TidlLayer) -> QuantizedLayer:
+        """A standalone leaky ReLU with TIDL 10.x/11.x (§8.10.1): TI's activation batch norm with its table
+        over the input's own values (``numerics.leaky_relu_table``); accScale = 2^(bits-1) x the input's
+        scale (weight 1.0 at its §4.1 scale), a signed output, roundBits by §6.3 on the output's range, then
+        §6.6."""
+        x = self.tensors[layer.inputs[0]]
+        _, out_bits = self.widths(layer)
+        rng = self.range_of(layer.outputs[0])
+        acc = nx.table_layer_acc_scale("LeakyReLU", x.scale, out_bits)
+        rb, notes = self.guarded(layer, nx.round_bits(acc, rng.min, rng.max, out_bits, True), acc, True)
+        out_scale = nx.tensor_scale(acc, rb)
+        table = nx.leaky_relu_table(x.scale, x.bits, x.signed, out_scale, True, float(self.prelu_slopes(layer)[0]))
+        out = self.output_tensor(layer, 0, out_bits, True, out_scale)
+        shape = self.net.tensors[layer.inputs[0]].shape
+        channels = int(shape[1]) if len(shape) > 1 else 1
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, "prelu", np.ones(channels, np.int8 if out_bits == 8 else np.int16),
+                              out_bits, 1.0,
+                              np.zeros(channels, np.int64), np.ones(channels, np.int64), 0.0, 0, (), acc,
+                              out.fixed_type.bounds, tuple(notes) + ("TI's leaky ReLU table",),
+                              activation_table=table, pre_scale=x.scale, table_on_input=True,
+                              **self.prelu_fields(layer))
 
     def standalone_activation(self, layer: TidlLayer) -> QuantizedLayer:
         """A Sigmoid or Tanh layer: its input is the accumulator (accScale = the input's scale),
@@ -1101,13 +1149,15 @@ class _Quantizer:
 
     def softmax(self, layer: TidlLayer) -> QuantizedLayer:
         """Float32 out (§8.9), unless layers of the subgraph read it (attention's A V): then unsigned at
-        the layer's width with tensorScale 2^bits (TI 11.x's fixed-point softmax output: 8-bit at 256)."""
+        the layer's width with TI 11.x's fixed-point softmax scale (``numerics.softmax_fixed_output_scale``:
+        8-bit 256, 16-bit 254 x the axis length)."""
         x = self.tensors[layer.inputs[0]]
         t = self.net.tensors[layer.outputs[0]]
         readers = [c for c in self.consumers.get(t.id, ()) if not c.is_data]
         if readers:
             _, out_bits = self.widths(layer)
-            self.output_tensor(layer, 0, out_bits, False, float(1 << out_bits))
+            length = int(self.net.tensors[layer.inputs[0]].shape[int(layer.params.axis)])
+            self.output_tensor(layer, 0, out_bits, False, nx.softmax_fixed_output_scale(out_bits, length))
         else:
             self.tensors[t.id] = QuantizedTensor.float32(t.id, t.name, t.shape)
         attrs: Dict[str, Any] = {"axis": layer.params.axis}
@@ -1170,9 +1220,13 @@ class _Quantizer:
             if index_values.size and (index_values.min() < -2**31 or index_values.max() >= 2**31):
                 raise QuantizationError(f"{self.where(layer)}: constant indices outside int32 (TIDL's index type)")
             attrs["indices"] = index_values.astype(np.int32)
+        if reduction == "add" and ids["data"] is not None and d.scale != u.scale:
+            # TI forces the data's and the updates' producers to one scale: relabelled, not requantized
+            d, u = self.scatter_add_common_scale(layer, ids["data"], ids["updates"])
+            notes.append(f"data and updates relabelled at their smaller scale {u.scale:.6g} (TI's import)")
         out_scale = u.scale
         if reduction == "add":
-            rng = self.range_of(layer.outputs[0])
+            rng = self.scatter_add_range(layer)
             if abs(rng.max - rng.min) < nx.ABS_MAX_EPSILON:   # tidlx's choice: a constant output, the updates'
                 notes.append("calibrated output range empty: the updates' scale")
             else:
@@ -1188,6 +1242,27 @@ class _Quantizer:
         return QuantizedLayer(layer.index, layer.name, "ScatterElements", layer.type_id, layer.inputs,
                               layer.outputs, attrs, acc_scale=u.scale, bounds=out.fixed_type.bounds,
                               notes=tuple(notes), **extra)
+
+    def scatter_add_common_scale(self, layer: TidlLayer, data: int, updates: int
+                                 ) -> Tuple[QuantizedTensor, QuantizedTensor]:
+        """§8.16 TI's forcing of an 'add' ScatterElements' data and updates to one scale (TI 11.x
+        ``TIDL_UpdateScaleFactors``, ScatterND branch): both producers' tensorScale becomes the smaller of
+        the two (``numerics.scatter_add_common_scale``), their roundBits unchanged -- the producers' integers
+        stay, read at that scale by the scatter and by every layer quantized after it."""
+        common = nx.scatter_add_common_scale(self.tensors[data].scale, self.tensors[updates].scale)
+        for tid in (data, updates):
+            self.tensors[tid] = dataclasses.replace(self.tensors[tid], scale=common)
+        return self.tensors[data], self.tensors[updates]
+
+    def scatter_add_range(self, layer: TidlLayer) -> TensorRange:
+        """§8.16 the range an 'add' ScatterElements' output scale comes from (TI 11.x
+        ``TIDL_UpdateScaleFactors``): the first layer reading the output, when it is a Slice, gives its
+        range (the slice drops the out-of-range updates TI's exports add at the last line); else the
+        layer's own."""
+        readers = [c for c in self.consumers.get(layer.outputs[0], ()) if not c.is_data]
+        if readers and readers[0].type == "Slice":
+            return self.range_of(readers[0].outputs[0])
+        return self.range_of(layer.outputs[0])
 
     def mma(self, layer: TidlLayer, ratio: float, what: str) -> Tuple[int, int]:
         try:

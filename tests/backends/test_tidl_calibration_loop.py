@@ -11,8 +11,9 @@ import pytest
 
 import tidlx
 from tidlx.backends.tidl import build_networks
-from tidlx.backends.tidl.calibration import CalibrationResult, TensorRange, calibrate, running_range
-from tidlx.backends.tidl.calibration_loop import (calibration_iterations, frame_histogram_range,
+from tidlx.backends.tidl.calibration import (CalibrationResult, calibrate, layer_of_tensor, running_range,
+                                            tensor_range)
+from tidlx.backends.tidl.calibration_loop import (FLOW_ATTR, calibration_iterations, frame_histogram_range,
                                                   histogram_shrink_count, quantize_iteratively)
 from tidlx.backends.tidl.flow import resolve_options
 from tidlx.backends.tidl.quantize import _quantize_subgraph, quantize_model
@@ -129,20 +130,22 @@ def chain_model():
     return tidlx.parse_relay(CHAIN, params=params)
 
 
-def step_by_step(partitioned, opts, float_pass, frames, iterations):
+def step_by_step(partitioned, opts, float_pass, frames, iterations, inner_products=True):
     """The loop written from the rules, with tidlx's one-shot quantizer and the reference fixed-point kernels:
     quantize from the current ranges and biases; run every frame; per layer output the per-frame histogram
     ends (histogram_ends) as real values, their running mean over the frames; the per-channel means of the
     biased layers; bias += (float mean - fixed mean) * factor, the factor 0.05 (float32) divided by 10 in the
     first and last iterations // 10; next iteration. Then the final quantization."""
     (net,) = build_networks(partitioned)
+    owners = layer_of_tensor((net,))
     ranges = {tid: (r.raw_min, r.raw_max) for tid, r in float_pass[net.name].tensors.items()}
     float_means = {tid: np.array(r.channel_mean, np.float32) for tid, r in float_pass[net.name].tensors.items()
                    if r.channel_mean is not None}
     biases = {}
 
     def quantized():
-        tensors = {tid: TensorRange(lo, hi, "histogram", len(frames), lo, hi, lo, hi, None)
+        # §6.2's layer rules (x 1.25 on an inner product's max) on the collected ranges
+        tensors = {tid: tensor_range(owners.get((net.name, tid)), lo, hi, "histogram", len(frames), (lo, hi), None)
                    for tid, (lo, hi) in ranges.items()}
         result = CalibrationResult(net.name, tensors, 1, "histogram", len(frames), net, None)
         return _quantize_subgraph(net, result, opts, False, dict(biases))
@@ -157,10 +160,18 @@ def step_by_step(partitioned, opts, float_pass, frames, iterations):
                 lo_q, hi_q = histogram_ends(value, t.scale)
                 seen.setdefault(tid, []).append((np.float32(lo_q) / np.float32(t.scale),
                                                  np.float32(hi_q) / np.float32(t.scale)))
-            if o.layer.index in floats:
-                v = np.asarray(o.outputs[0], np.float64)[0]
-                means = (v.reshape(v.shape[0], -1).sum(axis=1).astype(np.float32) / np.float32(v[0].size)) \
-                    / np.float32(sub.tensors[o.layer.outputs[0]].scale)
+            if o.layer.index in floats and (inner_products or o.layer.type != "InnerProduct"):
+                scale = np.float32(sub.tensors[o.layer.outputs[0]].scale)
+                if o.layer.type == "InnerProduct":   # [1, rows, columns]: a float32 sum down each column
+                    v = np.asarray(o.outputs[0])[0]
+                    total = np.zeros(v.shape[-1], np.float32)
+                    for row in v:
+                        total = total + row.astype(np.float32)
+                    means = (total / np.float32(v.shape[0])) / scale
+                else:
+                    v = np.asarray(o.outputs[0], np.float64)[0]
+                    means = (v.reshape(v.shape[0], -1).sum(axis=1).astype(np.float32) / np.float32(v[0].size)) \
+                        / scale
                 sums.setdefault(o.layer.index, []).append(means)
 
         ks = fixed_point_kernel_set({net.name: sub}, "reference", fixed="reference")
@@ -186,10 +197,13 @@ def step_by_step(partitioned, opts, float_pass, frames, iterations):
             mean = per_frame[0]
             for k, m in enumerate(per_frame[1:], start=1):
                 u = np.float32(1.0 / (k + 1.0))
-                mean = mean * (np.float32(1.0) - u) + m * u
+                if sub.layers[index].type == "InnerProduct":   # the kept part in double
+                    mean = (mean.astype(np.float64) * (1.0 - float(u)) + (m * u).astype(np.float64)).astype(np.float32)
+                else:
+                    mean = mean * (np.float32(1.0) - u) + m * u
             out = sub.layers[index].outputs[0]
             biases[index] = (np.asarray(floats[index]).astype(np.float32)
-                             + (float_means[out] - mean) * factor).astype(np.float64)
+                             + (float_means[out][:len(mean)] - mean) * factor).astype(np.float64)
         sub, floats = quantized()
     return sub, ranges
 
@@ -223,6 +237,43 @@ def test_loop_matches_the_rules_step_by_step(iterations):
     first, _ = _quantize_subgraph(net, float_pass["tidl_0"], opts, False)
     assert any(not np.array_equal(a.bias_a, b.bias_a) or a.round_bits != b.round_bits
                for a, b in zip(first.layers, model.subgraphs["tidl_0"].layers) if a.bias_a is not None)
+
+
+DENSE = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 5, 16), float32]) {
+  %0 = nn.dense(%x, meta[relay.Constant][0], units=8);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1], axis=-1);
+  %2 = nn.relu(%1);
+  %3 = nn.dense(%2, meta[relay.Constant][2], units=4);
+  nn.bias_add(%3, meta[relay.Constant][3], axis=-1)
+}
+'''
+
+
+@pytest.mark.parametrize("version, flow", [("11.00", "ort"), ("08.06", "ort"), ("11.00", "tvm")])
+def test_inner_products_move_their_biases_by_column_means(version, flow):
+    """TIDL 10.x/11.x bias calibration also moves an inner product's bias (its constant the second operand,
+    TI's ONNX import), by the means down each output column; 08.06 leaves it, and so does the TVM flow (TI's
+    relay import gives nn.dense no constant index)."""
+    r = np.random.default_rng(3)
+    params = [(r.standard_normal(s) * 0.4).astype(np.float32) for s in ((8, 16), (8,), (4, 8), (4,))]
+    params[1] += 0.3
+    partitioned, _ = tidlx.partition(tidlx.parse_relay(DENSE, params=params))
+    if flow == "ort":
+        partitioned.attrs[FLOW_ATTR] = "ort"
+    frames = r.standard_normal((3, 5, 16)).astype(np.float32)
+    opts = resolve_options({"advanced_options:calibration_frames": 3, "advanced_options:calibration_iterations": 3,
+                            "tidl_version": version})[0]
+    float_pass = calibrate(partitioned, opts, {"x": frames})
+    model = quantize_model(partitioned, opts, float_pass)
+    calibrated = version == "11.00" and flow == "ort"
+    want, _ = step_by_step(partitioned, opts, float_pass, frames, 3, calibrated)
+    assert_same_subgraph(model.subgraphs["tidl_0"], want)
+    (net,) = build_networks(partitioned)
+    assert len(model.bias_calibration_errors) == (3 if calibrated else 0)
+    if calibrated:
+        first, floats = _quantize_subgraph(net, float_pass["tidl_0"], opts, False)
+        assert not all(np.array_equal(model.float_biases[("tidl_0", i)], floats[i]) for i in (1, 2))
 
 
 def test_accuracy_level_0_runs_one_iteration_and_progress_counts_frames():

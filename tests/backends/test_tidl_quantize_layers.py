@@ -305,9 +305,10 @@ def test_clip_forced_scales_symmetric_and_below_one():
 
 
 def test_per_channel_depthwise_with_relu6_forces_each_channel():
-    """§4.5 with §4.7: every channel's weight scale is forced to outScale x 2^k / inScale (k its own),
-    the output takes the reference channel's forced scale and the type's bounds, and each channel's
-    roundBits brings its accumulator onto it."""
+    """§4.5 with §4.7: every channel's weight scale is forced to outScale x 2^k / inScale (k its own); the
+    output's roundBits come from the clip's range at the whole layer's accScale (its P2 weight scale over
+    every weight), so its tensorScale is that accScale / 2^roundBits, not the clip's, and it saturates to
+    its type; each channel's roundBits is the truncated log2 of its accScale over it."""
     mod = tidlx.parse_relay(DEPTHWISE.replace("nn.relu(%1)", "clip(%1, a_min=0f, a_max=6f)"),
                             params=_depthwise_params())
     calib = {"x": np.random.default_rng(1).standard_normal((4, 8, 10, 10)).astype(np.float32)}
@@ -317,9 +318,37 @@ def test_per_channel_depthwise_with_relu6_forces_each_channel():
     in_scale, out = sub.tensors[conv.inputs[0]].scale, sub.tensors[conv.outputs[0]]
     clip_scale = float(np.float32(256 / 6))
     assert conv.per_channel and conv.bounds == (0, 255) and not out.signed
-    assert out.scale == clip_scale * 2.0 ** min(0, int(np.log2(conv.weight_scale.min() * in_scale / clip_scale)))
+    whole = 128.0 / 2.0 ** np.ceil(np.log2(np.abs(_depthwise_params()[0]).max()))
+    acc = whole * in_scale
+    rb0 = int(np.ceil(np.log2(6.0 * acc / 256.0)))          # §6.3 on [0, 6], unsigned 8 bit
+    assert out.scale == acc / 2.0 ** max(rb0, 0) and out.scale != clip_scale
     for ws, rb in zip(conv.weight_scale, conv.round_bits):
         ratio = float(np.float32(ws * in_scale)) / clip_scale
         assert ratio == 2.0 ** np.round(np.log2(ratio))
-        assert float(np.float32(ws * in_scale)) / out.scale == 2.0 ** rb
+        assert rb == max(0, int(np.floor(np.log2(float(np.float32(ws * in_scale)) / out.scale))))
     tidlx.emulate(q, {"x": calib["x"][:1]})
+
+
+ZERO_CONSTANT = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=3, kernel_size=[3, 3]);
+  multiply(%0, meta[relay.Constant][1])
+}
+'''
+
+
+@pytest.mark.parametrize("version", ["11.00", "08.06"])
+def test_an_all_zero_constant_has_scale_1(version):
+    """§6.1: a constant whose values are all 0 is at tensorScale 1 (TI: no weight scale, made 1, and
+    roundBits 0 on its [0, 0] range), so x * 0 accumulates at the input's own scale, and its [0, 0] output
+    keeps that accScale (roundBits 0)."""
+    r = np.random.default_rng(2)
+    params = [(r.standard_normal((3, 3, 3, 3)) * 0.3).astype(np.float32), np.zeros((1, 3, 4, 4), np.float32)]
+    mod = tidlx.parse_relay(ZERO_CONSTANT, params=params)
+    q = _quantize(mod, {"x": r.standard_normal((3, 3, 4, 4)).astype(np.float32)}, tidl_version=version)
+    (sub,) = q.subgraphs.values()
+    (layer,) = [l for l in sub.layers if l.type == "EltWise"]
+    x = sub.tensors[layer.inputs[0]]
+    assert layer.weight_scale == 1.0 and not np.any(layer.weights)
+    assert layer.acc_scale == x.scale and layer.round_bits == 0
+    assert sub.tensors[layer.outputs[0]].scale == x.scale

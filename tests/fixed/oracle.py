@@ -806,13 +806,14 @@ def depth_to_space(x, b, mode):
     return out
 
 
-def depthwise_reference_channel(weight_scales):
-    """§4.5: the first channel of the smallest weight scale."""
-    best = 0
-    for i, w in enumerate(weight_scales):
-        if w < weight_scales[best]:
-            best = i
-    return best
+def per_channel_layer_weight_scale(w, bits, weight_range):
+    """§4.5: a per-channel layer's output accScale takes the whole layer's §4.1 P2 weight scale: absMax over
+    every weight, §4.3's limit when WeightRange is on; no bias clip, no forcing; 1 where absMax < 1e-15."""
+    a = max(abs(float(v)) for v in np.ravel(w))
+    if weight_range:
+        a = limit_weight_range_median(w, a, bits)
+    s = weight_scale(a, bits, True)
+    return s if s > 0 else 1.0
 
 
 # -- §8.15 TopK: the slot insertion, as the text words it ------------------------------------------
@@ -875,3 +876,103 @@ def scatter(data, points, updates, reduction, bits, signed, c=1, sh=0, cd=1, shd
     for pos, v in acc.items():
         out[pos] = round_sat(v * c, sh, lo, hi) if reduction == "add" else clamp(v, lo, hi)
     return out
+
+
+# ---- §9.5 bias calibration's means ---------------------------------------------------------------
+
+
+def _f32_sum(values):
+    """§9.5: each value as float32, added in element order to a float32 sum."""
+    total = np.float32(0.0)
+    for x in values:
+        total = np.float32(total + np.float32(x))
+    return total
+
+
+def channel_means(values, scale):
+    """§9.5: per batch item (axis 0) and channel (axis 1): the float32 sum in element order, divided by the
+    element count, then by the scale, in float32. One list per batch item."""
+    out = []
+    for item in np.asarray(values):
+        row = []
+        for channel in item:
+            flat = list(np.asarray(channel).reshape(-1))
+            row.append(np.float32(np.float32(_f32_sum(flat) / np.float32(len(flat))) / np.float32(scale)))
+        out.append(row)
+    return out
+
+
+def column_means(values, scale):
+    """§9.5, an inner product whose constant is its second operand: dimensions right-aligned (width the
+    last axis, height the one before or 1, channels the third from the end or 1, every leading index a
+    row); per row, channel c and column w the float32 sum over the height / height / scale, at c*width+w."""
+    v = np.asarray(values)
+    width = v.shape[-1]
+    height = v.shape[-2] if v.ndim >= 2 else 1
+    channels = v.shape[-3] if v.ndim >= 3 else 1
+    blocks = v.reshape(-1, channels, height, width)
+    out = []
+    for block in blocks:
+        row = [None] * (channels * width)
+        for c in range(channels):
+            for w in range(width):
+                column = [block[c, h, w] for h in range(height)]
+                row[c * width + w] = np.float32(np.float32(_f32_sum(column) / np.float32(height))
+                                                / np.float32(scale))
+        out.append(row)
+    return out
+
+
+def running_means(frames, columns):
+    """§9.5 across frames: ``frames[k]`` the rows of frame k; u = float32(1 / (k + 1)); frame 0 starts from
+    zeros; each row in turn: channels old*(1 - u) + cur*u in float32; an inner product's columns with the
+    kept part old*(1.0 - u) and the sum in double, cur*u in float32, rounded to float32."""
+    old = None
+    for k, rows in enumerate(frames):
+        u = np.float32(1.0 / (k + 1.0))
+        if k == 0:
+            old = [np.float32(0.0)] * len(rows[0])
+        for row in rows:
+            if columns:
+                old = [np.float32(float(o) * (1.0 - float(u)) + float(np.float32(r * u))) for o, r in zip(old, row)]
+            else:
+                old = [np.float32(o * (np.float32(1.0) - u) + r * u) for o, r in zip(old, row)]
+    return old
+
+
+def calibrated_bias(bias, mean_float, mean_fixed, factor):
+    """§9.5: bias[j] += (meanFloat[j] - meanFixed[j]) * f in float32, element j of the layer's means."""
+    return [np.float32(np.float32(b) + np.float32((np.float32(mf) - np.float32(mq)) * np.float32(factor)))
+            for b, mf, mq in zip(bias, mean_float, mean_fixed)]
+
+
+def leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha):
+    """§8.10.1 TIDL 10.x/11.x's leaky ReLU table, per input value q of the type: x = float32(q / inScale) as
+    a double; y = x for x >= 0, else x times the float32 alpha; round(y * outScale) in double, halves away
+    from zero, saturated to the signed output type of the same width."""
+    lo, hi = bounds(bits, in_signed)
+    olo, ohi = bounds(bits, True)
+    a = float(np.float32(alpha))
+    s = float(np.float32(out_scale))
+    table = []
+    for q in range(lo, hi + 1):
+        x = float(np.float32(np.float32(q) / np.float32(in_scale)))
+        v = (x if x >= 0 else x * a) * s
+        r = math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+        table.append(clamp(r, olo, ohi))
+    return table
+
+
+def softmax_fixed_output_scale(bits, axis_length):
+    """§8.9: a fixed-point softmax output's tensorScale: 256 at 8 bit, 254 per element of the axis at 16."""
+    return 256.0 if bits == 8 else 254.0 * axis_length
+
+
+def all_zero_constant_scale(values):
+    """§8.5: a constant of zeros is at tensorScale 1; None for any other constant."""
+    return 1.0 if len(np.ravel(values)) and all(float(v) == 0.0 for v in np.ravel(values)) else None
+
+
+def scatter_add_common_scale(data_scale, updates_scale):
+    """§8.16: an 'add' scatter's data and updates both take the smaller of their two scales."""
+    return data_scale if data_scale < updates_scale else updates_scale

@@ -364,6 +364,7 @@ class Net:
                     ts = o.tensor_scale(acc, rb)
                     if p.get("act") == "relu":
                         lo = max(lo, 0)
+                    # §8.10: any other clip saturates to the type only
                 wq = o.quantize_weights(p["w"], ws, wbits)
                 n_out = p["w"].shape[1] * p["groups"] if L.kind == "deconv" else p["w"].shape[0]
                 if p.get("b") is None:
@@ -388,6 +389,16 @@ class Net:
                     out = o.inner_product(q_in.reshape(q_in.shape[0], -1), wq, *common)
                 else:
                     out = o.batch_norm(q_in, wq, *common)
+            elif L.kind == "prelu" and p["leaky"] and self.version != "08.06":
+                # §8.10.1, TIDL 10.x/11.x: the leaky ReLU's table over the input's own values, accScale
+                # 2^(bits-1) x inScale, a signed output
+                acc = float(F32(F32(2 ** (bits - 1)) * F32(in_scale)))
+                signed = True
+                rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
+                ts = o.tensor_scale(acc, rb)
+                table = o.leaky_relu_table(in_scale, bits, in_signed, ts, p["slopes"][0])
+                out = o.lookup(q_in, table, o.bounds(bits, in_signed)[0])
+                self.events.add(f"leaky_table:{L.name}")
             elif L.kind == "prelu":
                 # §8.10.1: TI's batch norm of weight 1.0 (quantized at 2^(bits-1)), bias 0, the slopes on the
                 # accumulator
@@ -497,6 +508,11 @@ class Net:
                 continue
             else:
                 raise AssertionError(L.kind)
+            if L.kind in ("conv", "eltwise") and p.get("act") == "clip" and self._forced_clip(L) is None:
+                c_lo, c_hi = p["clip"]   # values the clip's own bounds would have clamped
+                q = np.asarray(out)
+                if (q < math.floor(c_lo * ts + 0.5)).any() or (q > math.floor(c_hi * ts + 0.5)).any():
+                    self.events.add(f"clip_beyond_its_bounds:{L.name}")
             vals[L.name] = np.asarray(out).astype(o.dtype(bits, signed))
             info[L.name] = (bits, signed, ts)
         floats = {n: vals[n] if info[n][0] == 0 else o.data_convert_to_float(vals[n], info[n][2])
@@ -505,7 +521,7 @@ class Net:
 
     def _per_channel_depthwise(self, L, q_in, in_bits, in_signed, in_scale, signed, lo, hi):
         """§4.5 and §8.1.1: each channel's P2 scale from its own weights (the file has one range per tensor),
-        clipped by the whole bias's limit; the output scale from the reference channel's accScale."""
+        clipped by the whole bias's limit; the output scale from the whole layer's weight scale."""
         p, bits = L.params, self.bits
         (rlo, rhi) = self._quant_range(L)
         w = p["w"]
@@ -515,9 +531,15 @@ class Net:
             babs = max(abs(p["b_range"][0]), abs(p["b_range"][1]))
             bs = o.bias_scale(babs, bits, True)
             scales = [o.clip_weight_scale_for_bias(s, in_scale, babs, bits, in_signed, True)[0] for s in scales]
-        ref = o.depthwise_reference_channel(scales)
-        acc = float(F32(F32(in_scale) * F32(scales[ref])))
-        rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed)
+        forced = self._forced_clip(L)
+        if forced is not None:      # §4.7 on each channel's scale; the output saturates to its type
+            scales = [o.clip_output_scale(forced[0], bits, sc, in_scale, forced[1])[1] for sc in scales]
+            signed = forced[1]
+            lo, hi = o.bounds(bits, signed)
+            self.events.add(f"forced:{L.name}")
+        # accuracy_level 9 keeps weight_clipping 1: WeightRange on
+        acc = float(F32(F32(in_scale) * F32(o.per_channel_layer_weight_scale(w, bits, True))))
+        rb = self._guard(L, self._round_bits(L, acc, rlo, rhi, bits, signed), acc, signed, forced is not None)
         ts = o.tensor_scale(acc, rb)
         rbs = o.depthwise_per_channel_round_bits(scales, in_scale, ts)
         if len(set(rbs)) > 1:
@@ -531,6 +553,10 @@ class Net:
             ba, bb = o.split_bias(bq, [o.in_scale_factor(s, in_scale, bs) for s in scales], bits, in_bits, in_signed)
         if p.get("act") == "relu":
             lo = max(lo, 0)
+        clip_scale = None if forced is None else \
+            float(np.float32(2 ** (bits - 1 if forced[1] else bits)) / np.float32(forced[0]))
+        if forced is not None and ts != clip_scale:
+            self.events.add(f"per_channel_scale_not_the_clip's:{L.name}")
         out = o.convolution(q_in, wq, ba, bb, rbs, bits, bits, signed, lo, hi, p["strides"], p["pads"], (1, 1),
                             p["groups"])
         return out, ts

@@ -326,23 +326,170 @@ def test_fixed_facts():
 
 @settings(max_examples=300, **SETTINGS)
 @given(st.lists(st.integers(-10, 16).map(lambda e: 2.0 ** e), min_size=1, max_size=6),
-       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12), st.lists(scales, min_size=1, max_size=6))
-def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0, any_scales):
-    """§4.5/§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): the output scale from
-    the reference channel's accScale; every channel's roundBits >= 0 and its accumulator exactly on the
-    output scale after its shift. On any scales, the reference channel is the oracle's."""
+       st.integers(-10, 10).map(lambda e: 2.0 ** e), st.integers(0, 12))
+def test_depthwise_per_channel_scales_match_oracle(w_scales, in_scale, rb0):
+    """§8.1.1 with P2 scales (per-channel weights make the network P2Dynamic): an output scale from the
+    largest weights' accScale leaves every channel's roundBits >= 0 and its accumulator exactly on the
+    output scale after its shift."""
     count("per_channel_scales")
-    ref = nx.depthwise_reference_channel(w_scales)
-    assert ref == oracle.depthwise_reference_channel(w_scales)
-    assert nx.depthwise_reference_channel(any_scales) == oracle.depthwise_reference_channel(any_scales)
-    out_scale = nx.tensor_scale(nx.acc_scale_weighted(w_scales[ref], in_scale), rb0)
+    out_scale = nx.tensor_scale(nx.acc_scale_weighted(min(w_scales), in_scale), rb0)
     rb = nx.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
     assert rb.tolist() == oracle.depthwise_per_channel_round_bits(w_scales, in_scale, out_scale)
     for w, r in zip(w_scales, rb):
         assert r >= rb0 and w * in_scale / out_scale == 2.0 ** r
 
 
+@settings(max_examples=200, **SETTINGS)
+@given(st.integers(1, 6), st.integers(1, 12), st.sampled_from([8, 16]), st.booleans(), st.integers(0, 10 ** 6),
+       st.sampled_from([0.0, 1e-3, 1.0, 40.0]))
+def test_per_channel_layer_weight_scale_matches_oracle(channels, size, bits, weight_range, seed, spread):
+    """§4.5: a per-channel layer's output accScale from the whole layer's P2 weight scale (TI's
+    convParams.weightScale of TIDL_updateParamsRange), §4.3's limit with WeightRange, 1 for zero weights."""
+    count("per_channel_layer_weight_scale")
+    r = np.random.default_rng(seed)
+    w = (r.standard_normal((channels, size)) * spread).astype(np.float32)
+    if spread == 40.0:
+        w[0, 0] = 900.0   # far above 16 x the median: the limit bites
+    abs_max = nx.weight_abs_max(w)
+    whole = nx.limit_weight_range_median(w, abs_max, bits) if weight_range else abs_max
+    want = oracle.per_channel_layer_weight_scale(w, bits, weight_range)
+    assert nx.per_channel_layer_weight_scale(whole, bits) == want
+
+
+def test_per_channel_layer_weight_scale_by_hand():
+    """§4.5: weights of absMax 3 (P2: 4) at 8 bit give 128 / 4 = 32 for the whole layer, whatever each
+    channel's own scale; all-zero weights give 1."""
+    assert nx.per_channel_layer_weight_scale(3.0, 8) == 32.0
+    assert nx.per_channel_layer_weight_scale(0.0, 8) == 1.0
+
+
 def test_depthwise_per_channel_round_bits_by_hand():
     """§8.1.1: weight scales 64, 256 and 48 at input scale 0.5, output scale 4: the float32 ratios 8, 32
     and 6 give roundBits 3, 5 and trunc(2.58) = 2; a ratio of 0.75 gives 0."""
     assert nx.depthwise_per_channel_round_bits([64.0, 256.0, 48.0, 6.0], 0.5, 4.0).tolist() == [3, 5, 2, 0]
+
+
+# -- §9.5 bias calibration's means ----------------------------------------------------------------------
+
+def _mean_values(shape, kind, seed):
+    """Float values, small integers, and 16-bit integers whose sums pass 2^24 (where a float32 running sum
+    rounds)."""
+    r = np.random.default_rng(seed)
+    if kind == "float":
+        return (r.standard_normal(shape) * 10.0 ** r.integers(-2, 4)).astype(np.float32)
+    if kind == "int8":
+        return r.integers(-128, 128, shape).astype(np.int8)
+    return r.integers(20000, 32768, shape).astype(np.int16)
+
+
+mean_kinds = st.sampled_from(["float", "int8", "int16"])
+mean_scales = st.sampled_from([1.0, 0.37, 64.0, 1000.5])
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.lists(st.integers(1, 5), min_size=2, max_size=4), st.integers(1, 700), mean_kinds, mean_scales,
+       st.integers(0, 10 ** 6))
+def test_channel_means_match_oracle(lead, plane, kind, scale, seed):
+    count("channel_means")
+    from tidlx.backends.tidl.calibration import frame_channel_means
+    values = _mean_values(tuple(lead[:2]) + (plane,), kind, seed)
+    got = frame_channel_means(values, scale)
+    want = np.array(oracle.channel_means(values, scale), np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=5), st.integers(1, 600), mean_kinds, mean_scales,
+       st.integers(0, 10 ** 6))
+def test_column_means_match_oracle(dims, height, kind, scale, seed):
+    count("column_means")
+    from tidlx.backends.tidl.calibration import frame_column_means
+    shape = tuple(dims[:-1]) + (height, dims[-1]) if len(dims) > 1 else (dims[0],)
+    values = _mean_values(shape, kind, seed)
+    got = frame_column_means(values, scale)
+    want = np.array(oracle.column_means(values, scale), np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.integers(1, 12), st.integers(1, 3), st.integers(1, 8), st.booleans(), st.integers(0, 10 ** 6))
+def test_running_means_match_oracle(frames, rows, width, columns, seed):
+    count("running_means")
+    from tidlx.backends.tidl.calibration import running_channel_mean, running_column_mean
+    r = np.random.default_rng(seed)
+    per_frame = [(r.standard_normal((rows, width)) * 3.0).astype(np.float32) for _ in range(frames)]
+    running = running_column_mean if columns else running_channel_mean
+    got = None
+    for k, rows_k in enumerate(per_frame):
+        got = running(got, rows_k, k)
+    want = np.array(oracle.running_means([list(map(list, f)) for f in per_frame], columns), np.float32)
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_channel_sums_are_float32_running_sums():
+    """A case where the float32 running sum, float64's sum and numpy's pairwise float32 sum all differ:
+    §9.5 takes the first."""
+    from tidlx.backends.tidl.calibration import frame_channel_means
+    values = np.full((1, 1, 3000), 0.1, np.float32)
+    values[0, 0, 0] = 3.0e4
+    running = oracle.channel_means(values, 1.0)[0][0]
+    assert frame_channel_means(values)[0, 0] == running
+    assert np.float32(values.astype(np.float64).sum() / 3000) != running
+    assert np.float32(values.sum(dtype=np.float32) / np.float32(3000)) != running
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.booleans(), st.floats(0.01, 500.0), st.floats(-8.0, 8.0), st.floats(0.0, 8.0),
+       st.booleans())
+def test_clip_activation_bounds_match_oracle(bits, signed, scale, c_lo, width, fused):
+    """§8.10: a clip fused into its layer saturates to the output type only; a standalone Clip layer at its
+    bounds on the output scale."""
+    count("clip_activation_bounds")
+    c_hi = c_lo + width
+    got = nx.clip_activation_bounds(arith.FixedType(bits, signed), scale, c_lo, c_hi, fused)
+    want = oracle.bounds(bits, signed) if fused else oracle.activation_bounds(bits, signed, "clip", scale, c_lo, c_hi)
+    assert tuple(got) == tuple(want)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.booleans(), st.floats(0.05, 300.0), st.floats(0.05, 300.0),
+       st.sampled_from([0.1, 0.01, 0.2, 0.3, -0.5, 1.7]))
+def test_leaky_relu_table_matches_oracle(bits, in_signed, in_scale, out_scale, alpha):
+    """§8.10.1: TIDL 10.x/11.x's leaky ReLU table over every input value, the float32 alpha in double."""
+    count("leaky_relu_table")
+    got = nx.leaky_relu_table(in_scale, bits, in_signed, out_scale, True, alpha)
+    assert got.tolist() == oracle.leaky_relu_table(in_scale, bits, in_signed, out_scale, alpha)
+
+
+def test_leaky_relu_table_by_hand():
+    """§8.10.1: input scale 16, output scale 32, alpha 0.1: q = -5 is x = -0.3125, y = -0.03125 (float32
+    alpha 0.1 as a double: a hair above), times 32 = -1.0000000149 -> -1; q = 7 -> 14; the table is
+    signed 8-bit, lowest input first."""
+    t = nx.leaky_relu_table(16.0, 8, True, 32.0, True, 0.1)
+    assert t[-5 + 128] == -1 and t[7 + 128] == 14 and t[0] == -26 and len(t) == 256
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from([8, 16]), st.integers(1, 2000))
+def test_softmax_fixed_output_scale_matches_oracle(bits, length):
+    """§8.9: 8-bit 256; 16-bit 254 x the softmax axis length (TI's SOFTMAX_16_BIT_SCALE_LIM x dim)."""
+    count("softmax_fixed_output_scale")
+    assert nx.softmax_fixed_output_scale(bits, length) == oracle.softmax_fixed_output_scale(bits, length)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.0, 1e-30, -2.5]), min_size=1, max_size=8))
+def test_all_zero_constant_scale_matches_oracle(values):
+    """§8.5: a constant of zeros (-0.0 included) is at tensorScale 1; any other value leaves the rule."""
+    count("all_zero_constant_scale")
+    arr = np.array(values, np.float32)
+    assert nx.all_zero_constant_scale(arr) == oracle.all_zero_constant_scale(arr)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(scales, scales)
+def test_scatter_add_common_scale_matches_oracle(data_scale, updates_scale):
+    """§8.16: the one scale of an 'add' scatter's data and updates producers."""
+    count("scatter_add_common_scale")
+    assert nx.scatter_add_common_scale(data_scale, updates_scale) == \
+        oracle.scatter_add_common_scale(data_scale, updates_scale)

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import oracle
 import tidlx
 from fixed_cases import count
+from tidlx.backends.tidl import numerics as nx
 from tidlx.emulator.fixed import arith
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60)
@@ -360,3 +361,62 @@ def test_topk_and_scatter_subgraphs_read_back_from_their_record_and_run_the_same
                     with pytest.raises(ArtifactError, match=f"'{key}'"):
                         check_subgraph(dataclasses.replace(sub, layers=tuple(layers)), "net.bin")
     assert {"TopK", "ScatterElements"} <= seen
+
+
+def _scatter_add_model(tmp_path, slice_after):
+    """data and updates from two convolutions of different weight sizes (so of different scales), an
+    'add' ScatterND, and with ``slice_after`` a Slice of its output."""
+    rng = np.random.default_rng(4)
+    points, rows, width = 12, 6, 8
+    idx = np.stack([np.zeros(points, np.int64), rng.integers(0, rows, points)], -1).reshape(1, points, 2)
+    inits = [numpy_helper.from_array(np.array([[[[0.25]]]], np.float32), "wu"),
+             numpy_helper.from_array(np.array([[[[3.0]]]], np.float32), "wd"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax")]
+    nodes = [helper.make_node("Conv", ["u", "wu"], ["uc"]), helper.make_node("Squeeze", ["uc", "ax"], ["us"]),
+             helper.make_node("Conv", ["d", "wd"], ["dc"]), helper.make_node("Squeeze", ["dc", "ax"], ["ds"]),
+             helper.make_node("ScatterND", ["ds", "i", "us"], ["s" if slice_after else "o"], reduction="add")]
+    out_rows = rows
+    if slice_after:
+        out_rows = rows - 1
+        inits += [numpy_helper.from_array(np.array([0], np.int64), "st"),
+                  numpy_helper.from_array(np.array([out_rows], np.int64), "en"),
+                  numpy_helper.from_array(np.array([1], np.int64), "axs")]
+        nodes.append(helper.make_node("Slice", ["s", "st", "en", "axs"], ["o"]))
+    model = _model(nodes, [helper.make_tensor_value_info("u", TensorProto.FLOAT, (1, 1, points, width)),
+                           helper.make_tensor_value_info("d", TensorProto.FLOAT, (1, 1, rows, width)),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, (1, points, 2))],
+                   [helper.make_tensor_value_info("o", TensorProto.FLOAT, (1, out_rows, width))], inits)
+    path = str(tmp_path / "scatter_add.onnx")
+    onnx.save(model, path)
+    frames = {"u": rng.standard_normal((3, 1, 1, points, width)).astype(np.float32),
+              "d": rng.standard_normal((3, 1, 1, rows, width)).astype(np.float32),
+              "i": np.stack([idx] * 3)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qmodel = tidlx.quantize(tidlx.load(path), {"accuracy_level": 0, "flow": "ort",
+                                                   "advanced_options:calibration_iterations": 1}, calib=frames)
+    (sub,) = qmodel.subgraphs.values()
+    (scatter,) = [layer for layer in sub.layers if layer.type == "ScatterElements"]
+    return qmodel, sub, scatter
+
+
+def test_scatter_add_relabels_data_and_updates_at_their_smaller_scale(tmp_path):
+    """§8.16: TI's import gives an 'add' scatter's data and updates producers the smaller of their two
+    scales without requantizing them: the larger-scale producer keeps its roundBits, so its accScale over
+    2^roundBits is no longer its tensor's scale; the scatter then needs no data multiplier."""
+    _, sub, scatter = _scatter_add_model(tmp_path, False)
+    data, updates = (sub.tensors[t] for t in (scatter.inputs[0], scatter.inputs[2]))
+    assert data.scale == updates.scale and "data_scale" not in scatter.attrs
+    producers = [layer for layer in sub.layers if layer.type == "Conv"]
+    own = [layer.acc_scale / 2 ** layer.round_bits for layer in producers]
+    assert min(own) == data.scale and max(own) > data.scale
+
+
+def test_scatter_add_scale_comes_from_a_following_slice(tmp_path):
+    """§8.16: a Slice reading the scatter's output gives the range its output scale comes from."""
+    qmodel, sub, scatter = _scatter_add_model(tmp_path, True)
+    rng = next(iter(qmodel.calibration.values())).tensors
+    (slice_layer,) = [layer for layer in sub.layers if layer.type == "Slice"]
+    want = nx.symmetric_range_scale(rng[slice_layer.outputs[0]].min, rng[slice_layer.outputs[0]].max, 8, True)
+    own = nx.symmetric_range_scale(rng[scatter.outputs[0]].min, rng[scatter.outputs[0]].max, 8, True)
+    assert sub.tensors[scatter.outputs[0]].scale == want and want != own

@@ -38,12 +38,12 @@ def _w(seed, shape, scale=0.5):
 # ---- single layers ------------------------------------------------------------------------------
 
 
-def conv_case(act, bias=True, x_range=(-4.0, 4.0), out_range=None, **extra):
+def conv_case(act, bias=True, x_range=(-4.0, 4.0), out_range=None, clip=(-2.0, 2.0), **extra):
     def build(bits, version, per_channel=False):
         net = Net(bits, version, per_channel)
         net.input("x", (1, 3, 6, 6), x_range)
         b = _w(2, 4, 0.3) if bias else None
-        rng = out_range or {"none": (-6.0, 6.0), "relu": (0.0, 8.0), "relu6": (0.0, 6.0), "clip": (-2.0, 2.0),
+        rng = out_range or {"none": (-6.0, 6.0), "relu": (0.0, 8.0), "relu6": (0.0, 6.0), "clip": clip,
                             "prelu": (-3.0, 6.0), "leaky": (-1.5, 7.0)}[act]
         slopes = {"prelu": [0.25, 0.1, -0.5, 0.75], "leaky": [0.1]}.get(act)
         if act == "prelu":      # a PReLU after a conv is its own layer (TI's PReLU layer: a batch norm)
@@ -51,7 +51,7 @@ def conv_case(act, bias=True, x_range=(-4.0, 4.0), out_range=None, **extra):
             net.prelu("p", "c", slopes, rng)
         else:
             net.conv("c", "x", _w(1, (4, 3, 3, 3)), b, rng, act=act, pads=(1, 1, 1, 1), slopes=slopes,
-                     clip=(-2.0, 2.0) if act == "clip" else None, **extra)
+                     clip=clip if act == "clip" else None, **extra)
         return net
     return build
 
@@ -63,6 +63,16 @@ def depthwise(bits, version, per_channel=False):
     w = _w(3, (4, 1, 3, 3)) * np.array([1.0, 0.2, 3.0, 0.05]).reshape(4, 1, 1, 1)
     net.conv("dw", "x", w, _w(4, 4, 0.2), (-5.0, 5.0), pads=(1, 1, 1, 1), groups=4)
     net.conv("pw", "dw", _w(28, (2, 4, 1, 1)), _w(29, 2, 0.2), (-6.0, 6.0))
+    return net
+
+
+def depthwise_relu6(bits, version, per_channel=False):
+    """Per channel, §4.7 forces each channel's scale while the output's roundBits come from the whole
+    layer's weight scale (§4.5): the tensorScale is not the ReLU6's."""
+    net = Net(bits, version, per_channel)
+    net.input("x", (1, 4, 6, 6), (0.0, 4.0))
+    w = _w(3, (4, 1, 3, 3)) * np.array([1.0, 0.2, 3.0, 0.05]).reshape(4, 1, 1, 1)
+    net.conv("dw", "x", w, _w(4, 4, 0.2), (0.0, 6.0), act="relu6", pads=(1, 1, 1, 1), groups=4)
     return net
 
 
@@ -244,6 +254,9 @@ CASES = {
     "conv_bias_from_file": conv_case("none", b_file=[0.5, -0.25, 0.0625, -0.4375]),
     "conv_relu6_forced": conv_case("relu6"),
     "conv_clip_symmetric_forced": conv_case("clip"),
+    # a clip at neither [0, c] nor [-c, c]: its range, no forced scale, the type's saturation (§8.10)
+    "conv_clip_offset_unsigned": conv_case("clip", clip=(0.5, 3.0)),
+    "conv_clip_offset_signed": conv_case("clip", clip=(-1.0, 3.0)),
     "conv_prelu": conv_case("prelu"),
     "conv_leaky_relu": conv_case("leaky"),
     "conv_bias_clips_weight_scale": conv_case("none", w_range=(-0.25, 0.25), b_range=(-64.0, 64.0)),
@@ -255,6 +268,7 @@ CASES = {
     "input_range_above_power_of_2": conv_case("none", x_range=(-1.0, 1.0 + 2.0 ** -20)),
     "gemm_relu": gemm_relu,
     "depthwise": depthwise,
+    "depthwise_relu6": depthwise_relu6,
     "deconv": deconv,
     "gemm": gemm(False),
     "matmul": gemm(True),
@@ -270,6 +284,7 @@ CASES = {
     "add_relu6_lowered_to_0": two_tensor("Add", (0.0, 6.0), act="relu6", x_range=(-100.0, 100.0),
                                          c_range=(-100.0, 100.0)),
     "add_clip_symmetric_forced": two_tensor("Add", (-1.5, 1.5), act="clip", clip=(-1.5, 1.5)),
+    "add_clip_offset": two_tensor("Add", (-0.5, 2.0), act="clip", clip=(-0.5, 2.0)),
     "mul_relu": two_tensor("Mul", (0.0, 5.0), act="relu"),
     "standalone_relu": standalone_clip(None),
     "standalone_clip": standalone_clip((0.5, 3.0)),
@@ -307,24 +322,29 @@ BRANCHES = {
     "tanh": {"power_of_2_range:t"},
     "conv_relu_conv": {"guard:c1"},
     "classifier": {"forced:c"},
+    "leaky_relu": {"leaky_table:p"},
     "add_relu6_forced": {"lowered:m"},
     "add_clip_symmetric_forced": {"lowered:m"},
+    "conv_clip_offset_unsigned": {"clip_beyond_its_bounds:c"},
+    "conv_clip_offset_signed": {"clip_beyond_its_bounds:c"},
+    "add_clip_offset": {"clip_beyond_its_bounds:m"},
     "add_relu6_lowered_to_0": {"lowered_to_0:m"},
     "zero_range_input": {"zero_range_left_out:s"},
 }
 
-PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"}}
+PER_CHANNEL_BRANCHES = {"depthwise": {"per_channel_round_bits:dw"},
+                        "depthwise_relu6": {"forced:dw", "per_channel_scale_not_the_clip's:dw"}}
 
 # 16 bit and 08.06: a hard sigmoid is a folded batch norm with Clip [0, 1] (§8.10), an ELU tidlx's own table
 # after a batch norm (not modelled here)
 EIGHT_BIT_ONLY = {"hard_sigmoid", "elu", "mixed_precision_16bit_weights"}
 # the cases whose rules differ between 11.00 and 08.06
-VERSIONED = {"add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add",
+VERSIONED = {"leaky_relu", "add_relu6_forced", "softmax_10", "softmax_20", "zero_range_input", "conv_bias_relu", "add",
              "sigmoid", "tanh", "sigmoid_narrow_range", "conv_sigmoid_head"}
 
 # PerChannelWeight (accuracy_level 9, channel_wise_quantization 1): the network P2Dynamic, depthwise per channel
-PER_CHANNEL = ("depthwise", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale", "conv_relu_conv",
-               "residual", "classifier", "gemm", "batch_norm", "prelu")
+PER_CHANNEL = ("depthwise", "depthwise_relu6", "conv_bias_relu", "conv_relu6_forced", "conv_bias_clips_weight_scale",
+               "conv_relu_conv", "residual", "classifier", "gemm", "batch_norm", "prelu")
 
 PARAMS = ([(name, 8, "11.00", False) for name in CASES]
           + [(name, 16, "11.00", False) for name in CASES if name not in EIGHT_BIT_ONLY]
