@@ -293,11 +293,19 @@ class _FloatValues:
             self.values[(sub, tid)] = np.asarray(value)
 
 
+def _to_fixed(value: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
+    """A float value at a tensor's scale (and zero point, style 4: docs/numerics.md §12.9)."""
+    if tensor.zero_point:
+        from ...emulator.fixed.arith_asym import data_convert_to_fixed_zp
+        return data_convert_to_fixed_zp(value, tensor.scale, tensor.zero_point, tensor.fixed_type)
+    return data_convert_to_fixed(value, tensor.scale, tensor.fixed_type)
+
+
 def _dequantized(q: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
-    """A fixed-point value as the real number it stands for (q / tensorScale, float64)."""
+    """A fixed-point value as the real number it stands for ((q - zero point) / tensorScale, float64)."""
     if tensor.is_float:
         return np.asarray(q, dtype=np.float64)
-    return np.asarray(q, dtype=np.float64) / float(tensor.scale)
+    return (np.asarray(q, dtype=np.float64) - tensor.zero_point) / float(tensor.scale)
 
 
 # -- which subgraph output feeds each model output ---------------------------------------------------
@@ -395,8 +403,7 @@ class _Comparer:
         for tid in layer.inputs:
             tensor = sub.tensors[tid]
             value = self.float_values.values[(sub.name, tid)]
-            xs.append(value if tensor.is_float else
-                      data_convert_to_fixed(np.asarray(value, np.float32), tensor.scale, tensor.fixed_type))
+            xs.append(value if tensor.is_float else _to_fixed(np.asarray(value, np.float32), tensor))
         try:
             outs = KERNELS[layer.type](layer, xs, sub.tensors)
         except FixedPointError as exc:
