@@ -207,3 +207,19 @@ def test_the_network_record_keeps_zero_points_and_mma_factors(quantized):
     assert [b.zero_point for b in io.inputs] == [sub.tensors[t].zero_point for t in sub.inputs]
     x = _frames(1, 5)
     assert np.array_equal(run_subgraph(back, [x])[0], run_subgraph(sub, [x])[0])
+
+
+def test_the_quant_proto_carries_the_zero_points(quantized):
+    """TI's export for style 6: SYMMETRIC / PERTENSOR (ASYMMETRIC is its TFLite style's), the outputs'
+    zero points as int32 in the uint32 field, per-channel weight scales."""
+    from tidlx.backends.tidl.quant_proto import PERTENSOR, SYMMETRIC, build_message
+    _, _, q = quantized
+    msg = build_message(q, q.float_biases)
+    assert (msg.quant_type, msg.calib_type) == (SYMMETRIC, PERTENSOR)
+    sub = q.subgraphs["tidl_0"]
+    zps = {t.name: t.zero_point for t in sub.tensors}
+    written = [(entry, out) for entry in msg.layers for out in entry.outputs]
+    negative = [out.zero_point[0] for _, out in written if out.zero_point[0] >= 1 << 31]
+    assert sorted(z - (1 << 32) for z in negative) == sorted(z for z in zps.values() if z < 0)
+    conv = next(entry for entry in msg.layers if entry.layer_type == "TIDL_ConvolutionLayer")
+    assert conv.weights[0].size == 6 and len(set(conv.weights[0].scale)) > 1
