@@ -44,6 +44,16 @@ def mma_requantize(acc, mma_scale, mma_shift, lo: int, hi: int, *, channel_axis:
     return q
 
 
+def exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of integer arrays as int64, exactly: through float64 (BLAS) when every partial sum is an
+    integer below 2^53 in magnitude (bounded by K x max|a| x max|b|), else in int64."""
+    k = a.shape[-1]
+    bound = k * max(int(np.abs(a).max(initial=0)), 1) * max(int(np.abs(b).max(initial=0)), 1)
+    if bound < (1 << 53):
+        return np.rint(np.matmul(a.astype(np.float64), b.astype(np.float64))).astype(np.int64)
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
+
+
 def _bias_column(bias, channels: int, acc_bits: int) -> np.ndarray:
     b = wrap_accumulator(_integers(bias, "bias"), acc_bits)
     if b.ndim > 1 or (b.ndim == 1 and b.size != channels):
@@ -78,7 +88,7 @@ def convolution_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, zero_po
                      for i in range(kh) for j in range(kw)], axis=2)
     cols = taps.reshape(n, groups, cg * kh * kw, oh * ow)
     wg = wi.reshape(groups, o // groups, cg * kh * kw)
-    acc = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
+    acc = exact_matmul(wg[None], cols).reshape(n, o, oh, ow)
     acc = wrap_accumulator(acc + _bias_column(bias, o, acc_bits).reshape(1, o, 1, 1), acc_bits)
     return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
 
@@ -92,7 +102,7 @@ def inner_product_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, bound
         raise FixedPointError(f"inner product: input {xi.shape} and weights {wi.shape} disagree on K")
     acc_bits = accumulator_bits(wtype.bits)
     lo, hi = _bounds(out, bounds)
-    acc = wrap_accumulator(xi @ wi.T + _bias_column(bias, wi.shape[0], acc_bits)[None], acc_bits)
+    acc = wrap_accumulator(exact_matmul(xi, wi.T) + _bias_column(bias, wi.shape[0], acc_bits)[None], acc_bits)
     return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
 
 
@@ -154,5 +164,5 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
     raise FixedPointError(f"activation '{activation}': style 4 saturates none, ReLU, ReLU6, Clip")
 
 
-__all__ = ["MMA_ACC_MASK_8", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
+__all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
            "global_average_pool_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

@@ -241,3 +241,18 @@ def test_the_eighth_halving_sets_the_weight_scale_to_one():
     assert got.weight_scale == 1.0 and not got.zeroed
     want = oa.channel(w.tolist(), 1.5e8, 10.0, 0, 2.0, 0, 8)
     assert (got.weights.tolist(), got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == want
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.integers(1, 40), st.sampled_from([(np.int8, 127), (np.int16, 32767), (np.int64, 2 ** 28)]), st.data())
+def test_exact_matmul_is_the_integer_product(k, kind, data):
+    """The float64 route of the style-4 kernels gives int64's product (its bound test picks int64 when a
+    partial sum could pass 2^53)."""
+    count("§12.6 exact matmul")
+    dtype, top = kind
+    vals = st.integers(-top - 1, top)
+    a = np.array(data.draw(st.lists(vals, min_size=3 * k, max_size=3 * k)), dtype).reshape(3, k)
+    b = np.array(data.draw(st.lists(vals, min_size=k * 2, max_size=k * 2)), dtype).reshape(k, 2)
+    want = [[sum(int(a[i, j]) * int(b[j, c]) for j in range(k)) for c in range(2)] for i in range(3)]
+    got = ra.exact_matmul(a, b)
+    assert got.dtype == np.int64 and got.tolist() == want
