@@ -50,3 +50,8 @@ def test_style_4_compares_next_to_style_0(files, capsys):
         layer = next(entry for entry in data["layers"] if entry["layer"] == fed)
         assert layer["sqnr_db"] == pytest.approx(data["outputs"][0]["sqnr_db"], abs=1e-6)
     assert min(entry["sqnr_db"] for entry in s4["layers"] if entry["sqnr_db"] is not None) > 15.0
+
+
+def test_the_calibration_line_says_the_ranges_are_kept(files, capsys):
+    data = compare(capsys, files, 4)
+    assert data["calibration"].endswith("2 fixed-point iterations (the float pass's minmax ranges kept, biases)")

@@ -563,8 +563,11 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         iterations = calibration_iterations(opts)
         frames = sorted({r.frames for r in qmodel.calibration.values()})
         methods = sorted({r.method for r in qmodel.calibration.values()})
+        # style 4 keeps the float pass's ranges through the iterations (docs/numerics.md §12.10)
+        ranges = "the float pass's minmax ranges kept" if opts.quantization_scale_type == 4 else \
+            f"{'/'.join(methods)} ranges"
         calibrated = [f"a float pass on {'/'.join(map(str, frames))} frame(s), then {iterations} fixed-point "
-                      f"iteration{'s' if iterations != 1 else ''} ({'/'.join(methods)} ranges"
+                      f"iteration{'s' if iterations != 1 else ''} ({ranges}"
                       f"{', biases' if calibration_option_bits(opts) & BIAS_CALIB_BIT else ''})"]
     layers = tuple(comparer.layers())
     return ComparisonResult(tuple(outputs), layers, len(chosen), where, int(opts.tensor_bits),
