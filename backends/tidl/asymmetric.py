@@ -266,6 +266,17 @@ def merge_factors(out_scale: float, in_scales, out_zp: int, in_zps) -> Tuple[Tup
     return mult, const, shift
 
 
+def concat_factors(out_scale: float, in_scale: float, out_zp: int, in_zp: int,
+                   weight_bits: int = 8) -> Tuple[int, int, int]:
+    """§12.8, tidlx's rule for one concat input (TI's kernel: ``(in + bias) x m >> s``; its import of the
+    three not read): ``(m, s)`` = §12.1 for ``r = outScale / inScale`` (float32), ``bias = round(zy / r - zx)``
+    (half away from zero, float32). Returns (m, s, bias)."""
+    r = np.float32(np.float32(out_scale) / np.float32(in_scale))
+    f = mma_search(float(r), weight_bits)
+    bias = np.float32(np.float32(out_zp) / r) - np.float32(in_zp)
+    return f.scale, f.shift, int(_round_half_away(float(bias)))
+
+
 def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_zp: int) -> Tuple[int, int, int]:
     """§12.8 (TI: the asymmetric global average pool's setup, ``TIDL_getMMAv2_ScaleAndShift``): the ratio
     ``outScale / (inScale x H x W)`` (float32) as TI's runtime multiplier and shift, and the constant
@@ -279,4 +290,5 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
-           "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "pool_factors"]
+           "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
+           "pool_factors"]

@@ -3,8 +3,8 @@
 ``_Quantizer.layer`` hands every layer of a style-4 subgraph to ``asymmetric_layer``: each output gets a
 scale and zero point from its calibrated range (§12.2), a convolution / inner product per-channel weights,
 MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5), an element-wise
-sum and a global average pool their multipliers and constant (§12.7, §12.8); max pool and reshapes keep
-their input's type, scale and zero point. A layer type whose style-4 rule tidlx does not have yet is a
+sum, a concat and a global average pool their multipliers and constants (§12.7, §12.8); max pool and the
+data-movement layers keep their input's type, scale and zero point. A layer type whose style-4 rule tidlx does not have yet is a
 ``QuantizationError`` naming it.
 """
 
@@ -23,10 +23,11 @@ from .layer_params import ConvParams, PoolParams
 
 #: the activations a style-4 layer ends in (saturation, §12.6)
 ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
-#: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8)
-ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze")
+#: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8; a pad fills the zero point)
+ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
-ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)") + ASYM_KEEPING
+ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)",
+                    "Concat") + ASYM_KEEPING
 
 
 def _not_yet(q, layer, what: str):
@@ -155,13 +156,31 @@ def pool(q, layer) -> QuantizedLayer:
                           bias_a=int(k), acc_scale=x.scale * count, bounds=bounds, mma_scale=m, mma_shift=s)
 
 
+def concat(q, layer, operands) -> QuantizedLayer:
+    """§12.8: each input brought to the output's scale and zero point by its multiplier, shift and bias."""
+    xs = [q.tensors[t] for t in operands]
+    _, out_bits = q.widths(layer)
+    out = asym_output(q, layer, out_bits)
+    try:
+        factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point) for x in xs]
+    except FixedPointError as exc:
+        raise q.unsupported(layer, f"its scales ({exc})") from None
+    bounds, act = _bounds(q, layer, out)
+    return QuantizedLayer(layer.index, layer.name, "Concat", layer.type_id, tuple(operands), layer.outputs,
+                          {"axis": layer.params.axis}, act, bias_a=np.array([f[2] for f in factors], np.int64),
+                          acc_scale=out.scale, bounds=bounds,
+                          mma_scale=np.array([f[0] for f in factors], np.int64),
+                          mma_shift=np.array([f[1] for f in factors], np.int64))
+
+
 def eltwise(q, layer, operands) -> QuantizedLayer:
     """§12.7: an element-wise sum of two or more tensors."""
+    if layer.type == "Concat":
+        return concat(q, layer, operands)
     prm = layer.params
-    if layer.type != "EltWise" or prm.constant_input or prm.operation != "add" or len(operands) < 2:
-        what = "a concat" if layer.type == "Concat" else (
-            "an element-wise operation with a constant" if layer.type == "EltWise" and prm.constant_input
-            else f"element-wise {getattr(prm, 'operation', layer.type)}")
+    if prm.constant_input or prm.operation != "add" or len(operands) < 2:
+        what = "an element-wise operation with a constant" if prm.constant_input \
+            else f"element-wise {prm.operation}"
         raise _not_yet(q, layer, what)
     xs = [q.tensors[t] for t in operands]
     _, out_bits = q.widths(layer)
@@ -178,12 +197,13 @@ def eltwise(q, layer, operands) -> QuantizedLayer:
 
 
 def keeping(q, layer) -> QuantizedLayer:
+    """§12.8: the symmetric styles' data-movement record (its parameters and checks), its outputs with the
+    input's zero point as well."""
     if layer.activation.type != "none":
         raise _not_yet(q, layer, f"an activation on a {layer.type} layer")
-    x = q.tensors[layer.inputs[0]]
-    _kept(q, layer, x)
-    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, {},
-                          acc_scale=x.scale)
+    record = q.keeping(layer)
+    _kept(q, layer, q.tensors[layer.inputs[0]])
+    return record
 
 
 def asymmetric_layer(q, layer, operands) -> QuantizedLayer:

@@ -119,6 +119,23 @@ def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], co
     return round_sat(acc, int(shift), lo, hi).astype(out.dtype)
 
 
+def concat_mma(inputs: Sequence[np.ndarray], mma_scales, mma_shifts, biases, out: FixedType, *, axis: int = 1,
+               bounds=None) -> np.ndarray:
+    """§12.8 concat (TI: ``TIDL_refConcat``'s MMA path): input j becomes
+    ``roundSat((in_j + bias_j) x m_j, s_j, lo, hi)``, then the parts are joined along ``axis``."""
+    lo, hi = _bounds(out, bounds)
+    m, s, b = (_integers(v, what) for v, what in ((mma_scales, "mmaScale"), (mma_shifts, "mmaShift"),
+                                                   (biases, "bias")))
+    if not len(inputs) == m.size == s.size == b.size:
+        raise FixedPointError("concat: one multiplier, shift and bias per input")
+    parts = [round_sat((_tensor(a, f"concat input {j}")[0] + int(b[j])) * int(m[j]), int(s[j]), lo, hi)
+             for j, a in enumerate(inputs)]
+    try:
+        return np.concatenate(parts, axis=axis).astype(out.dtype)
+    except (ValueError, np.exceptions.AxisError) as e:
+        raise FixedPointError(f"concat along axis {axis}: {e}") from e
+
+
 def global_average_pool_mma(x, mma_scale: int, mma_shift: int, constant: int, out: FixedType, *,
                             bounds=None) -> np.ndarray:
     """§12.8 (TI: the asymmetric global average pool): ``roundSat((sum(in) + constant) x scale, shift)``
@@ -165,4 +182,4 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
 
 
 __all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
-           "global_average_pool_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]
+           "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

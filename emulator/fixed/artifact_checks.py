@@ -178,6 +178,13 @@ class _Layer:
                 arr = self.int_array(value, field, (1,), 0, hi)
                 if arr.size != channels:
                     raise self.fail(f"{arr.size} values in {field} for {channels} output channels")
+        elif layer.type == "Concat":
+            for value, field, lo, hi in ((layer.mma_scale, "the MMA multipliers", 0, 255),
+                                         (layer.mma_shift, "the MMA shifts", 0, _MAX_SHIFT),
+                                         (layer.bias_a, "the input biases", *_INT32)):
+                arr = self.int_array(value, field, (1,), lo, hi)
+                if arr.size != len(layer.inputs):
+                    raise self.fail(f"{arr.size} values in {field} for {len(layer.inputs)} inputs")
         elif layer.type in ("Pool", "EltWise"):
             self.integer(layer.mma_scale, "the MMA multiplier", 0, 255)
             self.integer(layer.mma_shift, "the MMA shift", 0, _MAX_SHIFT)

@@ -195,6 +195,9 @@ def eltwise_kernel(layer, xs, tensors):
 
 @fixed_kernel("Concat")
 def concat_kernel(layer, xs, tensors):
+    if layer.asymmetric:   # §12.8
+        return [arith_asym.concat_mma(xs, layer.mma_scale, layer.mma_shift, layer.bias_a,
+                                      _out(layer, tensors).fixed_type, axis=layer.attrs["axis"], bounds=layer.bounds)]
     return [arith.concat(xs, layer.multipliers, layer.round_bits, _out(layer, tensors).fixed_type,
                          axis=layer.attrs["axis"], bounds=layer.bounds)]
 
@@ -287,7 +290,8 @@ def slice_kernel(layer, xs, tensors):
 
 @fixed_kernel("Pad")
 def pad_kernel(layer, xs, tensors):
-    return [arith.pad_with_zero_point(xs[0], layer.attrs["pads"])]
+    # the input's zero point: 0 in the symmetric styles, its own in style 4 (§8.11, §12.8)
+    return [arith.pad_with_zero_point(xs[0], layer.attrs["pads"], tensors[layer.inputs[0]].zero_point)]
 
 
 @fixed_kernel("DepthToSpace")

@@ -223,3 +223,59 @@ def test_the_quant_proto_carries_the_zero_points(quantized):
     assert sorted(z - (1 << 32) for z in negative) == sorted(z for z in zps.values() if z < 0)
     conv = next(entry for entry in msg.layers if entry.layer_type == "TIDL_ConvolutionLayer")
     assert conv.weights[0].size == 6 and len(set(conv.weights[0].scale)) > 1
+
+
+MERGE = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  %2 = nn.conv2d(%x, meta[relay.Constant][2], strides=[2, 2], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %3 = nn.relu(%2);
+  %4 = image.resize2d(%3, size=[8, 8], method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor");
+  %5 = concatenate((%1, %4), axis=1);
+  %6 = nn.pad(%5, 0f, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]);
+  %7 = nn.conv2d(%6, meta[relay.Constant][3], channels=2, kernel_size=[3, 3]);
+  nn.bias_add(%7, meta[relay.Constant][4])
+}
+'''
+
+
+def test_concat_resize_and_pad_in_style_4():
+    """§12.8: a concat of a signed and an unsigned tensor (the oracle's per-input factors and parts), a
+    nearest resize that keeps the zero point, a pad folded into the next convolution (padding with the zero
+    point); the model follows its float run."""
+    r = np.random.default_rng(5)
+    params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in
+              [((4, 3, 3, 3), 0.4), ((4,), 0.2), ((4, 3, 3, 3), 0.4), ((2, 8, 3, 3), 0.3), ((2,), 0.1)]]
+    mod = tidlx.parse_relay(MERGE, params=params)
+    calib = _frames(6, 2)[:, :, :8, :8]
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    assert [layer.type for layer in sub.compute_layers()] == ["Conv", "Conv", "Resize", "Concat", "Conv"]
+    seen = []
+    x = {"x": calib[:1]}   # in-sample: a style-4 range has no headroom, a frame beyond it saturates
+    y = q.run(x, fixed_observers=[seen.append])[0]
+    cat = next(o for o in seen if o.layer.type == "Concat")
+    out = sub.tensors[cat.layer.outputs[0]]
+    want = []
+    for t, v in zip(cat.layer.inputs, cat.inputs):
+        xin = sub.tensors[t]
+        m, s, b = oa.concat_factors(out.scale, xin.scale, out.zero_point, xin.zero_point)
+        want.append(np.array(oa.concat_part(np.asarray(v).ravel().tolist(), m, s, b, *cat.layer.bounds)).reshape(v.shape))
+    assert np.array_equal(cat.outputs[0], np.concatenate(want, axis=1))
+    assert any(sub.tensors[t].zero_point != 0 for t in cat.layer.inputs)
+    resize = next(o for o in seen if o.layer.type == "Resize")
+    assert sub.tensors[resize.layer.outputs[0]].zero_point == sub.tensors[resize.layer.inputs[0]].zero_point
+    last = sub.compute_layers()[-1]
+    assert tuple(last.attrs["pads"]) == (1, 1, 1, 1) and sub.tensors[last.inputs[0]].zero_point != 0
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    assert _sqnr(reference, y) > 30.0
+
+
+def test_a_pad_layer_fills_its_inputs_zero_point():
+    from tidlx.emulator.fixed.layers import pad_kernel
+    from tidlx.emulator.fixed.network import QuantizedLayer, QuantizedTensor
+    tensors = (QuantizedTensor(0, "x", (1, 1, 2, 2), 8, True, 2.0, -7), QuantizedTensor(1, "y", (1, 1, 4, 4), 8, True, 2.0, -7))
+    layer = QuantizedLayer(1, "pad", "Pad", 0, (0,), (1,), {"pads": ((0, 0), (0, 0), (1, 1), (1, 1))})
+    y = pad_kernel(layer, [np.full((1, 1, 2, 2), 5, np.int8)], tensors)[0]
+    assert y[0, 0, 0].tolist() == [-7] * 4 and y[0, 0, 1].tolist() == [-7, 5, 5, -7]

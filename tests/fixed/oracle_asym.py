@@ -202,3 +202,14 @@ def gap(values, sx, zx, sy, zy, lo, hi):
 def convert_in(x, scale, zp, bits, signed):
     lo, hi = bounds(bits, signed)
     return min(max(half_away(f32(f32(f32(x) * f32(scale)) + f32(zp))), lo), hi)
+
+
+# §12.8 concat
+def concat_factors(sy, sx, zy, zx):
+    r = f32(f32(sy) / f32(sx))
+    m, s, _ = mma(r, 8)
+    return m, s, half_away(f32(f32(f32(zy) / r) - f32(zx)))
+
+
+def concat_part(values, m, s, bias, lo, hi):
+    return [round_sat((v + bias) * m, s, lo, hi) for v in values]

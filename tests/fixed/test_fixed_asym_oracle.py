@@ -256,3 +256,16 @@ def test_exact_matmul_is_the_integer_product(k, kind, data):
     want = [[sum(int(a[i, j]) * int(b[j, c]) for j in range(k)) for c in range(2)] for i in range(3)]
     got = ra.exact_matmul(a, b)
     assert got.dtype == np.int64 and got.tolist() == want
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.floats(0.05, 300), st.integers(-128, 127), st.floats(0.05, 300), st.integers(0, 255),
+       st.lists(st.integers(-128, 127), min_size=1, max_size=12), st.lists(st.integers(0, 255), min_size=1, max_size=12))
+def test_concat(sx, zx, sy, zy, a, b):
+    count("§12.8 concat")
+    fa = asym.concat_factors(sy, sx, zy, zx)
+    fb = asym.concat_factors(sy, 2.0 * sx, zy, 0)
+    assert fa == oa.concat_factors(sy, sx, zy, zx) and fb == oa.concat_factors(sy, 2.0 * sx, zy, 0)
+    xa, xb = np.array(a, np.int8)[None], np.array(b, np.uint8)[None]
+    got = ra.concat_mma([xa, xb], [fa[0], fb[0]], [fa[1], fb[1]], [fa[2], fb[2]], FixedType(8, False), axis=1)
+    assert got[0].tolist() == oa.concat_part(a, *fa, 0, 255) + oa.concat_part(b, *fb, 0, 255)
