@@ -27,7 +27,7 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)",
-                    "Concat") + ASYM_KEEPING
+                    "Concat", "ReLU") + ASYM_KEEPING
 
 
 def _not_yet(q, layer, what: str):
@@ -206,6 +206,18 @@ def keeping(q, layer) -> QuantizedLayer:
     return record
 
 
+def saturating(q, layer) -> QuantizedLayer:
+    """§12.6, tidlx's choice for a ReLU/ReLU6/Clip layer of its own: the input's type, scale and zero point
+    kept, saturated to the activation's bounds at them."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to a saturation layer")
+    _kept(q, layer, x)
+    bounds, act = _bounds(q, layer, q.tensors[layer.outputs[0]])
+    return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
+                          acc_scale=x.scale, bounds=bounds)
+
+
 def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     """One layer of a style-4 subgraph (``q`` the ``_Quantizer``; ``operands`` a merging layer's inputs)."""
     if layer.is_data:
@@ -225,6 +237,8 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return eltwise(q, layer, operands)
     if layer.type in ASYM_KEEPING:
         return keeping(q, layer)
+    if layer.type == "ReLU":
+        return saturating(q, layer)
     raise _not_yet(q, layer, f"a {layer.type} layer")
 
 

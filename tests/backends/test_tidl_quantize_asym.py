@@ -279,3 +279,22 @@ def test_a_pad_layer_fills_its_inputs_zero_point():
     layer = QuantizedLayer(1, "pad", "Pad", 0, (0,), (1,), {"pads": ((0, 0), (0, 0), (1, 1), (1, 1))})
     y = pad_kernel(layer, [np.full((1, 1, 2, 2), 5, np.int8)], tensors)[0]
     assert y[0, 0, 0].tolist() == [-7] * 4 and y[0, 0, 1].tolist() == [-7, 5, 5, -7]
+
+
+def test_a_relu_layer_of_its_own_saturates_at_the_zero_point():
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
+  %1 = nn.max_pool2d(%0, pool_size=[2, 2], strides=[2, 2]);
+  nn.relu(%1)
+}
+'''
+    w = np.random.default_rng(2).standard_normal((2, 2, 3, 3)).astype(np.float32)
+    mod = tidlx.parse_relay(text, params=[w])
+    q = _quantize(mod, {"x": np.random.default_rng(3).standard_normal((4, 2, 4, 4)).astype(np.float32)}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    relu = sub.compute_layers()[-1]
+    x, y = sub.tensors[relu.inputs[0]], sub.tensors[relu.outputs[0]]
+    assert relu.type == "ReLU" and x.zero_point != 0
+    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed)
+    assert relu.bounds == (x.zero_point, 127)
