@@ -186,7 +186,7 @@ _SPECS = (
           "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4),
           steps=("quantization",), support="partial",
           note="0 (NP2Fixed), 1 (P2Dynamic) and 4 (asymmetric per-channel: conv, inner product, max and global "
-               "average pool, sum, reshapes; other layers are refused by name) implemented; unset with a "
+               "average pool, sum, concat, ReLU, data movement; other layers are refused by name) implemented; unset with a "
                "target_device whose TI tools default to 4 (AM62A, AM67A, AM68A, AM69A): 4; 3 (TFLite "
                "prequantized) is not accepted"),
     _spec("advanced_options:output_feature_16bit_names_list", "output_feature_16bit_names", "names",
