@@ -125,7 +125,7 @@ def test_one_option(capsys):
     assert lines[0] == "advanced_options:quantization_scale_type (TI's option, TidlOptions.quantization_scale_type)"
     assert "  default:  0" in lines and "  allowed:  one of 0, 1, 4" in lines
     tidlx_line = next(line for line in lines if line.startswith("  in tidlx: "))
-    assert tidlx_line.startswith("  in tidlx: partial: 0 (NP2Fixed) and 1 (P2Dynamic) implemented")
+    assert tidlx_line.startswith("  in tidlx: partial: 0 (NP2Fixed), 1 (P2Dynamic) and 4 (asymmetric per-channel")
     assert "│" not in out   # no table
 
     code, out, _ = run_cli(capsys, "options", "disabled_passes")

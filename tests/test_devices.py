@@ -39,7 +39,10 @@ def quiet_options(values):
     ("tda4vh", "AM69A"), (" AM69A ", "AM69A")])
 def test_names_and_aliases_become_ti_names(given, canonical):
     assert quiet_options({"target_device": given}).target_device == canonical
-    assert quiet_options({"target_device": given}) == TidlOptions(target_device=canonical)
+    # a device whose TI tools default to quantization_scale_type 4 takes it when none is given
+    style = devices.default_scale_type(canonical) or devices.TIDL_DEFAULT_SCALE_TYPE
+    assert quiet_options({"target_device": given}) == TidlOptions(target_device=canonical,
+                                                                  quantization_scale_type=style)
 
 
 def test_unset_is_tidl_defaults():
@@ -166,21 +169,23 @@ def test_16bit_deconvolution_on_am67a():
     assert "on AM67A (target_device) ConvTranspose 16-bit transposed convolution" in list(hosts.values())[-1][0]
 
 
-# -- the quantization-style warning and the report line -------------------------------------------------
+# -- the device's quantization style and the report line --------------------------------------------------
 
-@pytest.mark.parametrize("device, warns", [("AM68A", True), ("am62a", True), ("J784S4", True), ("J722S", True),
-                                           ("TDA4VM", False)])
-def test_style4_warning_when_the_scale_type_is_not_given(device, warns):
+@pytest.mark.parametrize("device, style4", [("AM68A", True), ("am62a", True), ("J784S4", True), ("J722S", True),
+                                            ("TDA4VM", False)])
+def test_style4_is_the_devices_default_when_the_scale_type_is_not_given(device, style4):
+    """TI's tools' preset: quantization_scale_type 4 on AM62A/AM67A/AM68A/AM69A (emulated, no warning);
+    TDA4VM keeps TIDL's own default 0."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         opts = TidlOptions.from_dict({"target_device": device})
     texts = [str(w.message) for w in caught if issubclass(w.category, TidlxWarning)]
-    assert opts.quantization_scale_type == devices.TIDL_DEFAULT_SCALE_TYPE == 0
-    if warns:
-        assert len(texts) == 1 and opts.device_warning() == texts[0]
-        assert "quantization_scale_type 4" in texts[0] and "does not emulate" in texts[0]
-    else:
-        assert texts == [] and opts.device_warning() is None
+    assert texts == [] and opts.device_warning() is None
+    assert opts.quantization_scale_type == (4 if style4 else devices.TIDL_DEFAULT_SCALE_TYPE)
+    line = devices.scale_type_line(opts.target_device, opts.quantization_scale_type, False)
+    assert (line is not None) == style4
+    if style4:
+        assert "quantization_scale_type 4" in line and "TI's tools' default" in line
     for given in (0, 1):   # given by the user: no warning, the value stands
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -197,8 +202,7 @@ def test_report_says_whose_rules_applied(tmp_path, capsys):
     code, out, err = run_cli(capsys, "partition", path, "-o", "target_device=am62a")
     assert code == 0
     assert "target device: AM62A (AM62A; C7504 x1, piecewise-linear sigmoid" in out
-    assert "warning: target_device=AM62A: TI's tools use quantization_scale_type 4" in out
-    assert "tidlx: warning: target_device=AM62A" in err
+    assert "warning" not in out + err
     code, out, err = run_cli(capsys, "partition", path, "--json", "-o", "target_device=J784S4",
                              "-o", "advanced_options:quantization_scale_type=1")
     device = json.loads(out)["device"]
@@ -209,25 +213,25 @@ def test_report_says_whose_rules_applied(tmp_path, capsys):
                                           "warning": None}
 
 
-def test_compare_reports_the_device_and_the_warning(tmp_path, capsys):
+def test_compare_reports_the_device(tmp_path, capsys):
     path = _wide_pad_conv(tmp_path / "m.onnx", pad=1)
     code, out, err = run_cli(capsys, "compare", path, "--json", "-o", "target_device=AM68A",
                              "-o", "advanced_options:calibration_iterations=1")
     assert code == 0, err
     device = json.loads(out)["device"]
-    assert device["target_device"] == "AM68A" and "quantization_scale_type 4" in device["warning"]
+    assert device["target_device"] == "AM68A" and device["warning"] is None
     code, out, err = run_cli(capsys, "compare", path, "-o", "advanced_options:calibration_iterations=1")
     assert code == 0 and "target device: TIDL defaults (no target_device)" in out
 
 
 @pytest.mark.parametrize("command", ["compare", "report"])
-def test_the_warning_is_printed_once_per_command(tmp_path, capsys, command):
+def test_a_style4_device_runs_without_a_warning(tmp_path, capsys, command):
     path = _wide_pad_conv(tmp_path / "m.onnx", pad=1)
     extra = ["--out", tmp_path / "r.html"] if command == "report" else []
     code, out, err = run_cli(capsys, command, path, "-o", "target_device=J721S2",
                              "-o", "advanced_options:calibration_iterations=1", *extra)
     assert code == 0, err
-    assert err.count("tidlx: warning: target_device=AM68A: TI's tools use quantization_scale_type 4") == 1
+    assert "quantization_scale_type 4" not in err and "target_device" not in err
     if command == "report":
         page = (tmp_path / "r.html").read_text(encoding="utf-8")
-        assert "AM68A (J721S2 (AM68A, TDA4AL, TDA4VL); C7120 x2" in page and "does not emulate" in page
+        assert "AM68A (J721S2 (AM68A, TDA4AL, TDA4VL); C7120 x2" in page and "does not emulate" not in page

@@ -103,9 +103,9 @@ def cmd_devices(args) -> int:
         "what tidlx applies: activations (sigmoid as TI's tables or AM62A's piecewise-linear one), the layer "
         "limits marked checked, num_cores at most the device's cores. Reported only: softmax lanes, cores for "
         "inference_mode 1 and 2, TI's runner calibration frames/iterations.",
-        f"TI's scale type: what TI's runner presets for the device; tidlx does not emulate 4 (asymmetric "
-        f"per-channel) yet and keeps TIDL's default {TIDL_DEFAULT_SCALE_TYPE} unless "
-        f"advanced_options:quantization_scale_type is given (with a warning).",
+        f"TI's scale type: what TI's runner presets for the device; where it is 4 (asymmetric per-channel) "
+        f"tidlx takes it unless advanced_options:quantization_scale_type is given; elsewhere TIDL's default "
+        f"{TIDL_DEFAULT_SCALE_TYPE}.",
         "without target_device: TIDL's own defaults (8-bit activation tables, no device layer limits).",
     ]
     for line in notes + source_lines(devices):

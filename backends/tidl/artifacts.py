@@ -33,7 +33,7 @@ from ...emulator.fixed.network import QuantizedLayer, QuantizedSubgraph, Quantiz
 
 #: Fields with a fixed place in the records (everything else goes to the key/value fields).
 LAYER_FIXED_FIELDS = ("index", "name", "type", "type_id", "inputs", "outputs", "attrs", "activation", "weight_bits")
-TENSOR_FIXED_FIELDS = ("id", "name", "shape", "bits", "signed", "scale")
+TENSOR_FIXED_FIELDS = ("id", "name", "shape", "bits", "signed", "scale", "zero_point")
 SUBGRAPH_FIXED_FIELDS = ("name", "layers", "tensors", "inputs", "outputs", "returns_tuple", "tensor_bits",
                          "quantization_style")
 
@@ -196,8 +196,8 @@ def encode_network(sub: QuantizedSubgraph, info: NetworkInfo = NetworkInfo()) ->
         size = fmt.align(fmt.TENSOR_FIXED.size + len(extra), fmt.RECORD_ALIGN)
         layer = producer.get(t.id)
         tensors += fmt.TENSOR_FIXED.pack(size, t.id, *enc.strings.ref(t.name), _tensor_element_type(t, where),
-                                         len(t.shape), len(fields), *fmt.padded_dims(t.shape), float(t.scale), 0,
-                                         _scalar_round_bits(layer), 0, 0, 0, 0,
+                                         len(t.shape), len(fields), *fmt.padded_dims(t.shape), float(t.scale),
+                                         int(t.zero_point), _scalar_round_bits(layer), 0, 0, 0, 0,
                                          fmt.NO_LAYER if layer is None else layer.index)
         tensors += extra + b"\0" * (size - fmt.TENSOR_FIXED.size - len(extra))
 
@@ -267,7 +267,7 @@ def encode_io(sub: QuantizedSubgraph, net: bytes, info: NetworkInfo = NetworkInf
             size = fmt.align(fmt.IO_FIXED.size + len(name), fmt.RECORD_ALIGN)
             body += fmt.IO_FIXED.pack(size, direction, _tensor_element_type(tensor, where), len(tensor.shape),
                                       fmt.LAYOUT_NCHW, tensor.id, *fmt.padded_dims(tensor.shape), 0, 0, 0, 0,
-                                      float(tensor.scale), 0, len(name))
+                                      float(tensor.scale), int(tensor.zero_point), len(name))
             body += name + b"\0" * (size - fmt.IO_FIXED.size - len(name))
     size = fmt.IO_HEADER_SIZE + len(body)
     net_crc = struct.unpack_from("<I", net, fmt.NET_CRC_OFFSET)[0]
@@ -311,6 +311,7 @@ def subgraph_json(sub: QuantizedSubgraph, info: NetworkInfo, number: int) -> str
         "outputs": [_io_json(sub.tensors[t]) for t in sub.outputs],
         "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "element_type": t.element_type,
                      "bits": t.bits, "signed": t.signed, "scale": _jsonable(t.scale),
+                     **({"zero_point": int(t.zero_point)} if t.zero_point else {}),
                      **{k: _jsonable(v) for k, v in _extra_fields(t, TENSOR_FIXED_FIELDS)}} for t in sub.tensors],
         "layers": [{"index": layer.index, "name": layer.name, "type": layer.type, "type_id": layer.type_id,
                     "activation": layer.activation, "inputs": list(layer.inputs), "outputs": list(layer.outputs),
@@ -340,7 +341,7 @@ def _one_record_a_line(doc: Mapping[str, Any]) -> str:
 
 def _io_json(t: QuantizedTensor) -> Dict[str, Any]:
     return {"data_id": t.id, "name": t.name, "shape": list(t.shape), "element_type": t.element_type,
-            "scale": _jsonable(t.scale), "zero_point": 0, "layout": "NCHW"}
+            "scale": _jsonable(t.scale), "zero_point": int(t.zero_point), "layout": "NCHW"}
 
 
 # -- the compiled folder ----------------------------------------------------------------------------

@@ -135,11 +135,11 @@ def frame_histogram_range(values: np.ndarray, scale: float, counts: Optional[Tup
     return int(np.trunc(np.float32(out_lo * s))), int(np.trunc(np.float32(out_hi * s)))
 
 
-def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: bool
+def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: bool, zero_point: int = 0
                    ) -> Tuple[Tuple[float, float], Tuple[float, float]]:
     """One frame's range of a layer output in real units (TI: ``TIDL_UpdateTensorRangeStats``), and its
-    plain min/max: a float tensor's min/max; an integer tensor's histogram ends (ActRange) or min/max, each
-    divided by the tensorScale in float32."""
+    plain min/max: a float tensor's min/max; an integer tensor's histogram ends (ActRange) or min/max, less
+    the zero point (style 4, docs/numerics.md §12), each divided by the tensorScale in float32."""
     if is_float:
         lo, hi = float(values.min()), float(values.max())
         return (lo, hi), (lo, hi)
@@ -147,6 +147,7 @@ def range_of_frame(values: np.ndarray, scale: float, is_float: bool, histogram: 
     present = np.nonzero(counts[0])[0]
     qmin, qmax = counts[1] + int(present[0]), counts[1] + int(present[-1])
     lo, hi = frame_histogram_range(values, scale, counts) if histogram else (qmin, qmax)
+    lo, hi, qmin, qmax = lo - zero_point, hi - zero_point, qmin - zero_point, qmax - zero_point
     s = np.float32(scale)
     return (float(np.float32(lo) / s), float(np.float32(hi) / s)), (qmin / scale, qmax / scale)
 
@@ -210,7 +211,7 @@ class _Collector:
             if v.size == 0:
                 continue
             key = (o.subgraph, tid)
-            cur, seen = range_of_frame(v, t.scale, t.is_float, self.histogram)
+            cur, seen = range_of_frame(v, t.scale, t.is_float, self.histogram, t.zero_point)
             self.ranges[key] = running_range(self.ranges.get(key), cur, self.frame,
                                              self.no_outlier or input_convert)
             old = self.observed.get(key)
@@ -221,6 +222,8 @@ class _Collector:
             frame_means, running = (frame_column_means, running_column_mean) \
                 if layer_key in self.column_layers else (frame_channel_means, running_channel_mean)
             means = frame_means(np.asarray(o.outputs[0]), 1.0 if t.is_float else t.scale)
+            if means is not None and t.zero_point:   # style 4: real = (q - zp) / scale
+                means = means - np.float32(np.float32(t.zero_point) / np.float32(t.scale))
             if means is not None:
                 self.means[layer_key] = running(self.means.get(layer_key), means, self.frame)
 
@@ -296,7 +299,12 @@ def quantize_iteratively(partitioned: IRModule, options: TidlOptions, calibratio
                 shift = (mean_float - mean_fixed) * step
                 biases[key] = (np.asarray(model.float_biases[key]).astype(np.float32) + shift).astype(np.float64)
             errors.append(float(np.mean(deltas)))
-        results = {name: _updated(result, collector, owners, method, len(data)) for name, result in results.items()}
+        if options.quantization_scale_type != 4:
+            # Style 4 keeps the float pass's ranges (docs/numerics.md §12.10): TI re-collects them from the
+            # accumulators, before saturation; the outputs seen here are saturated to the asymmetric range,
+            # which has no headroom, so ranges re-collected from them could only shrink.
+            results = {name: _updated(result, collector, owners, method, len(data))
+                       for name, result in results.items()}
         model = _quantized(partitioned, networks, options, results, biases, errors, cache)
     return model
 

@@ -305,11 +305,19 @@ class _FloatValues:
             self.values[(sub, tid)] = np.asarray(value)
 
 
+def _to_fixed(value: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
+    """A float value at a tensor's scale (and zero point, style 4: docs/numerics.md §12.9)."""
+    if tensor.zero_point:
+        from ...emulator.fixed.arith_asym import data_convert_to_fixed_zp
+        return data_convert_to_fixed_zp(value, tensor.scale, tensor.zero_point, tensor.fixed_type)
+    return data_convert_to_fixed(value, tensor.scale, tensor.fixed_type)
+
+
 def _dequantized(q: np.ndarray, tensor: QuantizedTensor) -> np.ndarray:
-    """A fixed-point value as the real number it stands for (q / tensorScale, float64)."""
+    """A fixed-point value as the real number it stands for ((q - zero point) / tensorScale, float64)."""
     if tensor.is_float:
         return np.asarray(q, dtype=np.float64)
-    return np.asarray(q, dtype=np.float64) / float(tensor.scale)
+    return (np.asarray(q, dtype=np.float64) - tensor.zero_point) / float(tensor.scale)
 
 
 # -- which subgraph output feeds each model output ---------------------------------------------------
@@ -407,8 +415,7 @@ class _Comparer:
         for tid in layer.inputs:
             tensor = sub.tensors[tid]
             value = self.float_values.values[(sub.name, tid)]
-            xs.append(value if tensor.is_float else
-                      data_convert_to_fixed(np.asarray(value, np.float32), tensor.scale, tensor.fixed_type))
+            xs.append(value if tensor.is_float else _to_fixed(np.asarray(value, np.float32), tensor))
         try:
             outs = KERNELS[layer.type](layer, xs, sub.tensors)
         except FixedPointError as exc:
@@ -591,8 +598,11 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         iterations = calibration_iterations(opts)
         frames = sorted({r.frames for r in qmodel.calibration.values()})
         methods = sorted({r.method for r in qmodel.calibration.values()})
+        # style 4 keeps the float pass's ranges through the iterations (docs/numerics.md §12.10)
+        ranges = "the float pass's minmax ranges kept" if opts.quantization_scale_type == 4 else \
+            f"{'/'.join(methods)} ranges"
         calibrated = [f"a float pass on {'/'.join(map(str, frames))} frame(s), then {iterations} fixed-point "
-                      f"iteration{'s' if iterations != 1 else ''} ({'/'.join(methods)} ranges"
+                      f"iteration{'s' if iterations != 1 else ''} ({ranges}"
                       f"{', biases' if calibration_option_bits(opts) & BIAS_CALIB_BIT else ''})"]
     layers = tuple(comparer.layers())
     return ComparisonResult(tuple(outputs), layers, len(chosen), where, int(opts.tensor_bits),

@@ -199,16 +199,30 @@ def softmax_lanes(target_device: Optional[str] = None) -> int:
     return DEFAULT_SOFTMAX_LANES if dev is None else int(dev.softmax_lanes.value)
 
 
-def scale_type_warning(target_device: Optional[str], scale_type_given: bool) -> Optional[str]:
-    """The warning when ``target_device`` names a device whose TI tools default to
-    ``quantization_scale_type`` 4 and the user gave none: tidlx keeps TIDL's own default."""
+def default_scale_type(target_device: Optional[str]) -> Optional[int]:
+    """The ``quantization_scale_type`` a user who names ``target_device`` and no scale type gets: TI's
+    tools' preset when it is 4 (asymmetric per-channel, emulated: docs/numerics.md §12), else None
+    (TIDL's own default, 0, applies; TDA4VM's preset 1 is not taken over)."""
     dev = device(target_device)
-    if dev is None or scale_type_given or dev.ti_scale_type.value != 4:
+    if dev is None or dev.ti_scale_type.value != 4:
         return None
-    return (f"target_device={dev.name}: TI's tools use quantization_scale_type 4 (asymmetric per-channel) on "
-            f"{dev.name}, which tidlx does not emulate yet; tidlx uses TIDL's own default "
-            f"quantization_scale_type {TIDL_DEFAULT_SCALE_TYPE} (give -o "
-            f"advanced_options:quantization_scale_type=... to choose)")
+    return 4
+
+
+def scale_type_warning(target_device: Optional[str], scale_type_given: bool) -> Optional[str]:
+    """A warning about the device's default quantization style: none now that tidlx takes TI's tools' style
+    4 on the devices that default to it (``default_scale_type``); kept for callers that ask."""
+    return None
+
+
+def scale_type_line(target_device: Optional[str], scale_type: int, scale_type_given: bool) -> Optional[str]:
+    """What the reports say about the quantization style a device chose (None when the user chose it or
+    no device did): ``target_device=AM68A: quantization_scale_type 4 (TI's tools' default on AM68A)``."""
+    dev = device(target_device)
+    if dev is None or scale_type_given or default_scale_type(target_device) != scale_type:
+        return None
+    return (f"target_device={dev.name}: quantization_scale_type {scale_type} (asymmetric per-channel), TI's "
+            f"tools' default on {dev.name}")
 
 
 def rules_line(target_device: Optional[str]) -> str:
@@ -222,4 +236,5 @@ def rules_line(target_device: Optional[str]) -> str:
 
 
 __all__ = ["Fact", "LayerLimit", "Device", "DEVICES", "TIDL_DEFAULT_SCALE_TYPE", "accepted_names", "resolve",
-           "device", "softmax_lanes", "DEFAULT_SOFTMAX_LANES", "scale_type_warning", "rules_line"]
+           "device", "softmax_lanes", "DEFAULT_SOFTMAX_LANES", "scale_type_warning", "default_scale_type",
+           "scale_type_line", "rules_line"]

@@ -117,7 +117,7 @@ def _weight_range(layer) -> Optional[str]:
             f"{layer.weight_bits} bits (the smallest channel's largest weight is {smallest} of "
             f"{int(per_channel.max())})"
             + ("; 16-bit weights (params_16bit_names) keep more of them" if layer.weight_bits == 8 else "")
-            + "; TI's per-channel style (quantization_scale_type 4, not emulated by tidlx yet) would keep them")
+            + "; TI's per-channel style (quantization_scale_type 4) would keep them")
 
 
 def findings(qmodel: QuantizedModel, layers, observed: Mapping[Tuple[str, int], Tuple[float, float]]

@@ -172,9 +172,10 @@ def _samples(qmodel: QuantizedModel, result: ComparisonResult, frame: Mapping[st
         if tensor.is_float:
             fixed, lo, hi = np.asarray(q, np.float64), None, None
         else:
-            fixed = np.asarray(q, np.float64) / float(tensor.scale)
+            zp = tensor.zero_point   # style 4: real = (q - zp) / scale
+            fixed = (np.asarray(q, np.float64) - zp) / float(tensor.scale)
             qlo, qhi = tensor.fixed_type.bounds
-            lo, hi = qlo / float(tensor.scale), qhi / float(tensor.scale)
+            lo, hi = (qlo - zp) / float(tensor.scale), (qhi - zp) / float(tensor.scale)
         out.append(LayerSample(c.subgraph, c.layer, c.type, result.tensor_bits, c.sqnr_db, c.saturated_pct,
                                np.asarray(ref, np.float64), fixed, lo, hi))
     return tuple(out)

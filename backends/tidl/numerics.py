@@ -20,6 +20,7 @@ from ...emulator.fixed.arith import FixedPointError, FixedType, activation_bound
 #: §2: quantization_scale_type -> TI's quantizationStyle (TIDL-NUMERICS.md, "Scales and styles")
 NP2_FIXED = 2
 P2_DYNAMIC = 3
+ASYM_NP2 = 6
 #: §6.1: softmax and argmax outputs have scale 1.0 and roundBits 0
 SOFTMAX_OUTPUT_SCALE = 1.0
 #: §6.4: a tensorScale of 0 becomes C's FLT_MIN
@@ -58,13 +59,14 @@ def largest_power_of_2_at_most(a: float) -> float:
 
 
 def quantization_style(quantization_scale_type: int) -> int:
-    """§2: ``quantization_scale_type`` 0 -> NP2Fixed (style 2, the default), 1 -> P2Dynamic (style 3)
-    (TIDL-NUMERICS.md, "Scales and styles"). 3 and 4 are not implemented yet."""
-    styles = {0: NP2_FIXED, 1: P2_DYNAMIC}
+    """§2: ``quantization_scale_type`` 0 -> NP2Fixed (style 2, the default), 1 -> P2Dynamic (style 3), 4 ->
+    AsymNP2 (style 6, asymmetric per-channel, §12) (TIDL-NUMERICS.md, "Scales and styles"). 3 is not
+    implemented yet."""
+    styles = {0: NP2_FIXED, 1: P2_DYNAMIC, 4: ASYM_NP2}
     if quantization_scale_type not in styles:
         raise FixedPointError(f"quantization_scale_type {quantization_scale_type}: tidlx's fixed point implements "
-                              f"0 (NP2Fixed) and 1 (P2Dynamic); 3 (TFLite prequantized) and 4 (asymmetric "
-                              f"per-channel) are not implemented yet")
+                              f"0 (NP2Fixed), 1 (P2Dynamic) and 4 (asymmetric per-channel); 3 (TFLite "
+                              f"prequantized) is not implemented yet")
     return styles[quantization_scale_type]
 
 

@@ -185,8 +185,10 @@ _SPECS = (
     _spec("advanced_options:quantization_scale_type", "quantization_scale_type", "choice",
           "0 non-power-of-2 weight scales, 1 power-of-2, 4 asymmetric per-channel", (0, 1, 4),
           steps=("quantization",), support="partial",
-          note="0 (NP2Fixed) and 1 (P2Dynamic) implemented; 4 passes the partition but quantization refuses it; "
-               "3 (TFLite prequantized) is not accepted"),
+          note="0 (NP2Fixed), 1 (P2Dynamic) and 4 (asymmetric per-channel: conv, inner product, max and global "
+               "average pool, sum, concat, ReLU, data movement; other layers are refused by name) implemented; unset with a "
+               "target_device whose TI tools default to 4 (AM62A, AM67A, AM68A, AM69A): 4; 3 (TFLite "
+               "prequantized) is not accepted"),
     _spec("advanced_options:output_feature_16bit_names_list", "output_feature_16bit_names", "names",
           "layers whose outputs are 16 bit", steps=("quantization",), support="full",
           values="layer (ONNX node) names", note="mixed precision; a name matching no layer is a warning"),
@@ -237,8 +239,8 @@ _SPECS = (
           "TI's target device (TI's runner name; J7 aliases such as J721E, J721S2, J784S4, J722S); unset: TIDL's "
           "own defaults", steps=("partition", "quantization"), support="partial",
           note="selects the device's sigmoid (tables, or AM62A's piecewise-linear one), its documented layer "
-               "limits and num_cores' maximum; TI's quantization_scale_type 4 default is not emulated (a "
-               "warning; TIDL's default applies). tidlx devices lists each device's facts"),
+               "limits and num_cores' maximum, and TI's tools' quantization_scale_type 4 where that is the "
+               "device's default and none is given. tidlx devices lists each device's facts"),
     _spec("max_batch_size", "max_batch_size", "optional_int",
           f"largest batch offloaded (tidlx; TI: the environment variable {BATCH_ENV_VAR})", minimum=1,
           origin="tidlx", steps=("partition",), support="full",
@@ -640,8 +642,14 @@ class TidlOptions:
             if spec is None:
                 raise _unknown_option(key)
             kwargs[spec.field] = parse_value(spec, value)
+        given = frozenset(kwargs)
+        if "quantization_scale_type" not in kwargs:   # TI's tools' style on the device (4 on AM62A/67A/68A/69A)
+            from .devices import default_scale_type
+            preset = default_scale_type(kwargs.get("target_device"))
+            if preset is not None:
+                kwargs["quantization_scale_type"] = preset
         options = cls(**kwargs)
-        object.__setattr__(options, "_given", frozenset(kwargs))
+        object.__setattr__(options, "_given", given)
         options._warn_level9(kwargs)
         note = options.device_warning()
         if note:   # one place for every caller: a command that reads its options twice says it once

@@ -420,7 +420,8 @@ def build_message(model, float_biases: Mapping[Tuple[str, int], np.ndarray]):
                 out = entry.outputs.add(size=1, element_type=_element_type(qt.bits, qt.signed))
                 _set_range(out, *written_range(rng))
                 out.scale.append(float(qt.scale))
-                out.zero_point.append(0)
+                # style 4: the tensor's zero point (TI writes its int32 tensorZeroPoint into the uint32 field)
+                out.zero_point.append(int(qt.zero_point) & 0xFFFFFFFF)
             if not _weighted_plan_layer(layer):
                 continue
             where = f"@{net.name}: layer '{layer.name}'"

@@ -39,7 +39,10 @@ GELU and ELU are table activations (§8.10.2) of the BatchNorm layer their compo
 * TopK (§8.15: values at the input's type and scale, int32 indices) and ScatterElements for ScatterND
   (§8.16); an int64 subgraph input is an int32 index tensor.
 
-Left for later: the asymmetric styles, the histogram weight-range method, ArgMax/Reduce.
+* ``quantization_scale_type`` 4 (asymmetric per-channel, §12): quantize_asym.py, for the layer types it
+  names; any other layer is a ``QuantizationError``.
+
+Left for later: TFLite prequantized (style 5), the histogram weight-range method, ArgMax/Reduce.
 """
 
 from __future__ import annotations
@@ -155,7 +158,11 @@ class QuantizationError(TidlxError):
 def calibration_option_bits(options: TidlOptions) -> int:
     """The calibration option bits TI's import uses (its OSRT option map, TIDL 11.x): 7 at accuracy_level 1,
     BiasRange 64 at 0; at 9 the advanced options (activation_clipping -> ActRange 1, weight_clipping ->
-    WeightRange 2, bias_calibration -> BiasCalib 4, channel_wise_quantization -> PerChannelWeight 8)."""
+    WeightRange 2, bias_calibration -> BiasCalib 4, channel_wise_quantization -> PerChannelWeight 8).
+    ``quantization_scale_type`` 4 (style 6) takes BiasCalib 4 alone, at every level (TI's
+    ``TIDL_derivedInterfaceOptions``; docs/numerics.md §12.10)."""
+    if options.quantization_scale_type == 4:
+        return BIAS_CALIB_BIT
     if options.accuracy_level == 1:
         return ACCURACY_LEVEL_1_OPTIONS
     if options.accuracy_level == 9:
@@ -368,6 +375,8 @@ class _Quantizer:
             or self.per_channel_depthwise
         self.limit_weights = bool(bits & WEIGHT_RANGE_BIT)
         self.bias_range = bool(bits & BIAS_RANGE_BIT)
+        #: style 4 (asymmetric per-channel, docs/numerics.md §12): every layer through quantize_asym.py
+        self.asymmetric = options.quantization_scale_type == 4
         self.tensors: Dict[int, QuantizedTensor] = {}
         self.consumers: Dict[int, List[TidlLayer]] = {}
         for layer in net.layers:
@@ -1271,6 +1280,10 @@ class _Quantizer:
             raise QuantizationError(f"{self.where(layer)}: {what}: {exc}") from None
 
     def layer(self, layer: TidlLayer) -> QuantizedLayer:
+        if self.asymmetric:
+            from .quantize_asym import asymmetric_layer
+            merging = layer.type in ("EltWise", "Concat")
+            return asymmetric_layer(self, layer, _operand_tensors(layer) if merging else layer.inputs)
         if layer.is_data and not layer.inputs and np.dtype(self.net.tensors[layer.outputs[0]].dtype) in \
                 (np.dtype(np.int64), np.dtype(np.int32)):
             return self.index_input(layer)

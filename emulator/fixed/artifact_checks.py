@@ -162,6 +162,34 @@ class _Layer:
             raise self.fail("table_on_input without an activation table")
         if layer.type in _WEIGHT_RANK and not (layer.type == "InnerProduct" and "transpose_b" in layer.attrs):
             self.weights()
+        if layer.mma_scale is not None or layer.mma_shift is not None:
+            self.mma()
+
+    def mma(self) -> None:
+        """Style 4 (docs/numerics.md §12): multipliers 0..255 and shifts, one per output channel for a
+        convolution or inner product, one for a sum or a global average pool."""
+        layer, out = self.layer, self.outs[0]
+        if layer.mma_scale is None or layer.mma_shift is None:
+            raise self.fail("an MMA multiplier without its shift, or a shift without its multiplier")
+        if layer.type in ("Conv", "InnerProduct"):
+            channels = out.shape[-1 if layer.type == "InnerProduct" else 1] if len(out.shape) > 1 else 1
+            for value, field, hi in ((layer.mma_scale, "the MMA multipliers", 255),
+                                     (layer.mma_shift, "the MMA shifts", _MAX_SHIFT)):
+                arr = self.int_array(value, field, (1,), 0, hi)
+                if arr.size != channels:
+                    raise self.fail(f"{arr.size} values in {field} for {channels} output channels")
+        elif layer.type == "Concat":
+            for value, field, lo, hi in ((layer.mma_scale, "the MMA multipliers", 0, 255),
+                                         (layer.mma_shift, "the MMA shifts", 0, _MAX_SHIFT),
+                                         (layer.bias_a, "the input biases", *_INT32)):
+                arr = self.int_array(value, field, (1,), lo, hi)
+                if arr.size != len(layer.inputs):
+                    raise self.fail(f"{arr.size} values in {field} for {len(layer.inputs)} inputs")
+        elif layer.type in ("Pool", "EltWise"):
+            self.integer(layer.mma_scale, "the MMA multiplier", 0, 255)
+            self.integer(layer.mma_shift, "the MMA shift", 0, _MAX_SHIFT)
+        else:
+            raise self.fail(f"a {layer.type} layer has no MMA requantization")
 
     def weights(self) -> None:
         layer = self.layer
@@ -239,7 +267,8 @@ class _Layer:
         kind = self.choice("pool_type", ("Max", "Avg"))
         ceil_mode, global_pool = self.boolean("ceil_mode"), self.boolean("global_pool")
         if kind == "Avg":
-            self.integer(self.attr("q"), "'q'", 0, _MAX_POOL_Q)
+            if not self.layer.asymmetric:   # style 4's global pool has its multiplier and shift instead
+                self.integer(self.attr("q"), "'q'", 0, _MAX_POOL_Q)
             if global_pool:
                 return [(n, c, 1, 1)]
         kh, kw = self.integers(self.attr("kernel"), "'kernel'", 2, 1, _MAX_DIM)

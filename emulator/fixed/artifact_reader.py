@@ -27,7 +27,7 @@ _LAYER_FIELDS = {f.name for f in dataclasses.fields(QuantizedLayer)}
 _TENSOR_FIELDS = {f.name for f in dataclasses.fields(QuantizedTensor)}
 _SUBGRAPH_FIELDS = {f.name for f in dataclasses.fields(QuantizedSubgraph)}
 _LAYER_FIXED = {"index", "name", "type", "type_id", "inputs", "outputs", "attrs", "activation", "weight_bits"}
-_TENSOR_FIXED = {"id", "name", "shape", "bits", "signed", "scale"}
+_TENSOR_FIXED = {"id", "name", "shape", "bits", "signed", "scale", "zero_point"}
 _SUBGRAPH_FIXED = {"name", "layers", "tensors", "inputs", "outputs", "returns_tuple", "tensor_bits",
                    "quantization_style"}
 
@@ -254,7 +254,9 @@ def read_network(data: bytes, path: str = "<net.bin>") -> NetworkArtifact:
         dims, (scale, zero_point, round_bits, pt, pb, pl, pr, producer) = rest[:6], rest[6:]
         if size < fmt.TENSOR_FIXED.size or size % fmt.RECORD_ALIGN or start + size > view.end:
             raise view.fail(f"tensor record {i} has size {size}", start)
-        if tid != i or etype not in fmt.TENSOR_ELEMENT_TYPES or rank > fmt.MAX_RANK or zero_point or (pt, pb, pl, pr) \
+        zp_ok = etype in fmt.TENSOR_ELEMENT_TYPES and (zero_point == 0 or (
+            fmt.TENSOR_ELEMENT_TYPES[etype][0] > 0 and _zero_point_fits(zero_point, *fmt.TENSOR_ELEMENT_TYPES[etype])))
+        if tid != i or etype not in fmt.TENSOR_ELEMENT_TYPES or rank > fmt.MAX_RANK or not zp_ok or (pt, pb, pl, pr) \
                 != (0, 0, 0, 0) or fmt.unpadded_dims(dims, rank) is None:
             raise view.fail(f"tensor record {i}: id {tid}, element type {etype}, rank {rank}, zero point "
                             f"{zero_point}, pads or leading dims {dims} are not valid", start)
@@ -265,7 +267,7 @@ def read_network(data: bytes, path: str = "<net.bin>") -> NetworkArtifact:
         extra = _known_fields(fields, _TENSOR_FIELDS - _TENSOR_FIXED, f"tensor '{tname}'", view)
         tensors.append(_construct(QuantizedTensor, view, f"tensor '{tname}'", id=tid, name=tname,
                                   shape=fmt.unpadded_dims(dims, rank), bits=bits, signed=signed, scale=scale,
-                                  **extra))
+                                  zero_point=zero_point, **extra))
         tensor_meta.append((round_bits, producer))
     _no_trailing(view, view.end, "the TENS section")
 
@@ -313,6 +315,12 @@ def read_network(data: bytes, path: str = "<net.bin>") -> NetworkArtifact:
     _check_structure(sub, tensor_meta, path)
     check_subgraph(sub, path)
     return NetworkArtifact(sub, (major, minor), calib, mode, cores, crc)
+
+
+def _zero_point_fits(zero_point: int, bits: int, signed: bool) -> bool:
+    """A zero point (style 4, docs/numerics.md §12.2) is a value of its tensor's type."""
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return lo <= zero_point <= hi
 
 
 def _no_trailing(view: _View, end: int, what: str) -> None:
@@ -405,8 +413,10 @@ def read_io(data: bytes, path: str = "<io_1.bin>", net: Optional[NetworkArtifact
         dims, (pt, pb, pl, pr, scale, zero_point, name_len) = rest[:6], rest[6:]
         if rsize != fmt.align(fmt.IO_FIXED.size + name_len, fmt.RECORD_ALIGN) or start + rsize > view.end:
             raise view.fail(f"buffer record {i} has size {rsize} for a {name_len}-byte name", start)
+        zp_ok = etype in fmt.TENSOR_ELEMENT_TYPES and (zero_point == 0 or (
+            fmt.TENSOR_ELEMENT_TYPES[etype][0] > 0 and _zero_point_fits(zero_point, *fmt.TENSOR_ELEMENT_TYPES[etype])))
         if direction != (0 if i < n_in else 1) or etype not in fmt.TENSOR_ELEMENT_TYPES or rank > fmt.MAX_RANK \
-                or layout != fmt.LAYOUT_NCHW or zero_point or (pt, pb, pl, pr) != (0, 0, 0, 0) \
+                or layout != fmt.LAYOUT_NCHW or not zp_ok or (pt, pb, pl, pr) != (0, 0, 0, 0) \
                 or fmt.unpadded_dims(dims, rank) is None:
             raise view.fail(f"buffer record {i}: direction {direction}, element type {etype}, rank {rank}, layout "
                             f"{layout}, zero point, pads or leading dims are not valid", start)
@@ -439,8 +449,8 @@ def _check_io_matches(io: IoDescriptor, net: NetworkArtifact, net_crc: int, path
             raise ArtifactError(f"{path}: {len(buffers)} {kind}, the network record has {len(ids)}")
         for buf, t in zip(buffers, ids):
             tensor = sub.tensors[t]
-            if (buf.data_id, buf.name, buf.shape, buf.element_type, buf.scale) != \
-                    (tensor.id, tensor.name, tensor.shape, tensor.element_type, tensor.scale):
+            if (buf.data_id, buf.name, buf.shape, buf.element_type, buf.scale, buf.zero_point) != \
+                    (tensor.id, tensor.name, tensor.shape, tensor.element_type, tensor.scale, tensor.zero_point):
                 raise ArtifactError(f"{path}: {kind[:-1]} '{buf.name}' (data id {buf.data_id}, {list(buf.shape)}, "
                                     f"element type {buf.element_type}, scale {buf.scale}) is not the network "
                                     f"record's '{tensor.name}' (data id {tensor.id}, {list(tensor.shape)}, element "

@@ -370,7 +370,7 @@ def _layer_info_name_column(name: str, index: int) -> str:
 
 class TraceWriter:
     """A fixed-point observer writing TI's per-layer traces: one ``.y`` per layer output (raw dense values in
-    the element type, little-endian), at level 4 also ``_float.bin`` (float32 of q / tensorScale); per
+    the element type, little-endian), at level 4 also ``_float.bin`` (float32 of (q - zp) / tensorScale); per
     subgraph TI's ``tidl_subgraph<N>_net.bin.layer_info.txt`` (a line ``layerIdx dataIdx name`` per traced
     tensor; the name is the rest of the line) and tidlx's ``tidl_trace_subgraph_<N>_tensor_info.txt``
     (``dataIdx elementType tensorScale zeroPoint``, after a ``#`` header line)."""
@@ -408,11 +408,11 @@ class TraceWriter:
                 f.write(array.tobytes())
             if self.level >= 4:
                 real = value.astype(np.float32) if tensor.is_float else \
-                    (value.astype(np.float64) / tensor.scale).astype(np.float32)
+                    ((value.astype(np.float64) - tensor.zero_point) / tensor.scale).astype(np.float32)
                 with open(os.path.join(self.folder, name[:-len(TRACE_SUFFIX)] + FLOAT_SUFFIX), "wb") as f:
                     f.write(real.astype("<f4").tobytes())
             lines.append(f"{layer.index} {tensor.id} {_layer_info_name_column(layer.name, layer.index)}")
-            facts.append(f"{tensor.id} {tensor.element_type} {float(tensor.scale)!r} 0")
+            facts.append(f"{tensor.id} {tensor.element_type} {float(tensor.scale)!r} {int(tensor.zero_point)}")
             self.written += 1
 
     def finish(self) -> None:

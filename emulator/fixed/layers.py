@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from . import arith
+from . import arith, arith_asym
 from .arith import FixedPointError
 from .network import QuantizedLayer, QuantizedSubgraph, QuantizedTensor
 
@@ -77,6 +77,12 @@ def activate(layer: QuantizedLayer, pre: np.ndarray, tensors) -> np.ndarray:
 @fixed_kernel("Conv")
 def conv_kernel(layer, xs, tensors):
     a = layer.attrs
+    if layer.asymmetric:   # §12.6: padding with the input's zero point, MMA requantization
+        return [arith_asym.convolution_mma(xs[0], layer.weights, layer.bias_a, layer.mma_scale, layer.mma_shift,
+                                           _out(layer, tensors).fixed_type,
+                                           zero_point=tensors[layer.inputs[0]].zero_point, strides=a["strides"],
+                                           pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
+                                           bounds=layer.bounds)]
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                             strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
@@ -105,6 +111,10 @@ def inner_product_kernel(layer, xs, tensors):
                              bounds=layer.bounds)]
     x = np.asarray(xs[0])
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+    if layer.asymmetric:   # §12.6
+        y = arith_asym.inner_product_mma(rows, layer.weights, layer.bias_a, layer.mma_scale, layer.mma_shift,
+                                         _out(layer, tensors).fixed_type, bounds=layer.bounds)
+        return [y.reshape(x.shape[:-1] + y.shape[-1:]) if x.ndim > 2 else y]
     pre = arith.inner_product(rows, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                               bounds=bounds, negative_slopes=negative_slopes(layer))
     return [activate(layer, pre.reshape(x.shape[:-1] + pre.shape[-1:]) if x.ndim > 2 else pre, tensors)]
@@ -149,6 +159,11 @@ def pool_kernel(layer, xs, tensors):
     out = _out(layer, tensors).fixed_type
     if a["pool_type"] == "Max":
         return [arith.max_pool(xs[0], a["kernel"], a["strides"], a["pads"], ceil_mode=a["ceil_mode"])]
+    if layer.asymmetric:   # §12.8
+        if not a["global_pool"]:
+            raise FixedPointError("style 4 runs global average pools only")
+        return [arith_asym.global_average_pool_mma(xs[0], layer.mma_scale, layer.mma_shift, int(layer.bias_a), out,
+                                                   bounds=layer.bounds)]
     if a["global_pool"]:
         return [arith.global_average_pool(xs[0], a["q"], layer.round_bits, out, bounds=layer.bounds)]
     return [arith.average_pool(xs[0], a["kernel"], a["strides"], a["pads"], a["q"], layer.round_bits, out,
@@ -164,6 +179,11 @@ def eltwise_kernel(layer, xs, tensors):
     if "constant_operand" in layer.attrs:
         xs = list(xs)
         xs.insert(int(layer.attrs["constant_operand"]), layer.weights)
+    if layer.asymmetric:   # §12.7
+        if kind != "Sum":
+            raise FixedPointError(f"style 4 runs element-wise sums only, not {kind!r}")
+        return [arith_asym.eltwise_sum_mma(xs, layer.multipliers, int(layer.bias_a), int(layer.mma_shift), out,
+                                           bounds=layer.bounds)]
     if kind == "Sum":
         return [arith.eltwise_sum(xs, layer.multipliers, layer.round_bits, out, bounds=layer.bounds)]
     if kind == "Max":
@@ -175,6 +195,9 @@ def eltwise_kernel(layer, xs, tensors):
 
 @fixed_kernel("Concat")
 def concat_kernel(layer, xs, tensors):
+    if layer.asymmetric:   # §12.8
+        return [arith_asym.concat_mma(xs, layer.mma_scale, layer.mma_shift, layer.bias_a,
+                                      _out(layer, tensors).fixed_type, axis=layer.attrs["axis"], bounds=layer.bounds)]
     return [arith.concat(xs, layer.multipliers, layer.round_bits, _out(layer, tensors).fixed_type,
                          axis=layer.attrs["axis"], bounds=layer.bounds)]
 
@@ -268,7 +291,8 @@ def slice_kernel(layer, xs, tensors):
 
 @fixed_kernel("Pad")
 def pad_kernel(layer, xs, tensors):
-    return [arith.pad_with_zero_point(xs[0], layer.attrs["pads"])]
+    # the input's zero point: 0 in the symmetric styles, its own in style 4 (§8.11, §12.8)
+    return [arith.pad_with_zero_point(xs[0], layer.attrs["pads"], tensors[layer.inputs[0]].zero_point)]
 
 
 @fixed_kernel("DepthToSpace")
@@ -307,6 +331,8 @@ def scatter_elements_kernel(layer, xs, tensors):
 def _convert_in(tensor: QuantizedTensor, value: np.ndarray, where: str) -> np.ndarray:
     """§8.12: a float input to fixed point at its tensorScale; an integer input enters as it is."""
     value = np.asarray(value)
+    if value.dtype.kind == "f" and tensor.zero_point:   # §12.9
+        return arith_asym.data_convert_to_fixed_zp(value, tensor.scale, tensor.zero_point, tensor.fixed_type)
     if value.dtype.kind == "f":
         return arith.data_convert_to_fixed(value, tensor.scale, tensor.fixed_type)
     if tensor.fixed_type == arith.INDEX_TYPE and value.dtype.kind in "iu":   # §8.15: int64 indices -> int32
@@ -325,7 +351,7 @@ def _convert_out(tensor: QuantizedTensor, value: np.ndarray) -> np.ndarray:
         return value
     if tensor.fixed_type == arith.INDEX_TYPE:   # §8.15: TIDL's int32 indices reach the host as int64
         return value.astype(np.int64)
-    return arith.data_convert_to_float(value, tensor.scale)
+    return arith.data_convert_to_float(value, tensor.scale, tensor.zero_point)
 
 
 def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
@@ -359,7 +385,9 @@ def run_subgraph(sub: QuantizedSubgraph, inputs: Sequence[np.ndarray],
         else:
             # A layer ending in its own activation (§8.10.1-2) runs the plain kernel: a faster table's
             # kernels are written for plain saturation.
-            kernel = KERNELS.get(layer.type) if has_own_activation(layer) else kernels.get(layer.type)
+            # A style-4 layer (§12) runs the plain kernel too: the faster ones have no MMA requantization.
+            plain = has_own_activation(layer) or layer.asymmetric
+            kernel = KERNELS.get(layer.type) if plain else kernels.get(layer.type)
             if kernel is None:
                 raise FixedPointError(f"@{sub.name}: layer {layer.describe()}: TIDL fixed point does not support "
                                       f"{layer.type} layers yet")

@@ -29,6 +29,8 @@ class QuantizedTensor:
     bits: int
     signed: bool
     scale: float
+    #: the zero point of the asymmetric style (docs/numerics.md §12.2): a real value is ``(q - zp) / scale``
+    zero_point: int = 0
 
     @property
     def is_float(self) -> bool:
@@ -81,6 +83,10 @@ class QuantizedLayer:
       ``table[x - lo]`` (no requantization; ``round_bits`` 0, ``pre_scale`` the input's scale).
     * ``per_channel`` True: ``weight_scale`` and ``round_bits`` are arrays, one per output channel
       (per-channel depthwise weights, §4.5, §8.1.1).
+    * ``mma_scale`` / ``mma_shift`` (style 4, §12): the layer requantizes by these multipliers and right
+      shifts instead of ``round_bits`` (one per output channel for Conv/InnerProduct, one for a sum or a
+      global average pool); ``bias_a`` holds the accumulator's constant (zero-point terms folded in,
+      ``bias_b`` ones), a sum's ``multipliers`` its input multipliers. The plain kernels run it.
 
     For these layers, a kernel of the weighted types (Conv, Deconv, InnerProduct, BatchNorm) runs its
     accumulator rule with the pre-activation type and then the activation (layers.py: ``activate``)."""
@@ -110,6 +116,13 @@ class QuantizedLayer:
     prelu_shift: int = 0
     per_channel: bool = False
     table_on_input: bool = False
+    mma_scale: Union[None, int, np.ndarray] = None
+    mma_shift: Union[None, int, np.ndarray] = None
+
+    @property
+    def asymmetric(self) -> bool:
+        """A style-4 layer (docs/numerics.md §12): requantized by ``mma_scale``/``mma_shift``."""
+        return self.mma_scale is not None
 
     def describe(self) -> str:
         return f"'{self.name}' ({self.type}{'+' + self.activation if self.activation != 'none' else ''})"
@@ -120,7 +133,7 @@ class QuantizedSubgraph:
     """One TIDL subgraph in fixed point: layers in execution order (Data layers first and last),
     tensors by id, the input and output tensor ids in the subgraph function's parameter / result
     order, and whether the function returns a tuple. ``tensor_bits`` and ``quantization_style``
-    (2 NP2Fixed, 3 P2Dynamic) as chosen at import."""
+    (2 NP2Fixed, 3 P2Dynamic, 6 AsymNP2) as chosen at import."""
 
     name: str
     layers: Tuple[QuantizedLayer, ...]

@@ -169,7 +169,7 @@ def test_an_unknown_field_is_refused_by_name(small_net):
 
     @dataclasses.dataclass(frozen=True, eq=False)
     class NewerLayer(QuantizedLayer):
-        mma_shift: int = 0
+        lut_offset: int = 0
 
     layer = sub.layers[1]
     fields = {f.name: getattr(layer, f.name) for f in dataclasses.fields(QuantizedLayer)}
@@ -178,8 +178,8 @@ def test_an_unknown_field_is_refused_by_name(small_net):
         return dataclasses.replace(sub, layers=sub.layers[:1] + (new,) + sub.layers[2:])
 
     assert_same(read_network(encode_network(with_layer(NewerLayer(**fields))), "net.bin").subgraph.layers[1], layer)
-    with pytest.raises(ArtifactError, match="has the field 'mma_shift', which this tidlx does not know"):
-        read_network(encode_network(with_layer(NewerLayer(**fields, mma_shift=3))), "net.bin")
+    with pytest.raises(ArtifactError, match="has the field 'lut_offset', which this tidlx does not know"):
+        read_network(encode_network(with_layer(NewerLayer(**fields, lut_offset=3))), "net.bin")
 
 
 def test_unwritable_values_are_clear_errors(small_net):

@@ -300,8 +300,9 @@ def test_calibration_option_bits_match_oracle(level, act, weight, bias, channel)
 
 def test_fixed_facts():
     assert nx.quantization_style(0) == nx.NP2_FIXED == 2 and nx.quantization_style(1) == nx.P2_DYNAMIC == 3
-    with pytest.raises(FixedPointError, match="asymmetric"):
-        nx.quantization_style(4)
+    assert nx.quantization_style(4) == nx.ASYM_NP2 == 6
+    with pytest.raises(FixedPointError, match="TFLite"):
+        nx.quantization_style(3)
     assert nx.layer_bit_widths("conv1", 8, ["conv1"], []) == (8, 16)
     assert nx.layer_bit_widths("conv1", 8, [], ["conv1"]) == (16, 8)
     assert nx.layer_bit_widths("conv2", 16) == (16, 16)

@@ -1,0 +1,294 @@
+"""Import-side integer rules of TIDL's asymmetric per-channel style (``quantization_scale_type`` 4, TIDL's
+internal quantization style 6, AsymNP2): docs/numerics.md §12.
+
+    scale, zp = activation_scale_and_zero_point(lo, hi, bits=8, signed=True)        # §12.2
+    mma = mma_search(ratio, weight_bits=8)                                           # §12.1
+    ch = quantize_channel(w_c, b_c, in_scale, in_zp, out_scale, out_zp, 8)          # §12.3-§12.5
+
+Scales multiply (``q = x * scale + zp``). TI keeps scales in float32 and the bias term in double; each
+function says which. The runtime half (the requantization with ``mmaScale``/``mmaShift``) is in
+``tidlx.emulator.fixed.arith_asym`` (§12.6-§12.9).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Tuple
+
+import numpy as np
+
+from ...emulator.fixed.arith import FixedPointError, saturation_bounds
+
+#: §12.1: the largest multiplier (an unsigned 8-bit value) and the right-shift limits by weight width.
+MMA_MAX_SCALE = 255
+MMA_MAX_SHIFT_8 = 40
+MMA_MAX_SHIFT_16 = 64
+#: §12.3: the smallest out/(in x weight) ratio kept, by weight width (TI's MMAv2 minimum scales).
+MMA_MIN_RATIO_8 = np.float32(2.14 * 10e-9)
+MMA_MIN_RATIO_16 = np.float32(10e-15)
+#: §12.4: the widest bias term, in bits, by weight width; the weight scale halves until the term fits.
+MAX_BIAS_TERM_BITS_8 = 30
+MAX_BIAS_TERM_BITS_16 = 53
+#: §12.3: a ratio whose best multiplier is off by more than this (relative) moves the weight scale ...
+MAX_RATIO_ERROR = np.float32(10e-4)
+#: ... when the move is smaller than this (relative).
+MAX_WEIGHT_SCALE_MOVE = np.float32(2.0 * 10e-3)
+#: §12.2: a range narrower than this quantizes to nothing (tidlx's value; TI names the constant only).
+MIN_RANGE = 1e-15
+
+
+def _round_half_away(v: float) -> float:
+    """C's ``round``: half away from zero."""
+    return math.copysign(math.floor(abs(v) + 0.5), v)
+
+
+@dataclass(frozen=True)
+class MmaFactor:
+    """A ratio as ``scale / 2^shift`` (§12.1) and the search's absolute error (float32)."""
+
+    scale: int
+    shift: int
+    error: float
+
+    @property
+    def value(self) -> float:
+        return self.scale / float(2 ** self.shift)
+
+
+def mma_max_shift(weight_bits: int) -> int:
+    """§12.1: the right shift the MMA applies, at most 40 with 8-bit weights and 64 with 16-bit ones
+    (TI: ``TIDL_getMMAv2_ScaleShiftAndError``'s ``maxShiftBits``)."""
+    return MMA_MAX_SHIFT_16 if weight_bits > 8 else MMA_MAX_SHIFT_8
+
+
+def mma_search(ratio: float, weight_bits: int = 8) -> MmaFactor:
+    """§12.1 (TI: ``TIDL_getMMAv2_ScaleShiftAndError``): for every multiplier 1..255 the shift nearest to
+    ``log2(multiplier / ratio)`` (rounded half away from zero, clamped to [0, max shift]); the pair whose
+    float32 value ``multiplier / 2^shift`` is nearest to the float32 ratio wins, the smallest multiplier on
+    a tie."""
+    r = np.float32(ratio)
+    if not (math.isfinite(float(r)) and r > 0):
+        raise FixedPointError(f"MMA scale ratio {ratio}: must be a finite positive number")
+    limit = mma_max_shift(weight_bits)
+    best = None
+    for m in range(1, MMA_MAX_SCALE + 1):
+        shift = int(_round_half_away(math.log(m / float(r)) / math.log(2.0)))
+        shift = min(max(shift, 0), limit)
+        approx = np.float32(m / math.pow(2.0, shift))
+        err = np.float32(abs(np.float32(r - approx)))
+        if best is None or err < best.error:
+            best = MmaFactor(m, shift, float(err))
+    return best
+
+
+def activation_scale_and_zero_point(lo: float, hi: float, bits: int, signed: bool) -> Tuple[float, int]:
+    """§12.2 (TI 11.x: ``TIDL_asymRangeToScale`` on an asymmetric tensor): a feature map's scale and zero
+    point from its range. ``scale = (2^bits - 1) / range``; ``zp = round(top - scale * hi)`` (half away
+    from zero) saturated to the type, ``top`` the type's largest value (127 / 255 for 8 bits). The range is
+    ``hi - lo``, or ``max(|lo|, |hi|)`` when the range does not hold 0. A scale below 1 for a range that
+    fits the type becomes 1 (zp recomputed). A range under ``MIN_RANGE``: ``(2^(bits-s)-1) / |hi|``, zp 0;
+    all zero: scale ``(2^(bits-s)-1) x 1000``, zp 0. Scales in float32."""
+    lo, hi = float(np.float32(lo)), float(np.float32(hi))
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise FixedPointError(f"asymmetric scale: the range [{lo}, {hi}] is not a finite range")
+    tlo, thi = saturation_bounds(bits, signed)
+    span = float(np.float32(hi - lo))
+    if abs(span) < MIN_RANGE:
+        sym_top = float(thi)
+        if hi != 0:
+            return float(np.float32(sym_top / abs(hi))), 0
+        return float(np.float32(np.float32(sym_top) * np.float32(1000.0))), 0
+    if hi < 0 or lo > 0:
+        span = max(abs(lo), abs(hi))
+    full = float((1 << bits) - 1)
+    scale = np.float32(np.float32(full) / np.float32(span))
+
+    def zero_point(s) -> int:
+        z = _round_half_away(float(np.float32(np.float32(thi) - np.float32(s) * np.float32(hi))))
+        return int(min(max(z, tlo), thi))
+
+    zp = zero_point(scale)
+    if scale < 1.0 and hi <= thi and lo >= (-(1 << (bits - 1)) if signed else 0):
+        scale = np.float32(1.0)
+        zp = zero_point(scale)
+    return float(scale), zp
+
+
+def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
+    """§12.3 (TI: ``TIDL_asymRangeToScale`` on a symmetric weight tensor, one output channel): weights stay
+    symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32; a channel whose
+    range is under ``MIN_RANGE`` takes scale 1.0."""
+    w = np.asarray(w_channel, np.float32)
+    lo, hi = float(w.min()), float(w.max())
+    if abs(float(np.float32(hi - lo))) < MIN_RANGE:
+        return 1.0
+    top = float((1 << (weight_bits - 1)) - 1)
+    return float(np.float32(np.float32(top) / np.float32(max(abs(lo), abs(hi)))))
+
+
+def scale_ratio(out_scale: float, in_scale: float, weight_scale: float, weight_bits: int = 8) -> Tuple[float, float]:
+    """§12.3 (TI: ``TIDL_asymGetScaleRatio``): ``ratio = outScale / (weightScale x inScale)`` (float32),
+    clamped to [min ratio, 255]; a clamped ratio moves the weight scale to ``outScale / (ratio x inScale)``.
+    Returns (ratio, weight scale)."""
+    lo_ratio = MMA_MIN_RATIO_16 if weight_bits > 8 else MMA_MIN_RATIO_8
+    so, si, sw = np.float32(out_scale), np.float32(in_scale), np.float32(weight_scale)
+    r = np.float32(so / np.float32(sw * si))
+    if r > np.float32(MMA_MAX_SCALE):
+        return float(MMA_MAX_SCALE), float(np.float32(so / np.float32(np.float32(MMA_MAX_SCALE) * si)))
+    if r < lo_ratio:
+        return float(lo_ratio), float(np.float32(so / np.float32(lo_ratio * si)))
+    return float(r), float(sw)
+
+
+def refined_weight_scale(ratio: float, mma: MmaFactor, out_scale: float, in_scale: float,
+                         weight_scale: float) -> float:
+    """§12.3 (TI: ``TIDL_asymUpdateScalesAndShifts``): when the multiplier misses the ratio by more than
+    0.1% (relative), the weight scale that makes the multiplier exact, ``outScale / (mma x inScale)``, is
+    taken if it moves the weight scale by less than 2% (float32)."""
+    if np.float32(np.float32(mma.error) / np.float32(ratio)) <= MAX_RATIO_ERROR:
+        return weight_scale
+    hw = np.float32(mma.value)
+    ideal = np.float32(np.float32(out_scale) / np.float32(hw * np.float32(in_scale)))
+    sw = np.float32(weight_scale)
+    if np.float32(abs(np.float32(ideal - sw)) / sw) < MAX_WEIGHT_SCALE_MOVE:
+        return float(ideal)
+    return weight_scale
+
+
+def quantize_symmetric_weights(w: np.ndarray, scale: float, weight_bits: int = 8) -> np.ndarray:
+    """§12.3 (TI: ``TIDL_QuantizeFloatToFixed`` with zero point 0): ``round(w x scale)`` half away from
+    zero (float32 product), saturated to the signed weight type."""
+    lo, hi = saturation_bounds(weight_bits, True)
+    v = np.asarray(w, np.float32) * np.float32(scale)
+    q = np.sign(v) * np.floor(np.abs(v.astype(np.float64)) + 0.5)
+    return np.clip(q, lo, hi).astype(np.int8 if weight_bits == 8 else np.int16)
+
+
+def bias_term(bias: float, in_scale: float, weight_scale: float, in_zp: int, out_scale: float, out_zp: int,
+              weight_sum: int) -> float:
+    """§12.4 (TI: ``TIDL_asymDeriveBiasTerm``): the accumulator's constant, in double: the float bias at
+    the accumulator scale, plus the output zero point brought to it, minus the input zero point times the
+    channel's weight sum: ``b sx sw + zy (sx sw / sy) - zx sum(wq)``."""
+    sx, sw, sy = float(np.float32(in_scale)), float(np.float32(weight_scale)), float(np.float32(out_scale))
+    n_scale = (sx * sw) / sy
+    return float(bias) * sx * sw + (out_zp * n_scale - in_zp * float(weight_sum))
+
+
+def bias_term_bits(value: float) -> int:
+    """§12.4 (TI: ``TIDL_calculateAsymmetricAbsBiasTermBits``): one more than the largest n with
+    ``|value| >= 2^n - 1`` (1 for 0)."""
+    a = abs(float(value))
+    n = 63
+    while n >= 0 and a < math.pow(2.0, n) - 1:
+        n -= 1
+    return n + 1
+
+
+@dataclass(frozen=True)
+class ChannelQuantization:
+    """One output channel of a style-4 convolution / inner product (§12.3-§12.5)."""
+
+    weights: np.ndarray    # the channel's integer weights (symmetric, zero point 0)
+    weight_scale: float
+    mma_scale: int
+    mma_shift: int
+    bias: int              # the accumulator's constant (int32 for 8-bit weights, int64 for 16-bit)
+    zeroed: bool = False   # §12.5: the bias alone drives the channel, its weights were zeroed
+
+
+def quantize_channel(w: np.ndarray, bias: float, in_scale: float, in_zp: int, out_scale: float, out_zp: int,
+                     weight_bits: int = 8) -> ChannelQuantization:
+    """§12.3-§12.5 for one output channel (TI: ``TIDL_asymUpdateScalesAndShifts`` and
+    ``TIDL_asymDeriveBiasTerm``): the symmetric weight scale, the ratio clamp and MMA search, the 0.1%/2%
+    refinement, the weights, the bias-term width limit (weight scale halved, at most bits - 1 times,
+    then 1.0), the final search, then the integer bias (or, when it overflows its container, TI's
+    bias-only channel)."""
+    w = np.asarray(w, np.float32)
+    sw = channel_weight_scale(w, weight_bits)
+    ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
+    mma = mma_search(ratio, weight_bits)
+    sw = refined_weight_scale(ratio, mma, out_scale, in_scale, sw)
+    wq = quantize_symmetric_weights(w, sw, weight_bits)
+    limit = MAX_BIAS_TERM_BITS_16 if weight_bits > 8 else MAX_BIAS_TERM_BITS_8
+    most = weight_bits - 1
+    reductions = 0
+    bits = bias_term_bits(bias_term(bias, in_scale, sw, in_zp, out_scale, out_zp, int(wq.astype(np.int64).sum())))
+    while bits > limit:
+        reductions += 1
+        sw = float(np.float32(np.float32(sw) / np.float32(2.0)))
+        if reductions > most:
+            sw = 1.0
+        wq = quantize_symmetric_weights(w, sw, weight_bits)
+        bits = bias_term_bits(bias_term(bias, in_scale, sw, in_zp, out_scale, out_zp, int(wq.astype(np.int64).sum())))
+        if reductions > most:
+            break
+    ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
+    mma = mma_search(ratio, weight_bits)
+    acc_lo, acc_hi = saturation_bounds(32 if weight_bits <= 8 else 64, True)
+    term = bias_term(bias, in_scale, sw, in_zp, out_scale, out_zp, int(wq.astype(np.int64).sum()))
+    if abs(term) > acc_hi:
+        return bias_only_channel(w.shape, bias, in_scale, out_scale, out_zp, weight_bits)
+    return ChannelQuantization(wq, sw, mma.scale, mma.shift, int(_round_half_away(term)))
+
+
+def bias_only_channel(shape, bias: float, in_scale: float, out_scale: float, out_zp: int,
+                      weight_bits: int = 8) -> ChannelQuantization:
+    """§12.5 (TI: ``TIDL_asymDeriveBiasTerm``, saturation case): a bias term beyond its container makes the
+    channel a constant: weights 0, weight scale 1 multiplied by 10 until ``outScale / (sw x inScale)`` is at
+    most 255, the multiplier searched for that ratio, the bias ``b sx sw + zy sx sw / sy``."""
+    sx, sy = float(np.float32(in_scale)), float(np.float32(out_scale))
+    sw = 1.0
+    while sy / (sw * sx) > MMA_MAX_SCALE:
+        sw *= 10.0
+    sw = float(np.float32(sw))
+    n_scale = (sx * sw) / sy
+    mma = mma_search(1.0 / n_scale, weight_bits)
+    term = float(bias) * sx * sw + out_zp * n_scale
+    lo, hi = saturation_bounds(32 if weight_bits <= 8 else 64, True)
+    return ChannelQuantization(np.zeros(shape, np.int8 if weight_bits == 8 else np.int16), sw, mma.scale, mma.shift,
+                               int(min(max(_round_half_away(term), lo), hi)), zeroed=True)
+
+
+def merge_factors(out_scale: float, in_scales, out_zp: int, in_zps) -> Tuple[Tuple[int, ...], int, int]:
+    """§12.7, tidlx's rule for an element-wise sum (TI's asymmetric sum kernel not read): each input's
+    ratio ``outScale / inScale_j`` (float32) as an 8-bit multiplier over one shared shift, the shift TI's
+    runtime doubling gives the largest ratio (``TIDL_getMMAv2_ScaleAndShift``); the constant
+    ``round(zy 2^shift) - sum_j zx_j M_j``. Returns (multipliers, constant, shift)."""
+    from ...emulator.fixed.arith import mma_scale_and_shift
+    ratios = [np.float32(np.float32(out_scale) / np.float32(s)) for s in in_scales]
+    _, shift = mma_scale_and_shift(float(max(ratios)))
+    mult = tuple(int(_round_half_away(float(r) * 2.0 ** shift)) for r in ratios)
+    if max(mult) > MMA_MAX_SCALE or min(mult) < 1:
+        raise FixedPointError(f"element-wise sum: input/output scale ratios {[float(r) for r in ratios]} do not fit "
+                              f"8-bit multipliers over one shift")
+    const = int(_round_half_away(out_zp * 2.0 ** shift)) - sum(int(z) * m for z, m in zip(in_zps, mult))
+    return mult, const, shift
+
+
+def concat_factors(out_scale: float, in_scale: float, out_zp: int, in_zp: int,
+                   weight_bits: int = 8) -> Tuple[int, int, int]:
+    """§12.8, tidlx's rule for one concat input (TI's kernel: ``(in + bias) x m >> s``; its import of the
+    three not read): ``(m, s)`` = §12.1 for ``r = outScale / inScale`` (float32), ``bias = round(zy / r - zx)``
+    (half away from zero, float32). Returns (m, s, bias)."""
+    r = np.float32(np.float32(out_scale) / np.float32(in_scale))
+    f = mma_search(float(r), weight_bits)
+    bias = np.float32(np.float32(out_zp) / r) - np.float32(in_zp)
+    return f.scale, f.shift, int(_round_half_away(float(bias)))
+
+
+def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_zp: int) -> Tuple[int, int, int]:
+    """§12.8 (TI: the asymmetric global average pool's setup, ``TIDL_getMMAv2_ScaleAndShift``): the ratio
+    ``outScale / (inScale x H x W)`` (float32) as TI's runtime multiplier and shift, and the constant
+    ``round(zy / ratio - zx H W)`` added to the window sum. Returns (multiplier, shift, constant)."""
+    from ...emulator.fixed.arith import mma_scale_and_shift
+    ratio = np.float32(np.float32(out_scale) / np.float32(np.float32(in_scale) * np.float32(count)))
+    scale, shift = mma_scale_and_shift(float(ratio))
+    const = np.float32(np.float32(out_zp) / ratio) - np.float32(np.float32(in_zp) * np.float32(count))
+    return scale, shift, int(_round_half_away(float(const)))
+
+
+__all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
+           "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
+           "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
+           "pool_factors"]

@@ -1,0 +1,245 @@
+"""The quantizer's style-4 layers (``quantization_scale_type`` 4, TIDL's AsymNP2; docs/numerics.md §12).
+
+``_Quantizer.layer`` hands every layer of a style-4 subgraph to ``asymmetric_layer``: each output gets a
+scale and zero point from its calibrated range (§12.2), a convolution / inner product per-channel weights,
+MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5), an element-wise
+sum, a concat and a global average pool their multipliers and constants (§12.7, §12.8); max pool and the
+data-movement layers keep their input's type, scale and zero point. A layer type whose style-4 rule tidlx does not have yet is a
+``QuantizationError`` naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from ...emulator.fixed.arith import FixedPointError, FixedType
+from ...emulator.fixed.arith_asym import activation_bounds_zp
+from ...emulator.fixed.network import QuantizedLayer, QuantizedTensor
+from . import asymmetric as asym
+from . import numerics as nx
+from .layer_params import ConvParams, PoolParams
+
+#: the activations a style-4 layer ends in (saturation, §12.6)
+ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
+#: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8; a pad fills the zero point)
+ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
+#: the layer types style 4 runs (docs/numerics.md §12)
+ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)",
+                    "Concat", "ReLU") + ASYM_KEEPING
+
+
+def _not_yet(q, layer, what: str):
+    from .quantize import QuantizationError
+    return QuantizationError(f"{q.where(layer)}: quantization_scale_type 4 (asymmetric per-channel): {what} has no "
+                             f"style-4 rule in tidlx yet (docs/numerics.md §12; it runs {', '.join(ASYM_LAYER_TYPES)} "
+                             f"layers with {', '.join(ASYM_ACTIVATIONS)})")
+
+
+def _clip_bounds(layer) -> Tuple[float, float]:
+    p = dict(layer.activation.params)
+    return float(p.get("min")), float(p.get("max"))
+
+
+def output_range(q, layer) -> Tuple[float, float]:
+    """§12.6: ReLU6 and Clip take their bounds as the output range; otherwise the calibrated range."""
+    act = layer.activation.type
+    if act == "ReLU6":
+        return 0.0, 6.0
+    if act == "Clip":
+        lo, hi = _clip_bounds(layer)
+        if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
+            return lo, hi
+    rng = q.range_of(layer.outputs[0])
+    return float(rng.min), float(rng.max)
+
+
+def asym_output(q, layer, bits: int) -> QuantizedTensor:
+    """§12.2: the layer's output tensor, its type from the range's sign, its scale and zero point."""
+    lo, hi = output_range(q, layer)
+    signed = nx.feature_map_is_signed(lo)
+    scale, zp = asym.activation_scale_and_zero_point(lo, hi, bits, signed)
+    t = q.net.tensors[layer.outputs[0]]
+    out = QuantizedTensor(t.id, t.name, t.shape, bits, signed, float(scale), int(zp))
+    q.tensors[t.id] = out
+    return out
+
+
+def _bounds(q, layer, out: QuantizedTensor) -> Tuple[Tuple[int, int], str]:
+    act = layer.activation.type
+    clip = _clip_bounds(layer) if act == "Clip" else None
+    try:
+        bounds = activation_bounds_zp(out.fixed_type, out.zero_point, out.scale, act, clip)
+    except FixedPointError as exc:
+        from .quantize import QuantizationError
+        raise QuantizationError(f"{q.where(layer)}: {exc}") from None
+    return bounds, act.lower()
+
+
+def _kept(q, layer, x: QuantizedTensor) -> None:
+    for tid in layer.outputs:
+        t = q.net.tensors[tid]
+        q.tensors[tid] = QuantizedTensor(t.id, t.name, t.shape, x.bits, x.signed, x.scale, x.zero_point)
+
+
+def data_in(q, layer) -> QuantizedLayer:
+    """§12.9: a float subgraph input at its range's scale and zero point."""
+    t = q.net.tensors[layer.outputs[0]]
+    if np.dtype(t.dtype) != np.float32:
+        raise _not_yet(q, layer, f"a {np.dtype(t.dtype)} subgraph input")
+    out = asym_output(q, layer, q.opts.tensor_bits)
+    return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, (), layer.outputs, {"direction": "in"},
+                          acc_scale=out.scale)
+
+
+def weighted(q, layer) -> QuantizedLayer:
+    """§12.3-§12.6: a convolution or inner product, per output channel."""
+    if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
+                                                      and layer.ops[0] not in ("nn.dense", "nn.matmul")):
+        raise _not_yet(q, layer, f"a {layer.type} layer")
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
+    p = q.plan(layer)
+    wbits, out_bits = q.widths(layer)
+    out = asym_output(q, layer, out_bits)
+    w = np.asarray(p.affine.folded_weights(), np.float32)
+    bias = np.asarray(p.affine.bias, np.float64)
+    from .quantize import BIAS_CALIBRATED
+    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
+        q.float_biases[layer.index] = p.affine.bias
+    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, out.scale, out.zero_point, wbits)
+                for c in range(w.shape[0])]
+    wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
+    notes = tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
+                  for c, ch in enumerate(channels) if ch.zeroed)
+    bounds, act = _bounds(q, layer, out)
+    attrs: Dict[str, Any] = {}
+    if layer.type == "Conv":
+        prm: ConvParams = layer.params
+        attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+                 "groups": prm.groups}
+    ws = np.array([ch.weight_scale for ch in channels])
+    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs, act,
+                          wq, wbits, ws, np.array([ch.bias for ch in channels], np.int64),
+                          np.ones(len(channels), np.int64), 0.0, 0, (), float(x.scale) * float(ws.max()), bounds,
+                          notes, per_channel=True,
+                          mma_scale=np.array([ch.mma_scale for ch in channels], np.int64),
+                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64))
+
+
+def pool(q, layer) -> QuantizedLayer:
+    """§12.8: max pool keeps its input; a global average pool's multiplier, shift and constant."""
+    prm: PoolParams = layer.params
+    x = q.tensors[layer.inputs[0]]
+    attrs = {"pool_type": prm.pool_type, "kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads,
+             "ceil_mode": prm.ceil_mode, "global_pool": prm.global_pool}
+    if prm.pool_type == "Max":
+        if layer.activation.type != "none":
+            raise _not_yet(q, layer, "an activation on a max pool")
+        _kept(q, layer, x)
+        return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs,
+                              acc_scale=x.scale, bounds=x.fixed_type.bounds)
+    if prm.pool_type != "Avg" or not prm.global_pool:
+        raise _not_yet(q, layer, "a spatial average pool" if prm.pool_type == "Avg" else f"a {prm.pool_type} pool")
+    _, out_bits = q.widths(layer)
+    out = asym_output(q, layer, out_bits)
+    shape = q.net.tensors[layer.inputs[0]].shape
+    count = int(shape[-1]) * int(shape[-2])
+    try:
+        m, s, k = asym.pool_factors(out.scale, x.scale, count, out.zero_point, x.zero_point)
+    except FixedPointError as exc:
+        raise q.unsupported(layer, f"its scales ({exc})") from None
+    bounds, act = _bounds(q, layer, out)
+    return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs, act,
+                          bias_a=int(k), acc_scale=x.scale * count, bounds=bounds, mma_scale=m, mma_shift=s)
+
+
+def concat(q, layer, operands) -> QuantizedLayer:
+    """§12.8: each input brought to the output's scale and zero point by its multiplier, shift and bias."""
+    xs = [q.tensors[t] for t in operands]
+    _, out_bits = q.widths(layer)
+    out = asym_output(q, layer, out_bits)
+    try:
+        factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point) for x in xs]
+    except FixedPointError as exc:
+        raise q.unsupported(layer, f"its scales ({exc})") from None
+    bounds, act = _bounds(q, layer, out)
+    return QuantizedLayer(layer.index, layer.name, "Concat", layer.type_id, tuple(operands), layer.outputs,
+                          {"axis": layer.params.axis}, act, bias_a=np.array([f[2] for f in factors], np.int64),
+                          acc_scale=out.scale, bounds=bounds,
+                          mma_scale=np.array([f[0] for f in factors], np.int64),
+                          mma_shift=np.array([f[1] for f in factors], np.int64))
+
+
+def eltwise(q, layer, operands) -> QuantizedLayer:
+    """§12.7: an element-wise sum of two or more tensors."""
+    if layer.type == "Concat":
+        return concat(q, layer, operands)
+    prm = layer.params
+    if prm.constant_input or prm.operation != "add" or len(operands) < 2:
+        what = "an element-wise operation with a constant" if prm.constant_input \
+            else f"element-wise {prm.operation}"
+        raise _not_yet(q, layer, what)
+    xs = [q.tensors[t] for t in operands]
+    _, out_bits = q.widths(layer)
+    out = asym_output(q, layer, out_bits)
+    try:
+        mult, k, shift = asym.merge_factors(out.scale, [x.scale for x in xs], out.zero_point,
+                                            [x.zero_point for x in xs])
+    except FixedPointError as exc:
+        raise q.unsupported(layer, f"its scales ({exc})") from None
+    bounds, act = _bounds(q, layer, out)
+    return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, tuple(operands), layer.outputs,
+                          {"eltwise_type": "Sum"}, act, bias_a=int(k), multipliers=mult,
+                          acc_scale=out.scale * float(1 << shift), bounds=bounds, mma_scale=1, mma_shift=shift)
+
+
+def keeping(q, layer) -> QuantizedLayer:
+    """§12.8: the symmetric styles' data-movement record (its parameters and checks), its outputs with the
+    input's zero point as well."""
+    if layer.activation.type != "none":
+        raise _not_yet(q, layer, f"an activation on a {layer.type} layer")
+    record = q.keeping(layer)
+    _kept(q, layer, q.tensors[layer.inputs[0]])
+    return record
+
+
+def saturating(q, layer) -> QuantizedLayer:
+    """§12.6, tidlx's choice for a ReLU/ReLU6/Clip layer of its own: the input's type, scale and zero point
+    kept, saturated to the activation's bounds at them."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to a saturation layer")
+    _kept(q, layer, x)
+    bounds, act = _bounds(q, layer, q.tensors[layer.outputs[0]])
+    return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
+                          acc_scale=x.scale, bounds=bounds)
+
+
+def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
+    """One layer of a style-4 subgraph (``q`` the ``_Quantizer``; ``operands`` a merging layer's inputs)."""
+    if layer.is_data:
+        if layer.inputs:
+            return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (),
+                                  {"direction": "out"})
+        return data_in(q, layer)
+    if layer.activation.type not in ASYM_ACTIVATIONS:
+        raise _not_yet(q, layer, f"the {layer.activation.type} activation")
+    if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
+        if layer.type == "InnerProduct" and len(layer.inputs) == 2:
+            raise _not_yet(q, layer, "an inner product of two tensors")
+        return weighted(q, layer)
+    if layer.type == "Pool":
+        return pool(q, layer)
+    if layer.type in ("EltWise", "Concat"):
+        return eltwise(q, layer, operands)
+    if layer.type in ASYM_KEEPING:
+        return keeping(q, layer)
+    if layer.type == "ReLU":
+        return saturating(q, layer)
+    raise _not_yet(q, layer, f"a {layer.type} layer")
+
+
+__all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "output_range"]

@@ -1,0 +1,185 @@
+"""Runtime integer rules of TIDL's asymmetric per-channel style (``quantization_scale_type`` 4, style 6):
+docs/numerics.md §12.6-§12.9. The import-side rules that choose the numbers are in
+``tidlx.backends.tidl.asymmetric``.
+
+    y = convolution_mma(x, w, bias, mma_scale, mma_shift, out, zero_point=zx, pads=1)
+
+A tensor's real value is ``(q - zp) / scale``. Every function takes integer arrays in their TIDL dtypes
+and gives the output type's dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from .arith import (FixedPointError, FixedType, _bounds, _integers, _tensor, _window_geometry, accumulator_bits,
+                    round_sat, wrap_accumulator)
+
+#: §12.6: the 8-bit MMA keeps 40 bits of the requantized accumulator.
+MMA_ACC_MASK_8 = (1 << 40) - 1
+
+
+def mma_requantize(acc, mma_scale, mma_shift, lo: int, hi: int, *, channel_axis: int = 1,
+                   input_bits: int = 8) -> np.ndarray:
+    """§12.6 (TI: the asymmetric branch of ``tidl_conv2d_base_ref.c`` with ``TIDL_roundSatMMA``):
+    ``roundSat(acc x mmaScale[c], mmaShift[c], psatMin, psatMax)``; with an 8-bit input the result is then
+    kept to the accumulator's 40 bits (``& (2^40 - 1)``) and cast to the output type, which leaves every
+    saturated value as it is (a value in [lo, hi] has the same low bits). ``mma_scale``/``mma_shift``: one
+    value, or one per channel laid along ``channel_axis``."""
+    a = _integers(acc, "accumulator")
+    s = _integers(mma_scale, "mmaScale")
+    b = _integers(mma_shift, "mmaShift")
+    if s.size and (s.min() < 0 or s.max() > 255):
+        raise FixedPointError(f"mmaScale must be in [0, 255], got {s.min()}..{s.max()}")
+    if s.ndim == 1 or b.ndim == 1:
+        shape = [1] * a.ndim
+        shape[channel_axis] = -1
+        s, b = s.reshape(shape) if s.ndim == 1 else s, b.reshape(shape) if b.ndim == 1 else b
+    q = round_sat(a * s, b, lo, hi)
+    if input_bits == 8:
+        kept = q & MMA_ACC_MASK_8
+        q = np.where(kept >= (1 << 39), kept - (1 << 40), kept)   # the low 40 bits, read back signed
+    return q
+
+
+def exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of integer arrays as int64, exactly: through float64 (BLAS) when every partial sum is an
+    integer below 2^53 in magnitude (bounded by K x max|a| x max|b|), else in int64."""
+    k = a.shape[-1]
+    bound = k * max(int(np.abs(a).max(initial=0)), 1) * max(int(np.abs(b).max(initial=0)), 1)
+    if bound < (1 << 53):
+        return np.rint(np.matmul(a.astype(np.float64), b.astype(np.float64))).astype(np.int64)
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
+
+
+def _bias_column(bias, channels: int, acc_bits: int) -> np.ndarray:
+    b = wrap_accumulator(_integers(bias, "bias"), acc_bits)
+    if b.ndim > 1 or (b.ndim == 1 and b.size != channels):
+        raise FixedPointError(f"bias: expected one value per output channel ({channels}), got shape {b.shape}")
+    return np.broadcast_to(b, (channels,))
+
+
+def convolution_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, zero_point: int = 0, strides=1, pads=0,
+                    dilations=1, groups: int = 1, bounds=None) -> np.ndarray:
+    """§12.6 convolution (TI: ``tidl_conv2d_base_ref.c``, asymmetric): padding pixels hold the input's zero
+    point; ``acc = bias[c] + sum x w`` (int32 for 8-bit weights, int64 for 16-bit), then
+    ``mma_requantize``. The zero-point terms live in ``bias`` (§12.4)."""
+    xi, xtype = _tensor(x, "convolution input", 4)
+    wi, wtype = _tensor(w, "convolution weights", 4)
+    n, c, h, wd = xi.shape
+    o, cg, kh, kw = wi.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _window_geometry(strides, dilations, pads, "convolution")
+    if groups < 1 or c % groups or o % groups or cg != c // groups:
+        raise FixedPointError(f"convolution: {c} input and {o} output channels with weights {wi.shape} "
+                              f"do not make {groups} groups")
+    zlo, zhi = xtype.bounds
+    if not zlo <= int(zero_point) <= zhi:
+        raise FixedPointError(f"convolution: zero point {zero_point} is not a {xtype.dtype} value")
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        raise FixedPointError(f"convolution: a {kh}x{kw} kernel does not fit the padded {h}x{wd} input")
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    xp = np.pad(xi, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=int(zero_point))
+    taps = np.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                     for i in range(kh) for j in range(kw)], axis=2)
+    cols = taps.reshape(n, groups, cg * kh * kw, oh * ow)
+    wg = wi.reshape(groups, o // groups, cg * kh * kw)
+    acc = exact_matmul(wg[None], cols).reshape(n, o, oh, ow)
+    acc = wrap_accumulator(acc + _bias_column(bias, o, acc_bits).reshape(1, o, 1, 1), acc_bits)
+    return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
+
+
+def inner_product_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.6 inner product (TI: ``TIDL_refInnerProduct``'s per-column ``mmav2_Scales``/``mmav2_Shifts``):
+    ``acc[n, m] = bias[m] + sum_k x[n, k] w[m, k]``, then ``mma_requantize`` per output column."""
+    xi, xtype = _tensor(x, "inner product input", 2)
+    wi, wtype = _tensor(w, "inner product weights", 2)
+    if xi.shape[1] != wi.shape[1]:
+        raise FixedPointError(f"inner product: input {xi.shape} and weights {wi.shape} disagree on K")
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
+    acc = wrap_accumulator(exact_matmul(xi, wi.T) + _bias_column(bias, wi.shape[0], acc_bits)[None], acc_bits)
+    return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
+
+
+def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], constant: int, shift: int,
+                    out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.7, tidlx's rule: ``roundSat(sum_j in_j M_j + constant, shift)`` (int64), the zero points folded
+    into ``constant``."""
+    if len(inputs) < 2 or len(inputs) != len(multipliers):
+        raise FixedPointError("element-wise sum: two or more inputs, one multiplier each")
+    lo, hi = _bounds(out, bounds)
+    acc = np.int64(int(constant))
+    for j, (a, m) in enumerate(zip(inputs, multipliers)):
+        acc = acc + _tensor(a, f"element-wise input {j}")[0] * int(m)
+    return round_sat(acc, int(shift), lo, hi).astype(out.dtype)
+
+
+def concat_mma(inputs: Sequence[np.ndarray], mma_scales, mma_shifts, biases, out: FixedType, *, axis: int = 1,
+               bounds=None) -> np.ndarray:
+    """§12.8 concat (TI: ``TIDL_refConcat``'s MMA path): input j becomes
+    ``roundSat((in_j + bias_j) x m_j, s_j, lo, hi)``, then the parts are joined along ``axis``."""
+    lo, hi = _bounds(out, bounds)
+    m, s, b = (_integers(v, what) for v, what in ((mma_scales, "mmaScale"), (mma_shifts, "mmaShift"),
+                                                   (biases, "bias")))
+    if not len(inputs) == m.size == s.size == b.size:
+        raise FixedPointError("concat: one multiplier, shift and bias per input")
+    parts = [round_sat((_tensor(a, f"concat input {j}")[0] + int(b[j])) * int(m[j]), int(s[j]), lo, hi)
+             for j, a in enumerate(inputs)]
+    try:
+        return np.concatenate(parts, axis=axis).astype(out.dtype)
+    except (ValueError, np.exceptions.AxisError) as e:
+        raise FixedPointError(f"concat along axis {axis}: {e}") from e
+
+
+def global_average_pool_mma(x, mma_scale: int, mma_shift: int, constant: int, out: FixedType, *,
+                            bounds=None) -> np.ndarray:
+    """§12.8 (TI: the asymmetric global average pool): ``roundSat((sum(in) + constant) x scale, shift)``
+    per channel, the zero points folded into ``constant``. Output N x C x 1 x 1."""
+    xi, _ = _tensor(x, "global average pool input", 4)
+    lo, hi = _bounds(out, bounds)
+    acc = (xi.sum(axis=(2, 3), keepdims=True) + int(constant)) * int(mma_scale)
+    return round_sat(acc, int(mma_shift), lo, hi).astype(out.dtype)
+
+
+def data_convert_to_fixed_zp(x, tensor_scale: float, zero_point: int, out: FixedType) -> np.ndarray:
+    """§12.9, tidlx's choice for a float input of a style-4 subgraph (TI: ``TIDL_QuantizeFloatToFixed``):
+    ``round(x x scale + zp)`` half away from zero (float32 product and sum), saturated to the type."""
+    arr = np.asarray(x)
+    if arr.dtype.kind != "f":
+        raise FixedPointError(f"data convert: expected a float array, got {arr.dtype}")
+    if np.isnan(arr).any():
+        raise FixedPointError("data convert: the float input holds NaN")
+    if not tensor_scale > 0:
+        raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
+    lo, hi = out.bounds
+    with np.errstate(over="ignore"):
+        v = arr.astype(np.float32) * np.float32(tensor_scale) + np.float32(zero_point)
+    v = v.astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return np.clip(q, lo, hi).astype(out.dtype)
+
+
+def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activation: str = "none",
+                         clip: Optional[Tuple[float, float]] = None) -> Tuple[int, int]:
+    """§12.6, tidlx's choice (TI's ``TIDL_getParametricSatLimit(clip, scale, zp)``): ReLU saturates below at
+    the zero point; ReLU6/Clip at ``zp + round(bound x scale)`` (half up), inside the type."""
+    lo, hi = out.bounds
+    if activation in ("none", ""):
+        return lo, hi
+    if activation == "ReLU":
+        return max(lo, min(int(zero_point), hi)), hi
+    if activation in ("ReLU6", "Clip"):
+        cmin, cmax = (0.0, 6.0) if activation == "ReLU6" else clip
+        qlo = int(zero_point) + int(np.floor(float(cmin) * float(scale) + 0.5))
+        qhi = int(zero_point) + int(np.floor(float(cmax) * float(scale) + 0.5))
+        return max(lo, min(qlo, hi)), min(hi, max(qhi, lo))
+    raise FixedPointError(f"activation '{activation}': style 4 saturates none, ReLU, ReLU6, Clip")
+
+
+__all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
+           "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

@@ -1,0 +1,300 @@
+"""quantization_scale_type 4 (TIDL's AsymNP2, docs/numerics.md §12) through the quantizer and the fixed-point
+emulator: the integers of each layer against tests/fixed/oracle_asym.py (written from §12), the emulated
+layers against the oracle's kernels, the calibration bits, and the device default."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tidlx
+from tidlx.backends.tidl import numerics as nx
+from tidlx.backends.tidl.options import TidlOptions
+from tidlx.backends.tidl.quantize import BIAS_CALIB_BIT, calibration_option_bits
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixed"))
+import oracle_asym as oa  # noqa: E402
+
+RESIDUAL = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 10, 10), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  %2 = nn.relu(%1);
+  %3 = nn.max_pool2d(%2, pool_size=[2, 2], strides=[2, 2]);
+  %4 = nn.conv2d(%3, meta[relay.Constant][2], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %5 = nn.bias_add(%4, meta[relay.Constant][3]);
+  %6 = add(%5, %3);
+  %7 = nn.relu(%6);
+  %8 = nn.global_avg_pool2d(%7);
+  %9 = nn.batch_flatten(%8);
+  %10 = nn.dense(%9, meta[relay.Constant][4], units=5);
+  nn.bias_add(%10, meta[relay.Constant][5])
+}
+'''
+
+
+def residual_model():
+    r = np.random.default_rng(1)
+    shapes = [((6, 3, 3, 3), 0.3), ((6,), 0.2), ((6, 6, 3, 3), 0.3), ((6,), 0.2), ((5, 6), 0.5), ((5,), 0.1)]
+    params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in shapes]
+    return tidlx.parse_relay(RESIDUAL, params=params), params
+
+
+def _frames(n, seed):
+    return np.random.default_rng(seed).standard_normal((n, 3, 10, 10)).astype(np.float32)
+
+
+def _quantize(mod, calib, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # fewer frames than calibration_frames
+        return tidlx.quantize(mod, options, calib=calib)
+
+
+def _sqnr(reference, value):
+    reference = np.asarray(reference, np.float64)
+    return 10 * np.log10((reference ** 2).sum() / ((reference - value) ** 2).sum())
+
+
+STYLE4 = {"advanced_options:quantization_scale_type": 4, "advanced_options:calibration_iterations": 3}
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    mod, params = residual_model()
+    return mod, params, _quantize(mod, {"x": _frames(6, 2)}, **STYLE4)
+
+
+def test_every_tensor_takes_its_ranges_scale_and_zero_point(quantized):
+    """§12.2 from the final calibrated ranges (ReLU outputs unsigned with zero point 0; signed ones
+    asymmetric), the subgraph's style 6."""
+    _, _, q = quantized
+    sub = q.subgraphs["tidl_0"]
+    ranges = q.calibration["tidl_0"].tensors
+    assert sub.quantization_style == nx.ASYM_NP2 == 6
+    kept = {layer.outputs[0] for layer in sub.layers if layer.type in ("Flatten", "Reshape")
+            or (layer.type == "Pool" and layer.attrs["pool_type"] == "Max")}
+    signed_zps = []
+    for t in sub.tensors:
+        if t.id in kept or t.id not in ranges:
+            continue
+        rng = ranges[t.id]
+        assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+        assert t.signed == (rng.min < 0)
+        if t.signed:
+            signed_zps.append(t.zero_point)
+    assert any(z != 0 for z in signed_zps)   # the model has asymmetric signed tensors
+
+
+def test_weighted_layers_hold_the_oracles_channels(quantized):
+    """§12.3-§12.5 per output channel: the float weights (the model's, here) and biases (bias calibration's
+    for the convolutions, the model's for the inner product) with the layer's input and output scale and zero
+    point give the oracle's integers, scale and shift."""
+    _, params, q = quantized
+    sub = q.subgraphs["tidl_0"]
+    convs = [layer for layer in sub.compute_layers() if layer.type in ("Conv", "InnerProduct")]
+    assert [c.type for c in convs] == ["Conv", "Conv", "InnerProduct"]
+    for layer, w, b in zip(convs, params[0::2], params[1::2]):
+        calibrated = q.float_biases.get(("tidl_0", layer.index))
+        assert (calibrated is not None) == (layer.type == "Conv")
+        b = b if calibrated is None else calibrated
+        x, y = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
+        assert layer.asymmetric and layer.per_channel
+        for c in range(w.shape[0]):
+            wq, sw, m, s, bias = oa.channel(w[c].ravel().tolist(), float(b[c]), x.scale, x.zero_point, y.scale,
+                                            y.zero_point)
+            assert layer.weights[c].ravel().tolist() == wq
+            assert (layer.weight_scale[c], layer.mma_scale[c], layer.mma_shift[c], layer.bias_a[c]) == (sw, m, s, bias)
+
+
+def test_emulated_layers_are_the_oracles_kernels(quantized):
+    """§12.6-§12.8: what the emulator computes for the first convolution (ReLU, zero-point padding), the sum
+    and the global average pool, recomputed by the oracle from the same integer inputs."""
+    mod, _, q = quantized
+    seen = []
+    q.run({"x": _frames(1, 7)}, fixed_observers=[seen.append])
+    sub = q.subgraphs["tidl_0"]
+    by_name = {o.layer.name: o for o in seen}
+    conv = next(o for o in seen if o.layer.type == "Conv")
+    layer, x = conv.layer, conv.inputs[0]
+    zx = sub.tensors[layer.inputs[0]].zero_point
+    want = oa.conv(x[0].tolist(), layer.weights.tolist(), layer.bias_a.tolist(), layer.mma_scale.tolist(),
+                   layer.mma_shift.tolist(), zx, *layer.bounds, 1, 1)
+    assert conv.outputs[0][0].tolist() == want
+    assert layer.bounds[0] == sub.tensors[layer.outputs[0]].zero_point   # ReLU: the zero point below
+    add = next(o for o in seen if o.layer.type == "EltWise")
+    xs = [sub.tensors[t] for t in add.layer.inputs]
+    y = sub.tensors[add.layer.outputs[0]]
+    ms, k, shift = oa.sum_factors(y.scale, [t.scale for t in xs], y.zero_point, [t.zero_point for t in xs])
+    assert (list(add.layer.multipliers), int(add.layer.bias_a), int(add.layer.mma_shift)) == (ms, k, shift)
+    flat = [np.asarray(v).ravel().tolist() for v in add.inputs]
+    assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, shift, *add.layer.bounds)
+    gap = next(o for o in seen if o.layer.type == "Pool" and o.layer.attrs["global_pool"])
+    xin, yout = sub.tensors[gap.layer.inputs[0]], sub.tensors[gap.layer.outputs[0]]
+    for c in range(gap.inputs[0].shape[1]):
+        values = gap.inputs[0][0, c].ravel().tolist()
+        assert int(gap.outputs[0][0, c, 0, 0]) == oa.gap(values, xin.scale, xin.zero_point, yout.scale,
+                                                         yout.zero_point, *gap.layer.bounds)
+    assert by_name  # every layer was observed
+
+
+def test_style_4_follows_the_float_model():
+    """Style 4 follows the float model on a frame outside calibration (both styles' figures printed). Its
+    asymmetric ranges have no headroom (style 0's power-of-2 roundBits leave up to 2x), so an output beyond
+    the frames' mean range saturates: on this model style 4 is below style 0."""
+    mod, _ = residual_model()
+    x = {"x": _frames(1, 9)}
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    calib = {"x": _frames(8, 2)}
+    s0 = _sqnr(reference, tidlx.emulate(_quantize(mod, calib, **{"advanced_options:calibration_iterations": 3}), x)[0])
+    q4 = _quantize(mod, calib, **STYLE4)
+    s4 = _sqnr(reference, tidlx.emulate(q4, x)[0])
+    print(f"residual model: quantization_scale_type 0 {s0:.1f} dB, 4 {s4:.1f} dB")
+    assert s4 >= 20.0 and s0 >= 30.0
+    # bias calibration reads the fixed-point means as (q - zp) / scale: the mean error shrinks
+    errors = q4.bias_calibration_errors
+    assert len(errors) == 3 and errors[-1] < errors[0] < 0.05
+
+
+def test_fixed_point_ranges_read_the_zero_point():
+    from tidlx.backends.tidl.calibration_loop import range_of_frame
+    values = np.array([[-10, 0, 30]], np.int8)
+    (lo, hi), (qmin, qmax) = range_of_frame(values, 4.0, False, False, zero_point=-10)
+    assert (lo, hi, qmin, qmax) == (0.0, 10.0, 0.0, 10.0)
+
+
+def test_style_4_calibrates_biases_only():
+    """§12.10: TI's tools map style 4 to BiasCalib alone, whatever the accuracy level."""
+    for level in (0, 1, 9):
+        opts = TidlOptions(accuracy_level=level, quantization_scale_type=4)
+        assert calibration_option_bits(opts) == BIAS_CALIB_BIT
+    assert calibration_option_bits(TidlOptions()) == 7
+
+
+@pytest.mark.parametrize("device,style", [("AM68A", 4), ("J721S2", 4), ("AM62A", 4), ("AM69A", 4), ("TDA4VM", 0)])
+def test_a_device_whose_tools_default_to_style_4_takes_it(device, style):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # no warning any more
+        opts = TidlOptions.from_dict({"target_device": device})
+    assert opts.quantization_scale_type == style
+    given = TidlOptions.from_dict({"target_device": device, "advanced_options:quantization_scale_type": 0})
+    assert given.quantization_scale_type == 0
+
+
+def test_am68a_quantizes_in_style_4():
+    mod, _ = residual_model()
+    q = _quantize(mod, {"x": _frames(4, 2)}, target_device="AM68A", **{"advanced_options:calibration_iterations": 1})
+    assert q.subgraphs["tidl_0"].quantization_style == 6
+
+
+def test_the_network_record_keeps_zero_points_and_mma_factors(quantized):
+    """A style-4 subgraph written to its network record and I/O descriptor reads back the same: zero
+    points in their fixed slots, the MMA multipliers and shifts as fields; the read-back subgraph runs to
+    the same bits."""
+    from tidlx.backends.tidl.artifacts import encode_io, encode_network
+    from tidlx.emulator.fixed.artifact_reader import read_io, read_network
+    from tidlx.emulator.fixed.layers import run_subgraph
+    from test_tidl_artifacts import assert_same
+    _, _, q = quantized
+    sub = q.subgraphs["tidl_0"]
+    net = encode_network(sub)
+    back = read_network(net, "net.bin").subgraph
+    assert_same(back, sub)
+    io = read_io(encode_io(sub, net), "io.bin", read_network(net, "net.bin"))
+    assert [b.zero_point for b in io.inputs] == [sub.tensors[t].zero_point for t in sub.inputs]
+    x = _frames(1, 5)
+    assert np.array_equal(run_subgraph(back, [x])[0], run_subgraph(sub, [x])[0])
+
+
+def test_the_quant_proto_carries_the_zero_points(quantized):
+    """TI's export for style 6: SYMMETRIC / PERTENSOR (ASYMMETRIC is its TFLite style's), the outputs'
+    zero points as int32 in the uint32 field, per-channel weight scales."""
+    from tidlx.backends.tidl.quant_proto import PERTENSOR, SYMMETRIC, build_message
+    _, _, q = quantized
+    msg = build_message(q, q.float_biases)
+    assert (msg.quant_type, msg.calib_type) == (SYMMETRIC, PERTENSOR)
+    sub = q.subgraphs["tidl_0"]
+    zps = {t.name: t.zero_point for t in sub.tensors}
+    written = [(entry, out) for entry in msg.layers for out in entry.outputs]
+    negative = [out.zero_point[0] for _, out in written if out.zero_point[0] >= 1 << 31]
+    assert sorted(z - (1 << 32) for z in negative) == sorted(z for z in zps.values() if z < 0)
+    conv = next(entry for entry in msg.layers if entry.layer_type == "TIDL_ConvolutionLayer")
+    assert conv.weights[0].size == 6 and len(set(conv.weights[0].scale)) > 1
+
+
+MERGE = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  %2 = nn.conv2d(%x, meta[relay.Constant][2], strides=[2, 2], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %3 = nn.relu(%2);
+  %4 = image.resize2d(%3, size=[8, 8], method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor");
+  %5 = concatenate((%1, %4), axis=1);
+  %6 = nn.pad(%5, 0f, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]);
+  %7 = nn.conv2d(%6, meta[relay.Constant][3], channels=2, kernel_size=[3, 3]);
+  nn.bias_add(%7, meta[relay.Constant][4])
+}
+'''
+
+
+def test_concat_resize_and_pad_in_style_4():
+    """§12.8: a concat of a signed and an unsigned tensor (the oracle's per-input factors and parts), a
+    nearest resize that keeps the zero point, a pad folded into the next convolution (padding with the zero
+    point); the model follows its float run."""
+    r = np.random.default_rng(5)
+    params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in
+              [((4, 3, 3, 3), 0.4), ((4,), 0.2), ((4, 3, 3, 3), 0.4), ((2, 8, 3, 3), 0.3), ((2,), 0.1)]]
+    mod = tidlx.parse_relay(MERGE, params=params)
+    calib = _frames(6, 2)[:, :, :8, :8]
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    assert [layer.type for layer in sub.compute_layers()] == ["Conv", "Conv", "Resize", "Concat", "Conv"]
+    seen = []
+    x = {"x": calib[:1]}   # in-sample: a style-4 range has no headroom, a frame beyond it saturates
+    y = q.run(x, fixed_observers=[seen.append])[0]
+    cat = next(o for o in seen if o.layer.type == "Concat")
+    out = sub.tensors[cat.layer.outputs[0]]
+    want = []
+    for t, v in zip(cat.layer.inputs, cat.inputs):
+        xin = sub.tensors[t]
+        m, s, b = oa.concat_factors(out.scale, xin.scale, out.zero_point, xin.zero_point)
+        want.append(np.array(oa.concat_part(np.asarray(v).ravel().tolist(), m, s, b, *cat.layer.bounds)).reshape(v.shape))
+    assert np.array_equal(cat.outputs[0], np.concatenate(want, axis=1))
+    assert any(sub.tensors[t].zero_point != 0 for t in cat.layer.inputs)
+    resize = next(o for o in seen if o.layer.type == "Resize")
+    assert sub.tensors[resize.layer.outputs[0]].zero_point == sub.tensors[resize.layer.inputs[0]].zero_point
+    last = sub.compute_layers()[-1]
+    assert tuple(last.attrs["pads"]) == (1, 1, 1, 1) and sub.tensors[last.inputs[0]].zero_point != 0
+    reference = tidlx.emulate(mod, x, kernels="reference")[0]
+    assert _sqnr(reference, y) > 30.0
+
+
+def test_a_pad_layer_fills_its_inputs_zero_point():
+    from tidlx.emulator.fixed.layers import pad_kernel
+    from tidlx.emulator.fixed.network import QuantizedLayer, QuantizedTensor
+    tensors = (QuantizedTensor(0, "x", (1, 1, 2, 2), 8, True, 2.0, -7), QuantizedTensor(1, "y", (1, 1, 4, 4), 8, True, 2.0, -7))
+    layer = QuantizedLayer(1, "pad", "Pad", 0, (0,), (1,), {"pads": ((0, 0), (0, 0), (1, 1), (1, 1))})
+    y = pad_kernel(layer, [np.full((1, 1, 2, 2), 5, np.int8)], tensors)[0]
+    assert y[0, 0, 0].tolist() == [-7] * 4 and y[0, 0, 1].tolist() == [-7, 5, 5, -7]
+
+
+def test_a_relu_layer_of_its_own_saturates_at_the_zero_point():
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
+  %1 = nn.max_pool2d(%0, pool_size=[2, 2], strides=[2, 2]);
+  nn.relu(%1)
+}
+'''
+    w = np.random.default_rng(2).standard_normal((2, 2, 3, 3)).astype(np.float32)
+    mod = tidlx.parse_relay(text, params=[w])
+    q = _quantize(mod, {"x": np.random.default_rng(3).standard_normal((4, 2, 4, 4)).astype(np.float32)}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    relu = sub.compute_layers()[-1]
+    x, y = sub.tensors[relu.inputs[0]], sub.tensors[relu.outputs[0]]
+    assert relu.type == "ReLU" and x.zero_point != 0
+    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed)
+    assert relu.bounds == (x.zero_point, 127)

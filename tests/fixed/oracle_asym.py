@@ -1,0 +1,215 @@
+"""docs/numerics.md §12 (style 4, asymmetric per-channel) written a second time from the text alone: plain
+Python integers, loops and float32 scalars, no tidlx import."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oracle import bounds
+
+
+def f32(v):
+    return float(np.float32(v))
+
+
+def half_away(v):
+    return math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+
+
+def round_sat(v, b, lo, hi):
+    if b > 0:
+        v = (v + (1 << (b - 1))) >> b
+    return min(max(v, lo), hi)
+
+
+# §12.1
+def mma(r, wbits):
+    r = f32(r)
+    limit = 64 if wbits > 8 else 40
+    best = None
+    for m in range(1, 256):
+        s = half_away(math.log(m / r) / math.log(2))
+        s = min(max(s, 0), limit)
+        a = f32(m / 2.0 ** s)
+        e = f32(abs(f32(r - a)))
+        if best is None or e < best[2]:
+            best = (m, s, e)
+    return best
+
+
+# §12.2
+def scale_zp(lo, hi, n, signed):
+    lo, hi = f32(lo), f32(hi)
+    tlo, top = bounds(n, signed)
+    if abs(f32(hi - lo)) < 1e-15:
+        if hi != 0:
+            return f32(top / abs(hi)), 0
+        return f32(f32(top) * f32(1000.0)), 0
+    rng = f32(hi - lo)
+    if hi < 0 or lo > 0:
+        rng = max(abs(lo), abs(hi))
+    scale = f32(f32((1 << n) - 1) / f32(rng))
+
+    def zp_of(s):
+        return min(max(half_away(f32(f32(top) - f32(s * hi))), tlo), top)
+
+    zp = zp_of(scale)
+    if scale < 1 and hi <= top and lo >= tlo:
+        scale = 1.0
+        zp = zp_of(scale)
+    return scale, zp
+
+
+# §12.3 / §12.4 / §12.5
+def _ratio(sy, sx, sw, wbits):
+    rmin = f32(2.14e-8) if wbits <= 8 else f32(1e-14)
+    r = f32(f32(sy) / f32(f32(sw) * f32(sx)))
+    if r > 255:
+        return 255.0, f32(f32(sy) / f32(255.0 * f32(sx)))
+    if r < rmin:
+        return rmin, f32(f32(sy) / f32(rmin * f32(sx)))
+    return r, f32(sw)
+
+
+def _quant(w, sw, wbits):
+    lo, hi = bounds(wbits, True)
+    return [min(max(half_away(float(np.float32(v) * np.float32(sw))), lo), hi) for v in w]
+
+
+def _term(b, sx, sw, zx, sy, zy, wsum):
+    sx, sw, sy = f32(sx), f32(sw), f32(sy)
+    return b * sx * sw + zy * (sx * sw / sy) - zx * wsum
+
+
+def term_bits(v):
+    a = abs(v)
+    k = max((k for k in range(64) if a >= 2.0 ** k - 1), default=-1)
+    return k + 1
+
+
+def channel(w, b, sx, zx, sy, zy, wbits=8):
+    """(wq, sw, m, s, bias) of §12.3-§12.5."""
+    w = [f32(v) for v in w]
+    lo, hi = min(w), max(w)
+    sw = 1.0 if abs(f32(hi - lo)) < 1e-15 else f32(f32((1 << (wbits - 1)) - 1) / f32(max(abs(lo), abs(hi))))
+    r, sw = _ratio(sy, sx, sw, wbits)
+    m, s, e = mma(r, wbits)
+    if f32(f32(e) / f32(r)) > f32(1e-3):
+        a = f32(m / 2.0 ** s)
+        ideal = f32(f32(sy) / f32(a * f32(sx)))
+        if f32(abs(f32(ideal - sw)) / f32(sw)) < f32(0.02):
+            sw = ideal
+    wq = _quant(w, sw, wbits)
+    most = 7 if wbits <= 8 else 15
+    limit = 30 if wbits <= 8 else 53
+    halvings = 0
+    while term_bits(_term(b, sx, sw, zx, sy, zy, sum(wq))) > limit:
+        halvings += 1
+        sw = f32(sw / 2)
+        if halvings > most:
+            sw = 1.0
+        wq = _quant(w, sw, wbits)
+        if halvings > most:
+            break
+    r, sw = _ratio(sy, sx, sw, wbits)
+    m, s, _ = mma(r, wbits)
+    t = _term(b, sx, sw, zx, sy, zy, sum(wq))
+    acc_hi = (1 << 31) - 1 if wbits <= 8 else (1 << 63) - 1
+    if abs(t) > acc_hi:
+        sw = 1.0
+        while f32(sy) / (sw * f32(sx)) > 255:
+            sw *= 10
+        sw = f32(sw)
+        n = f32(sx) * sw / f32(sy)
+        m, s, _ = mma(1 / n, wbits)
+        return [0] * len(w), sw, m, s, min(max(half_away(b * f32(sx) * sw + zy * n), -acc_hi - 1), acc_hi)
+    return wq, sw, m, s, half_away(t)
+
+
+# §12.6
+def conv(x, w, bias, m, s, zx, lo, hi, stride, pad):
+    """x[C][H][W] (one image), w[O][C][KH][KW], groups 1, symmetric pad; int32 accumulator."""
+    c, h, wd = len(x), len(x[0]), len(x[0][0])
+    o, kh, kw = len(w), len(w[0][0]), len(w[0][0][0])
+    oh = (h + 2 * pad - kh) // stride + 1
+    ow = (wd + 2 * pad - kw) // stride + 1
+
+    def px(ci, y, xx):
+        return x[ci][y][xx] if 0 <= y < h and 0 <= xx < wd else zx
+
+    out = []
+    for oc in range(o):
+        plane = []
+        for i in range(oh):
+            row = []
+            for j in range(ow):
+                acc = bias[oc]
+                for ci in range(c):
+                    for a in range(kh):
+                        for bb in range(kw):
+                            acc += px(ci, i * stride - pad + a, j * stride - pad + bb) * w[oc][ci][a][bb]
+                acc = ((acc + (1 << 31)) % (1 << 32)) - (1 << 31)
+                row.append(round_sat(acc * m[oc], s[oc], lo, hi))
+            plane.append(row)
+        out.append(plane)
+    return out
+
+
+def relu_bounds(lo, hi, zp):
+    return max(lo, min(zp, hi)), hi
+
+
+def doubling(r):
+    """§8.16's TIDL_getMMAv2_ScaleAndShift: (c, sh)."""
+    r, sh = f32(r), 0
+    while True:
+        r = f32(r * 2)
+        if sh >= 40:
+            break
+        if r > 255:
+            r = f32(r / 2)
+            break
+        sh += 1
+    return math.floor(r + 0.5), sh
+
+
+# §12.7
+def sum_factors(sy, sxs, zy, zxs):
+    rs = [f32(f32(sy) / f32(sx)) for sx in sxs]
+    _, shift = doubling(max(rs))
+    ms = [half_away(v * 2.0 ** shift) for v in rs]
+    k = half_away(zy * 2.0 ** shift) - sum(z * mm for z, mm in zip(zxs, ms))
+    return ms, k, shift
+
+
+def eltwise_sum(inputs, ms, k, shift, lo, hi):
+    return [round_sat(sum(v * mm for v, mm in zip(vals, ms)) + k, shift, lo, hi) for vals in zip(*inputs)]
+
+
+# §12.8
+def gap(values, sx, zx, sy, zy, lo, hi):
+    """values: one channel's pixels."""
+    n = len(values)
+    r = f32(f32(sy) / f32(f32(sx) * f32(n)))
+    m, shift = doubling(r)
+    k = half_away(f32(f32(f32(zy) / r) - f32(f32(zx) * f32(n))))
+    return round_sat((sum(values) + k) * m, shift, lo, hi)
+
+
+# §12.9
+def convert_in(x, scale, zp, bits, signed):
+    lo, hi = bounds(bits, signed)
+    return min(max(half_away(f32(f32(f32(x) * f32(scale)) + f32(zp))), lo), hi)
+
+
+# §12.8 concat
+def concat_factors(sy, sx, zy, zx):
+    r = f32(f32(sy) / f32(sx))
+    m, s, _ = mma(r, 8)
+    return m, s, half_away(f32(f32(f32(zy) / r) - f32(zx)))
+
+
+def concat_part(values, m, s, bias, lo, hi):
+    return [round_sat((v + bias) * m, s, lo, hi) for v in values]

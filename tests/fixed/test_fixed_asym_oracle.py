@@ -1,0 +1,271 @@
+"""Style 4 (docs/numerics.md §12): tidlx's import rules (backends/tidl/asymmetric.py) and runtime rules
+(emulator/fixed/arith_asym.py) against oracle_asym.py, written from the text alone, on random cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import oracle_asym as oa
+from fixed_cases import count
+from tidlx.backends.tidl import asymmetric as asym
+from tidlx.emulator.fixed import arith_asym as ra
+from tidlx.emulator.fixed.arith import FixedPointError, FixedType
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+ratios = st.one_of(st.floats(1e-9, 255.0), st.floats(1e-4, 4.0),
+                   st.integers(-30, 7).map(lambda e: 2.0 ** e))
+finite = dict(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(ratios, st.sampled_from([8, 16]))
+def test_mma_search(r, wbits):
+    count("§12.1 MMA search")
+    got = asym.mma_search(r, wbits)
+    m, s, e = oa.mma(r, wbits)
+    assert (got.scale, got.shift) == (m, s)
+    assert got.error == e
+    assert 1 <= got.scale <= 255 and 0 <= got.shift <= (40 if wbits == 8 else 64)
+
+
+def test_mma_search_examples():
+    # an exact power of 2 is found exactly; 1/3 is best as 171/2^9 (error 1/1536)
+    assert (asym.mma_search(0.25).scale / 2 ** asym.mma_search(0.25).shift) == 0.25
+    f = asym.mma_search(1 / 3)
+    assert (f.scale, f.shift) == (171, 9)
+    # the shift is capped at 40 for 8-bit weights, 64 for 16-bit
+    assert asym.mma_search(1e-20, 8).shift == 40 and asym.mma_search(1e-20, 16).shift == 64
+    with pytest.raises(FixedPointError):
+        asym.mma_search(0.0)
+
+
+ranges = st.tuples(st.floats(-300, 300, **finite), st.floats(-300, 300, **finite)).map(sorted)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(ranges, st.sampled_from([8, 16]), st.booleans())
+def test_activation_scale_and_zero_point(rng, bits, signed):
+    count("§12.2 scale and zero point")
+    lo, hi = rng
+    if not signed:
+        lo = max(lo, 0.0)
+        hi = max(hi, lo)
+    assert asym.activation_scale_and_zero_point(lo, hi, bits, signed) == oa.scale_zp(lo, hi, bits, signed)
+
+
+def test_activation_scale_and_zero_point_examples():
+    # [-1, 3] signed 8 bit: 255/4 = 63.75, zp = round(127 - 191.25) = -64; 0.0 maps to -64
+    assert asym.activation_scale_and_zero_point(-1.0, 3.0, 8, True) == (63.75, -64)
+    # [0, 10] unsigned: zp 0
+    assert asym.activation_scale_and_zero_point(0.0, 10.0, 8, False) == (25.5, 0)
+    # a raw image range [0, 255] takes scale 1
+    assert asym.activation_scale_and_zero_point(0.0, 255.0, 8, False) == (1.0, 0)
+
+
+weights = st.lists(st.floats(-4, 4, **finite, width=32), min_size=1, max_size=24)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(weights, st.floats(-50, 50, **finite), st.floats(0.5, 300), st.integers(-128, 127),
+       st.floats(0.05, 300), st.integers(-128, 127), st.sampled_from([8, 16]))
+def test_quantize_channel(w, b, sx, zx, sy, zy, wbits):
+    count("§12.3-§12.5 channel")
+    got = asym.quantize_channel(np.array(w, np.float32), b, sx, zx, sy, zy, wbits)
+    wq, sw, m, s, bias = oa.channel(w, b, sx, zx, sy, zy, wbits)
+    assert got.weights.tolist() == wq
+    assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+def test_bias_term_width_limits_the_weight_scale():
+    """A bias far above the accumulator range halves the weight scale until the bias term fits 30 bits."""
+    w = np.array([1.0, -1.0, 0.5], np.float32)
+    big = asym.quantize_channel(w, 3.0e7, 1.0, 0, 1.0, 0, 8)
+    assert asym.bias_term_bits(big.bias) <= asym.MAX_BIAS_TERM_BITS_8
+    assert big.weight_scale < 127.0
+    small = asym.quantize_channel(w, 0.5, 1.0, 0, 1.0, 0, 8)
+    assert small.weight_scale == pytest.approx(127.0, rel=0.02)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.floats(-1e19, 1e19, **finite))
+def test_bias_term_bits(v):
+    count("§12.4 bias bits")
+    assert asym.bias_term_bits(v) == oa.term_bits(v)
+
+
+@st.composite
+def conv_case(draw):
+    c, o = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    h, w = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    k = draw(st.integers(1, 3))
+    pad = draw(st.integers(0, k - 1))
+    if h + 2 * pad < k or w + 2 * pad < k:
+        pad = k
+    stride = draw(st.integers(1, 2))
+    in_signed = draw(st.booleans())
+    xlo, xhi = (-128, 127) if in_signed else (0, 255)
+    x = np.array(draw(st.lists(st.integers(xlo, xhi), min_size=c * h * w, max_size=c * h * w)),
+                 np.int8 if in_signed else np.uint8).reshape(1, c, h, w)
+    wq = np.array(draw(st.lists(st.integers(-128, 127), min_size=o * c * k * k, max_size=o * c * k * k)),
+                  np.int8).reshape(o, c, k, k)
+    bias = np.array(draw(st.lists(st.integers(-2 ** 31, 2 ** 31 - 1), min_size=o, max_size=o)), np.int64)
+    m = np.array(draw(st.lists(st.integers(1, 255), min_size=o, max_size=o)))
+    s = np.array(draw(st.lists(st.integers(0, 40), min_size=o, max_size=o)))
+    zx = draw(st.integers(xlo, xhi))
+    out_signed = draw(st.booleans())
+    zy = draw(st.integers(-128, 127) if out_signed else st.integers(0, 255))
+    relu = draw(st.booleans())
+    return x, wq, bias, m, s, zx, out_signed, zy, relu, stride, pad
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(conv_case())
+def test_convolution_mma(case):
+    count("§12.6 convolution")
+    x, wq, bias, m, s, zx, out_signed, zy, relu, stride, pad = case
+    out = FixedType(8, out_signed)
+    lo, hi = ra.activation_bounds_zp(out, zy, 1.0, "ReLU" if relu else "none")
+    got = ra.convolution_mma(x, wq, bias, m, s, out, zero_point=zx, strides=stride, pads=pad, bounds=(lo, hi))
+    want = oa.conv(x[0].tolist(), wq.tolist(), bias.tolist(), m.tolist(), s.tolist(), zx,
+                   *(oa.relu_bounds(*out.bounds, zy) if relu else out.bounds), stride, pad)
+    assert got[0].tolist() == want
+
+
+def test_zero_point_padding_cancels_in_the_bias():
+    """A constant input equal to its zero point is real 0 everywhere, padding included: the output is
+    the bias alone, at every pixel (border pixels too)."""
+    x = np.full((1, 2, 4, 4), 37, np.uint8)
+    w = np.arange(-9, 9, dtype=np.int8).reshape(1, 2, 3, 3)
+    bias = np.array([100 - 37 * int(w.astype(np.int64).sum())])
+    y = ra.convolution_mma(x, w, bias, [128], [7], FixedType(8, True), zero_point=37, pads=1)
+    assert np.all(y == 100)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.integers(-2 ** 35, 2 ** 35), st.integers(1, 255), st.integers(0, 40), st.booleans())
+def test_mma_requantize_mask_keeps_saturated_values(acc, m, s, signed):
+    count("§12.6 requantize")
+    lo, hi = (-128, 127) if signed else (0, 255)
+    got = int(ra.mma_requantize(np.array([acc]), m, s, lo, hi)[0])
+    assert got == oa.round_sat(acc * m, s, lo, hi)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.lists(st.tuples(st.integers(-128, 127), st.integers(0, 255)), min_size=1, max_size=20),
+       st.floats(0.5, 100), st.floats(0.5, 100), st.floats(0.5, 100), st.integers(-128, 127), st.integers(0, 255),
+       st.integers(0, 255))
+def test_eltwise_sum(pairs, sa, sb, sy, za, zb, zy):
+    count("§12.7 sum")
+    a = np.array([p[0] for p in pairs], np.int8)
+    b = np.array([p[1] for p in pairs], np.uint8)
+    try:
+        ms, k, shift = asym.merge_factors(sy, [sa, sb], zy, [za, zb])
+    except FixedPointError:
+        ms2, _, _ = oa.sum_factors(sy, [sa, sb], zy, [za, zb])
+        assert min(ms2) < 1 or max(ms2) > 255
+        return
+    assert [list(ms), k, shift] == list(oa.sum_factors(sy, [sa, sb], zy, [za, zb]))
+    got = ra.eltwise_sum_mma([a, b], ms, k, shift, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_sum([a.tolist(), b.tolist()], ms, k, shift, 0, 255)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.integers(1, 6), st.integers(1, 6), st.floats(0.5, 100), st.integers(-128, 127), st.floats(0.5, 100),
+       st.integers(0, 255), st.data())
+def test_global_average_pool(h, w, sx, zx, sy, zy, data):
+    count("§12.8 global average pool")
+    vals = data.draw(st.lists(st.integers(-128, 127), min_size=h * w, max_size=h * w))
+    x = np.array(vals, np.int8).reshape(1, 1, h, w)
+    m, s, k = asym.pool_factors(sy, sx, h * w, zy, zx)
+    got = int(ra.global_average_pool_mma(x, m, s, k, FixedType(8, False))[0, 0, 0, 0])
+    assert got == oa.gap(vals, sx, zx, sy, zy, 0, 255)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.lists(st.floats(-1000, 1000, **finite, width=32), min_size=1, max_size=16), st.floats(0.01, 100),
+       st.integers(-128, 127))
+def test_data_convert_in(xs, scale, zp):
+    count("§12.9 data convert")
+    got = ra.data_convert_to_fixed_zp(np.array(xs, np.float32), scale, zp, FixedType(8, True))
+    assert got.tolist() == [oa.convert_in(v, scale, zp, 8, True) for v in xs]
+
+
+def test_requantized_channel_reproduces_the_real_value():
+    """End to end on one channel: float conv output vs the style-4 integers read back, within one step."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(0, 0.3, (1, 3, 3, 3)).astype(np.float32)
+    b = 0.7
+    xf = rng.uniform(-1, 2, (1, 3, 5, 5)).astype(np.float32)
+    sx, zx = asym.activation_scale_and_zero_point(-1, 2, 8, True)
+    ref = np.einsum("chw,ochw->o", np.pad(xf[0], ((0, 0), (1, 1), (1, 1)))[:, 1:4, 1:4], w) + b
+    sy, zy = asym.activation_scale_and_zero_point(-4, 4, 8, True)
+    ch = asym.quantize_channel(w[0], b, sx, zx, sy, zy, 8)
+    xq = ra.data_convert_to_fixed_zp(xf, sx, zx, FixedType(8, True))
+    y = ra.convolution_mma(xq, ch.weights[None], [ch.bias], [ch.mma_scale], [ch.mma_shift], FixedType(8, True),
+                           zero_point=zx, pads=1)
+    back = (int(y[0, 0, 1, 1]) - zy) / sy
+    assert math.isclose(back, float(ref[0]), abs_tol=3 / sy)
+
+
+@pytest.mark.parametrize("b,sx,zx,sy,zy,wbits", [(1e9, 10.0, 3, 2.0, -5, 8), (-4e9, 3.0, 0, 0.5, 7, 8),
+                                                 (5e9, 100.0, 12, 1.0, 0, 8)])
+def test_bias_beyond_its_container_makes_a_constant_channel(b, sx, zx, sy, zy, wbits):
+    count("§12.5 bias-only channel")
+    w = np.array([0.5, -0.25, 0.125, 1.0], np.float32)
+    got = asym.quantize_channel(w, b, sx, zx, sy, zy, wbits)
+    want = oa.channel(w.tolist(), b, sx, zx, sy, zy, wbits)
+    assert got.zeroed and not got.weights.any()
+    assert (got.weights.tolist(), got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == want
+
+
+def test_weight_scale_moves_to_make_the_multiplier_exact():
+    """§12.3 step 3: ratio 1/4 is exact (kept); ratio 0.7 = 179/2^8 is 0.112% off (over 0.1%), so the weight
+    scale moves by that much to make 179/2^8 exact."""
+    kept = asym.quantize_channel(np.array([1.0, -0.5], np.float32), 0.0, 1.0, 0, 127.0 / 4, 0)
+    assert kept.weight_scale == 127.0
+    moved = asym.quantize_channel(np.array([1.0, -0.5], np.float32), 0.0, 1.0, 0, 127.0 * 0.7, 0)
+    assert (moved.mma_scale, moved.mma_shift) == (179, 8)
+    assert moved.weight_scale == pytest.approx(127.0 * 0.7 / (179 / 256), rel=1e-6)
+
+
+def test_the_eighth_halving_sets_the_weight_scale_to_one():
+    """§12.4: a bias term that would fit after the 8th halving of an 8-bit channel's scale (127/256) gets
+    sw = 1 there instead, and stops."""
+    w = np.array([0.5, -0.25, 0.125, 1.0], np.float32)
+    got = asym.quantize_channel(w, 1.5e8, 10.0, 0, 2.0, 0, 8)
+    assert got.weight_scale == 1.0 and not got.zeroed
+    want = oa.channel(w.tolist(), 1.5e8, 10.0, 0, 2.0, 0, 8)
+    assert (got.weights.tolist(), got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == want
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.integers(1, 40), st.sampled_from([(np.int8, 127), (np.int16, 32767), (np.int64, 2 ** 28)]), st.data())
+def test_exact_matmul_is_the_integer_product(k, kind, data):
+    """The float64 route of the style-4 kernels gives int64's product (its bound test picks int64 when a
+    partial sum could pass 2^53)."""
+    count("§12.6 exact matmul")
+    dtype, top = kind
+    vals = st.integers(-top - 1, top)
+    a = np.array(data.draw(st.lists(vals, min_size=3 * k, max_size=3 * k)), dtype).reshape(3, k)
+    b = np.array(data.draw(st.lists(vals, min_size=k * 2, max_size=k * 2)), dtype).reshape(k, 2)
+    want = [[sum(int(a[i, j]) * int(b[j, c]) for j in range(k)) for c in range(2)] for i in range(3)]
+    got = ra.exact_matmul(a, b)
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.floats(0.05, 300), st.integers(-128, 127), st.floats(0.05, 300), st.integers(0, 255),
+       st.lists(st.integers(-128, 127), min_size=1, max_size=12), st.lists(st.integers(0, 255), min_size=1, max_size=12))
+def test_concat(sx, zx, sy, zy, a, b):
+    count("§12.8 concat")
+    fa = asym.concat_factors(sy, sx, zy, zx)
+    fb = asym.concat_factors(sy, 2.0 * sx, zy, 0)
+    assert fa == oa.concat_factors(sy, sx, zy, zx) and fb == oa.concat_factors(sy, 2.0 * sx, zy, 0)
+    xa, xb = np.array(a, np.int8)[None], np.array(b, np.uint8)[None]
+    got = ra.concat_mma([xa, xb], [fa[0], fb[0]], [fa[1], fb[1]], [fa[2], fb[2]], FixedType(8, False), axis=1)
+    assert got[0].tolist() == oa.concat_part(a, *fa, 0, 255) + oa.concat_part(b, *fb, 0, 255)
