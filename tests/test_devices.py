@@ -235,3 +235,39 @@ def test_a_style4_device_runs_without_a_warning(tmp_path, capsys, command):
     if command == "report":
         page = (tmp_path / "r.html").read_text(encoding="utf-8")
         assert "AM68A (J721S2 (AM68A, TDA4AL, TDA4VL); C7120 x2" in page and "does not emulate" not in page
+
+
+SIGMOID_NET = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  sigmoid(%0)
+}
+'''
+RELU_NET = SIGMOID_NET.replace("sigmoid(%0)", "nn.relu(%0)")
+
+
+def _quantized(text, options):
+    mod = tidlx.parse_relay(text, params=[np.random.default_rng(1).standard_normal((4, 3, 3, 3)).astype(np.float32)])
+    calib = {"x": np.random.default_rng(2).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q = tidlx.quantize(mod, {"accuracy_level": 0, "advanced_options:calibration_iterations": 1, **options},
+                           calib=calib)
+    return q, [str(w.message) for w in caught if "style-4 rule" in str(w.message)]
+
+
+def test_the_devices_style_4_where_tidlx_has_its_rules_else_style_0_with_a_warning():
+    """AM68A without a scale type: TI's tools' style 4 for a conv + ReLU; a sigmoid (a table activation, no
+    style-4 rule yet) takes TIDL's default style 0 and a warning names the layer; asked for explicitly,
+    style 4 on the sigmoid is an error naming it."""
+    from tidlx.backends.tidl.quantize import QuantizationError
+
+    q, said = _quantized(RELU_NET, {"target_device": "AM68A"})
+    (sub,) = q.subgraphs.values()
+    assert q.options.quantization_scale_type == 4 and not said
+    assert any(t.zero_point for t in sub.tensors if not t.is_float) or sub.layers[0].type == "Data"
+    q, said = _quantized(SIGMOID_NET, {"target_device": "AM68A"})
+    assert q.options.quantization_scale_type == 0
+    assert len(said) == 1 and "no style-4 rule yet for @tidl_0" in said[0] and "Sigmoid" in said[0]
+    with pytest.raises(QuantizationError, match="style-4 rule"):
+        _quantized(SIGMOID_NET, {"target_device": "AM68A", "advanced_options:quantization_scale_type": 4})

@@ -482,6 +482,9 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     if kernels not in ("reference", "fast"):
         raise CalibrationError(f"kernels must be 'reference' or 'fast', got {kernels!r}")
     networks = build_networks(partitioned)
+    from .quantize_asym import device_style
+
+    opts = device_style(networks, opts)   # the device's style 4 where tidlx has its rules
     if not networks:
         warnings.warn("calibrate: the module has no Compiler=\"tidl\" subgraph (partition it with "
                       "tidlx.partition first): nothing to calibrate", TidlxWarning, stacklevel=2)

@@ -1403,6 +1403,10 @@ def quantize_model(partitioned: IRModule, options: TidlOptions, calibration: Map
     re-collect the ranges and, with BiasCalib (accuracy_level 1), calibrate the biases, then the final
     quantization (calibration_loop.py, docs/numerics.md §9). Ranges read from a quantization-parameters
     file are used as given, without iterations. ``progress(done, total)`` after each fixed-point frame."""
+    from .quantize_asym import device_style
+
+    # the device's style 4 only where tidlx has its rules (calibrate said so already)
+    options = device_style(build_networks(partitioned), options, warn=False)
     if options.quant_params_proto_path and not quant_proto.from_proto(calibration):
         return quant_proto.quantize_with_proto(partitioned, options, calibration)
     if quant_proto.from_proto(calibration):   # a file's ranges and biases are used as given

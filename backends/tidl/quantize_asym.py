@@ -10,7 +10,7 @@ data-movement layers keep their input's type, scale and zero point. A layer type
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -218,8 +218,48 @@ def saturating(q, layer) -> QuantizedLayer:
                           acc_scale=x.scale, bounds=bounds)
 
 
+def style4_gap(net, layer) -> Optional[str]:
+    """What in ``layer`` (of the TIDL network ``net``) style 4 has no rule for yet, or None: the layer
+    types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12)."""
+    if layer.is_data:
+        if layer.inputs:
+            return None
+        dtype = np.dtype(net.tensors[layer.outputs[0]].dtype)
+        return None if dtype == np.float32 else f"a {dtype} subgraph input"
+    if layer.activation.type not in ASYM_ACTIVATIONS:
+        return f"the {layer.activation.type} activation"
+    if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
+        if layer.type == "InnerProduct" and len(layer.inputs) == 2:
+            return "an inner product of two tensors"
+        if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
+                                                          and layer.ops[0] not in ("nn.dense", "nn.matmul")):
+            return f"a {layer.type} layer"
+        return None
+    if layer.type == "Pool":
+        prm = layer.params
+        if prm.pool_type == "Max":
+            return "an activation on a max pool" if layer.activation.type != "none" else None
+        if prm.pool_type != "Avg" or not prm.global_pool:
+            return "a spatial average pool" if prm.pool_type == "Avg" else f"a {prm.pool_type} pool"
+        return None
+    if layer.type == "EltWise":
+        prm = layer.params
+        if prm.constant_input or prm.operation != "add" or len(layer.inputs) < 2:
+            return "an element-wise operation with a constant" if prm.constant_input \
+                else f"element-wise {prm.operation}"
+        return None
+    if layer.type in ASYM_KEEPING:
+        return f"an activation on a {layer.type} layer" if layer.activation.type != "none" else None
+    if layer.type in ("Concat", "ReLU"):
+        return None
+    return f"a {layer.type} layer"
+
+
 def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     """One layer of a style-4 subgraph (``q`` the ``_Quantizer``; ``operands`` a merging layer's inputs)."""
+    gap = style4_gap(q.net, layer)
+    if gap is not None:
+        raise _not_yet(q, layer, gap)
     if layer.is_data:
         if layer.inputs:
             return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (),
@@ -242,4 +282,29 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     raise _not_yet(q, layer, f"a {layer.type} layer")
 
 
-__all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "output_range"]
+__all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "device_style", "output_range", "style4_gap"]
+
+
+def device_style(networks, options, warn: bool = True):
+    """``options`` for quantizing ``networks`` (the TIDL networks of a partitioned model): style 4 taken
+    from ``target_device`` (TI's tools' preset, not asked for) stays only when tidlx has a style-4 rule for
+    every layer; else, with a warning naming the first layers it lacks, TIDL's own default style 0.
+    A ``quantization_scale_type`` 4 the user gave is kept (a layer without a rule is then an error)."""
+    if options.quantization_scale_type != 4 or "quantization_scale_type" in getattr(options, "_given", ()):
+        return options
+    gaps = [(net.name, layer.name, gap) for net in networks for layer in net.layers
+            if (gap := style4_gap(net, layer)) is not None]
+    if not gaps:
+        return options
+    if warn:
+        import warnings
+
+        from ...ir.errors import TidlxWarning
+
+        named = "; ".join(f"@{sub} '{name}': {gap}" for sub, name, gap in gaps[:3])
+        more = f" and {len(gaps) - 3} more" if len(gaps) > 3 else ""
+        warnings.warn(f"target_device={options.target_device}: TI's tools quantize with quantization_scale_type 4 "
+                      f"(asymmetric per-channel) there, but tidlx has no style-4 rule yet for {named}{more} "
+                      f"(docs/numerics.md §12); tidlx uses TIDL's default quantization_scale_type 0 (give "
+                      f"-o advanced_options:quantization_scale_type=0 or =4 to choose)", TidlxWarning, stacklevel=2)
+    return options.replace(quantization_scale_type=0)
