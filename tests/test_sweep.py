@@ -111,7 +111,7 @@ def test_a_changed_study_recomputes_only_the_new_cells(local_run, study, tmp_pat
     changed.write_text(STUDY.replace("max_num_subgraphs: [1, 4, 16]", "max_num_subgraphs: [4, 8]")
                        .replace("  - {builtin: bevdet_ti_export, args: {tiny: true, batch: 1}, name: bevdet_ti}\n",
                                 ""))
-    result = tidlx.sweep(changed, jobs=2, out=out)
+    result = tidlx.sweep(changed, jobs=2, out=out, summary=False)
     assert (result.cells, result.cached, result.failed) == (32, 16, 0)
 
 
@@ -136,7 +136,7 @@ def test_a_broken_study_is_an_error_naming_file_and_line(tmp_path, text, line, n
     path = tmp_path / "broken.yaml"
     path.write_text(text)
     with pytest.raises(StudyError) as info:
-        tidlx.sweep(path, jobs=1, out=tmp_path / "out")
+        tidlx.sweep(path, jobs=1, out=tmp_path / "out", summary=False)
     message = str(info.value)
     assert message.startswith(f"{path}:{line}:"), message
     assert named in message
@@ -164,14 +164,14 @@ def test_a_failing_cell_is_a_row_with_its_error(tmp_path):
           - {max_num_subgraphs: 4}
           - {max_num_subgraphs: 8, strategy: max-offload}
         """))
-    result = tidlx.sweep(path, jobs=2, out=tmp_path / "out")
+    result = tidlx.sweep(path, jobs=2, out=tmp_path / "out", summary=False)
     assert (result.cells, result.failed) == (4, 2)
     good, bad = result.rows[:2], result.rows[2:]
     assert all(r["error"] is None and r["subgraphs"] == 1 for r in good)
     for row in bad:
         assert row["error"].startswith("OnnxImportError: node '/fc1/Gemm' (Gemm)"), row["error"]
         assert row["subgraphs"] is None
-    again = tidlx.sweep(path, jobs=2, out=tmp_path / "out")
+    again = tidlx.sweep(path, jobs=2, out=tmp_path / "out", summary=False)
     assert (again.cached, again.failed) == (4, 2)
 
 
@@ -181,7 +181,7 @@ def test_the_compare_measure_agrees_with_tidlx_compare(tmp_path):
     path = tmp_path / "study.yaml"
     path.write_text("models:\n  - {builtin: bn_between_gemms}\noptions:\n  - {tensor_bits: 16}\n"
                     "measures: [compare]\ncalib: {random: 2, seed: 3}\ncompare: {worst_layers: 2}\n")
-    result = tidlx.sweep(path, jobs=1, out=tmp_path / "out")
+    result = tidlx.sweep(path, jobs=1, out=tmp_path / "out", summary=False)
     row = result.rows[0]
     assert row["error"] is None, row["error"]
     onnx.save(tidlx.models.bn_between_gemms(), str(tmp_path / "m.onnx"))
@@ -194,6 +194,30 @@ def test_the_compare_measure_agrees_with_tidlx_compare(tmp_path):
     assert row["worst_layer"] == expected.layers[0].layer
     assert row["worst_layers"].count(" dB") == 2
     assert "subgraphs" not in result.columns
+
+
+def test_the_summary_page_shows_each_models_front(local_run):
+    result, out = local_run
+    assert result.html == str(out / "summary.html")
+    page = open(result.html, encoding="utf-8").read()
+    for model in ("bn_between_gemms", "bevdet_tiny", "bevdet_ti"):
+        assert f"<h2>{model}</h2>" in page
+    assert page.count("<svg") == 3 and page.count('id="front0-sweep-front"') == 1
+
+
+def test_the_pareto_front():
+    """A dominates D (as good or better in all three, better in one); A and B are one point; C and E
+    each win one measure; F loses to A everywhere but the bytes, where it ties."""
+    from tidlx.studies.summary import OBJECTIVES, pareto_front
+
+    rows = [dict(tidl_macs_percent=100, boundary_bytes=10, sqnr_db_min=30.0),    # A
+            dict(tidl_macs_percent=100, boundary_bytes=10, sqnr_db_min=30.0),    # B = A
+            dict(tidl_macs_percent=90, boundary_bytes=5, sqnr_db_min=30.0),      # C: fewest bytes
+            dict(tidl_macs_percent=90, boundary_bytes=20, sqnr_db_min=20.0),     # D < A
+            dict(tidl_macs_percent=50, boundary_bytes=5, sqnr_db_min=40.0),      # E: best SQNR
+            dict(tidl_macs_percent=99, boundary_bytes=10, sqnr_db_min=float("nan"))]   # F < A
+    assert pareto_front(rows, OBJECTIVES) == [[0, 1], [2], [4]]
+    assert pareto_front(rows, OBJECTIVES[:2]) == [[0, 1], [2]]
 
 
 def test_without_pyarrow_the_table_is_csv(tmp_path, monkeypatch):
@@ -217,7 +241,7 @@ def ray_cluster():
 
 def test_ray_gives_the_same_table(ray_cluster, local_run, study, tmp_path):
     local, _ = local_run
-    result = tidlx.sweep(study, ray="local", out=tmp_path / "ray")
+    result = tidlx.sweep(study, ray="local", out=tmp_path / "ray", summary=False)
     assert (result.cells, result.cached, result.failed) == (72, 0, 0)
     assert result.columns == local.columns
     assert _without_times(read_table(result.results)[1]) == _without_times(local.rows)

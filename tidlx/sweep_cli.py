@@ -65,6 +65,7 @@ def cmd_sweep(args) -> int:
         print(json.dumps(result.summary()))
     else:
         print(printable(f"{result.cells} cells ({result.cached} cached, {result.failed} failed): {result.results}"))
+        print(printable(f"the Pareto front of each model: {result.html}"))
     return 0
 
 

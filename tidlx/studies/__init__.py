@@ -26,6 +26,7 @@ __all__ = ["Study", "StudyError", "SweepResult", "load_study", "sweep"]
 #: The results table's file names (parquet when pyarrow is importable).
 PARQUET_NAME = "results.parquet"
 CSV_NAME = "results.csv"
+SUMMARY_NAME = "summary.html"
 CACHE_FOLDER = "cache"
 
 
@@ -39,6 +40,7 @@ class SweepResult:
     results: str
     columns: List[str]
     rows: List[Dict[str, Any]] = field(repr=False)
+    html: Optional[str] = None
 
     def summary(self) -> Dict[str, Any]:
         return {"cells": self.cells, "cached": self.cached, "failed": self.failed, "results": self.results}
@@ -263,14 +265,15 @@ Progress = Callable[[int, int, int, int, Optional[float]], None]
 
 
 def sweep(study, *, jobs: Optional[int] = None, ray: Optional[str] = None, out: Optional[str] = None,
-          progress: Optional[Progress] = None) -> SweepResult:
+          progress: Optional[Progress] = None, summary: bool = True) -> SweepResult:
     """Runs a study (the path of a YAML file, or a ``Study``): every model with every option set, the
     study's measures on each, rows cached under ``out`` (default: ``<study>-sweep`` next to the file).
 
     ``jobs``: worker processes of the local pool (default: the CPUs), or the CPUs of ``ray="local"``.
     ``ray``: a Ray cluster's address, ``"auto"``, or ``"local"`` to start Ray on this machine (default:
     ``RAY_ADDRESS`` when set, else the local pool); in a process that has started Ray already, that
-    Ray is used. Returns a ``SweepResult``; a failed cell is a row with its ``error``.
+    Ray is used. ``summary``: also write ``summary.html``, the Pareto front of each model (summary.py).
+    Returns a ``SweepResult``; a failed cell is a row with its ``error``.
     """
     from .engines import SweepBackendError, default_jobs, ray_address, run_local, run_ray
 
@@ -319,4 +322,14 @@ def sweep(study, *, jobs: Optional[int] = None, ray: Optional[str] = None, out: 
     columns = table_columns(study, table)
     results = write_table(columns, table, out)
     table = [{c: r.get(c) for c in columns} for r in table]
-    return SweepResult(cells=len(cells), cached=cached, failed=failed, results=results, columns=columns, rows=table)
+    html = None
+    if summary:
+        from .summary import render_summary
+
+        html = os.path.join(out, SUMMARY_NAME)
+        with open(html + ".tmp", "w", encoding="utf-8") as f:
+            f.write(render_summary(f"tidlx sweep: {os.path.basename(study.path)}", columns, table,
+                                   study.option_names))
+        os.replace(html + ".tmp", html)
+    return SweepResult(cells=len(cells), cached=cached, failed=failed, results=results, columns=columns, rows=table,
+                       html=html)
