@@ -228,6 +228,15 @@ def test_without_pyarrow_the_table_is_csv(tmp_path, monkeypatch):
     assert (tmp_path / "results.csv").read_text().splitlines() == ["model,x,y,error", "a,1,0.1,", "b,,2.0,E: no"]
 
 
+def test_a_ray_address_nothing_answers_is_an_error(tmp_path):
+    from tidlx.studies.engines import SweepBackendError
+
+    path = tmp_path / "study.yaml"
+    path.write_text("models:\n  - {builtin: bn_between_gemms}\n")
+    with pytest.raises(SweepBackendError, match=r"--ray 127\.0\.0\.1:1: no Ray cluster answers there"):
+        tidlx.sweep(path, ray="127.0.0.1:1", out=tmp_path / "out", summary=False)
+
+
 # -- Ray: started once for the module, last ---------------------------------------------------------
 
 @pytest.fixture(scope="module")

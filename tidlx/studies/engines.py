@@ -84,6 +84,22 @@ def ray_address(ray: Optional[str]) -> Optional[str]:
     return os.environ.get("RAY_ADDRESS") or None
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address that nothing answers is an error at once: Ray itself
+    retries for minutes. ``auto`` and other forms are left to Ray."""
+    import socket
+
+    text = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SweepBackendError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+                                f"(ray start --head) or use --ray local") from None
+
+
 def run_ray(cells: List[Cell], payloads: Mapping[str, Payload], jobs: Optional[int],
             address: str) -> Iterator[Tuple[Cell, Dict]]:
     """Each cell a Ray task named after it; a Ray instance already started in this process is used as
@@ -104,6 +120,7 @@ def run_ray(cells: List[Cell], payloads: Mapping[str, Payload], jobs: Optional[i
             if address == RAY_LOCAL:
                 ray.init(num_cpus=jobs, **kwargs)
             else:
+                _check_reachable(address)
                 ray.init(address=address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise SweepBackendError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
