@@ -105,7 +105,10 @@ def _load(cell: Cell, payloads: Mapping[str, Payload]):
     if todo:
         register_custom_ops(todo)
         _REGISTERED.update(todo)
-    key = (cell.model_key, cell.params_key, cell.load, cell.custom_ops)
+    # advanced_options:prequantized_model=1 imports a QDQ model as TIDL's prequantized import does (as the CLI)
+    prequantized = str(dict(cell.options).get("advanced_options:prequantized_model", "0")).strip() == "1" \
+        and cell.model_suffix == ".onnx"
+    key = (cell.model_key, cell.params_key, cell.load, cell.custom_ops, prequantized)
     mod = _MODULES.get(key)
     if mod is None:
         path = _file(_payload(cell.model_key, payloads))
@@ -113,6 +116,8 @@ def _load(cell: Cell, payloads: Mapping[str, Payload]):
         load_args = dict(cell.load)
         if "shapes" in load_args:
             load_args["shapes"] = dict(load_args["shapes"])
+        if prequantized:
+            load_args["prequantized"] = True
         mod = load(path, params=params, **load_args)   # an ONNX model keeps its file for the ORT flow
         _MODULES[key] = mod
     return mod
