@@ -255,3 +255,19 @@ def test_ray_gives_the_same_table(ray_cluster, local_run, study, tmp_path):
     assert result.columns == local.columns
     assert _without_times(read_table(result.results)[1]) == _without_times(local.rows)
     assert ray_cluster.is_initialized()   # a Ray started by the caller is left running
+
+
+def test_each_ray_task_is_named_after_its_cell(ray_cluster, tmp_path, monkeypatch):
+    """What Ray's dashboard lists: the task's name, read inside each task."""
+    from tidlx.studies import engines
+
+    def task_name(cell, *payloads):
+        return {"error": None, "warnings": ray_cluster.get_runtime_context().get_task_name(), "_cacheable": False}
+
+    monkeypatch.setattr(engines, "_ray_cell", task_name)
+    path = tmp_path / "study.yaml"
+    path.write_text("models:\n  - {builtin: bn_between_gemms, name: bn}\noptions:\n  - {max_num_subgraphs: 4}\n"
+                    "  - {deny_list: nn.dense, strategy: max-offload}\n")
+    result = tidlx.sweep(path, ray="local", out=tmp_path / "out", summary=False)
+    assert [r["warnings"] for r in result.rows] == ["sweep 1/2 bn #0: max_num_subgraphs=4",
+                                                    "sweep 2/2 bn #1: deny_list=nn.dense strategy=max-offload"]
