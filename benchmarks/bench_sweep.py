@@ -14,7 +14,8 @@ turn in every round:
 * ``ray``: ``tidlx.sweep(ray="local")`` on a Ray this process started with N CPUs (the start is timed
   apart: it is paid once per session).
 
-Each engine's time runs from before the models are built to the table written. The overhead per cell
+Each engine's time runs from before the models are built to the table written (not the summary page,
+whose matplotlib import and charts are paid once per study). The overhead per cell
 is (engine seconds x its workers - loop seconds) / cells: the worker-seconds a cell costs beyond the
 work itself (starting workers, shipping payloads, pickling rows, the cache, the table).
 """
@@ -73,7 +74,7 @@ def _pool(study_path: str, out: str, jobs: int) -> dict:
     import tidlx
 
     t = time.perf_counter()
-    result = tidlx.sweep(study_path, jobs=jobs, out=out)
+    result = tidlx.sweep(study_path, jobs=jobs, out=out, summary=False)
     assert result.failed == 0 and result.cached == 0
     return {"seconds": time.perf_counter() - t, "cells": result.cells, "workers": jobs}
 
@@ -87,7 +88,7 @@ def _ray(study_path: str, out: str, jobs: int) -> dict:
     ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     started = time.perf_counter() - t
     t = time.perf_counter()
-    result = tidlx.sweep(study_path, ray="local", out=out)
+    result = tidlx.sweep(study_path, ray="local", out=out, summary=False)
     seconds = time.perf_counter() - t
     ray.shutdown()
     assert result.failed == 0 and result.cached == 0
