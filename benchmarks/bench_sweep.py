@@ -12,7 +12,7 @@ turn in every round:
   without the sweep);
 * ``pool j1`` / ``pool jN``: ``tidlx.sweep(jobs=...)`` on the local process pool;
 * ``ray``: ``tidlx.sweep(ray="local")`` on a Ray this process started with N CPUs (the start is timed
-  apart: it is paid once per session).
+  apart: it is paid once, when Ray starts).
 
 Each engine's time runs from before the models are built to the table written (not the summary page,
 whose matplotlib import and charts are paid once per study). The overhead per cell
@@ -145,7 +145,7 @@ def main() -> int:
                      f"  loop/engine {loop / seconds:4.2f}x")
         print(line)
     start = statistics.median(r["start"] for r in runs["ray"])
-    print(f"ray.init (local, {args.jobs} CPUs, no dashboard): {start:.1f} s, once per session")
+    print(f"ray.init (local, {args.jobs} CPUs, no dashboard): {start:.1f} s, paid once when Ray starts")
     return 0
 
 
