@@ -4,7 +4,8 @@ Public API (stable): ``parse_relay``, ``load``, ``emulate``, ``partition``, ``IR
 ``tidlx.ir.structural_equal``, ``tidlx.models.bevdet_img_stage``, ``register_op`` (a custom op with
 every facet in one call), ``quantize`` (a ``QuantizedModel`` that ``emulate`` runs in fixed point),
 ``compare`` (float vs fixed point per output and per TIDL layer), ``compile_model`` / ``load_compiled``
-(a compiled folder of TIDL artifacts: write it, read and run it).
+(a compiled folder of TIDL artifacts: write it, read and run it), ``sweep`` (a study of models x
+option sets on a local process pool or a Ray cluster, docs/sweep.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .custom_op import register_op, unregister_op  # noqa: F401
 
 __version__ = "0.1.0"
 __all__ = ["IRModule", "TidlxError", "compare", "compile_model", "emulate", "load", "load_compiled", "models",
-           "parse_relay", "partition", "quantize", "register_op", "structural_equal", "unregister_op"]
+           "parse_relay", "partition", "quantize", "register_op", "structural_equal", "sweep", "unregister_op"]
 
 
 def __getattr__(name):
@@ -27,4 +28,6 @@ def __getattr__(name):
         return importlib.import_module(".models", __name__)
     if name in ("compile_model", "load_compiled"):   # a compiled folder: write it, read and run it
         return getattr(importlib.import_module(".compiled", __name__), name)
+    if name == "sweep":   # studies over models x option sets (tidlx/studies)
+        return importlib.import_module(".studies", __name__).sweep
     raise AttributeError(f"module 'tidlx' has no attribute '{name}'")
