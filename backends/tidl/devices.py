@@ -199,6 +199,14 @@ def softmax_lanes(target_device: Optional[str] = None) -> int:
     return DEFAULT_SOFTMAX_LANES if dev is None else int(dev.softmax_lanes.value)
 
 
+def softmax_exp_rule(target_device: Optional[str] = None) -> str:
+    """§8.9 how TIDL's integer softmax computes an 8-bit input's exponentials on ``target_device``
+    (tidl_softmax_ref.c, TIDL 11.x, by the C7x core it is built for): "taylor" (float32 ``exp_taylor``) on
+    C7504/C7524 (AM62A, AM67A), "double" (libm ``exp``) on the others and without a device."""
+    dev = device(target_device)
+    return "taylor" if dev is not None and dev.c7x.value in ("C7504", "C7524") else "double"
+
+
 def scale_type_warning(target_device: Optional[str], scale_type_given: bool) -> Optional[str]:
     """The warning when ``target_device`` names a device whose TI tools default to
     ``quantization_scale_type`` 4 and the user gave none: tidlx keeps TIDL's own default."""

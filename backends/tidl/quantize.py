@@ -68,7 +68,7 @@ from . import quant_proto
 from ._calibration_loops import quantize_weights_f32
 from .calibration import CalibrationResult, TensorRange, constant_second_operand
 from .composites import MEMBER, elu, gelu, hard_sigmoid
-from .devices import DEFAULT_SOFTMAX_LANES, softmax_lanes
+from .devices import DEFAULT_SOFTMAX_LANES, softmax_exp_rule, softmax_lanes
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
@@ -1166,6 +1166,8 @@ class _Quantizer:
         lanes = softmax_lanes(getattr(self.opts, "target_device", None))
         if lanes != DEFAULT_SOFTMAX_LANES:      # §8.9: the denominator's lanes are the device's vector width
             attrs["lanes"] = lanes
+        if readers and softmax_exp_rule(getattr(self.opts, "target_device", None)) != "double":
+            attrs["exp"] = softmax_exp_rule(getattr(self.opts, "target_device", None))
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               attrs, acc_scale=x.scale)
 
