@@ -81,6 +81,14 @@ def test_rounding_rules():
     assert (int(scale), int(shift)) == (150, 1)
 
 
+def test_the_constants_that_decide_a_rounding():
+    """Cases at a rounding edge: the 8-bit rule multiplies by 1 / float32(1/255) = 254.99998, not 255
+    (exp(-1 / 14.948974609375) * 255 = 238.500003, * 254.99998 = 238.499989); exp_taylor's last term uses
+    TI's 0.0416667, not 1/24 (X(-1.34375) = 0.26130316, * 65535 = 17124.5024, where 1/24 gives 17124.4995)."""
+    assert arith.softmax_exp_8bit(np.array([0, -1]), 14.948974609375).tolist() == [255, 238]
+    assert arith.softmax_exp_16bit(np.array([0, -43]), 32.0).tolist() == [65535, 17125]
+
+
 def test_a_left_shift_and_the_saturation():
     """A multiplier of at least 128 (shift >= 0) shifts left; the output stops at the type's top."""
     assert arith.softmax_requantize(np.array([1, 255, 65535]), 200, 2, 65535).tolist() == [800, 65535, 65535]
