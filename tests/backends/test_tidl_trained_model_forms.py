@@ -295,6 +295,32 @@ def test_the_fixed_point_softmax_takes_the_devices_exponential_rule():
     assert rules == {None: None, "AM62A": "taylor", "AM69A": None}
 
 
+def test_the_softmax_exponential_rule_survives_the_compiled_folder(tmp_path):
+    """The layer's ``exp`` attribute reaches the artifacts, and the reader refuses a rule it does not know."""
+    import dataclasses
+
+    from tidlx.emulator.fixed.artifact_checks import check_subgraph
+    from tidlx.emulator.fixed.artifact_format import ArtifactError
+
+    mod = _attention_model()
+    frames = {"x": np.random.default_rng(9).standard_normal((2, 10, 16)).astype(np.float32)}
+    options = {"tensor_bits": 8, "accuracy_level": 0, "target_device": "AM62A"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.compile_model(mod, tmp_path / "out", options=options, calib=frames)
+        qmodel = tidlx.quantize(mod, options, calib=frames)
+        loaded = tidlx.load_compiled(tmp_path / "out")
+    frame = {"x": frames["x"][:1]}
+    assert np.array_equal(loaded.run(frame)[0], qmodel.run(frame)[0])
+    (sub,) = qmodel.subgraphs.values()
+    softmax = sub.layer("softmax")
+    assert softmax.attrs["exp"] == "taylor"
+    bad = dataclasses.replace(softmax, attrs={**softmax.attrs, "exp": "exact"})
+    sub = dataclasses.replace(sub, layers=tuple(bad if layer is softmax else layer for layer in sub.layers))
+    with pytest.raises(ArtifactError, match="'exp' is 'exact'"):
+        check_subgraph(sub, "net.bin")
+
+
 def test_a_tensor_product_survives_the_compiled_folder(tmp_path):
     mod = _attention_model()
     frames = {"x": np.random.default_rng(7).standard_normal((2, 10, 16)).astype(np.float32)}
