@@ -1150,7 +1150,8 @@ class _Quantizer:
     def softmax(self, layer: TidlLayer) -> QuantizedLayer:
         """Float32 out (§8.9), unless layers of the subgraph read it (attention's A V): then unsigned at
         the layer's width with TI 11.x's fixed-point softmax scale (``numerics.softmax_fixed_output_scale``:
-        8-bit 256, 16-bit 254 x the axis length)."""
+        8-bit 256, 16-bit 254 x the axis length), computed by TI's integer kernel; ``exp`` names its 8-bit
+        exponential rule when the device's C7x core is not the default one (``devices.softmax_exp_rule``)."""
         x = self.tensors[layer.inputs[0]]
         t = self.net.tensors[layer.outputs[0]]
         readers = [c for c in self.consumers.get(t.id, ()) if not c.is_data]

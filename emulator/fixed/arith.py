@@ -706,7 +706,8 @@ def float_to_int_c7x(v) -> np.ndarray:
 
 
 def round_half_away(v) -> np.ndarray:
-    """§8.9 C's ``round`` of a double: to the nearest integer, a tie away from zero."""
+    """§8.9 C's ``round`` of a double, as TI's 8-bit softmax exponentials take it (TI: ``round`` in
+    ``TIDL_refSoftmaxProcessInt``): to the nearest integer, a tie away from zero."""
     v = np.asarray(v, np.float64)
     t = np.trunc(v)
     return (t + np.sign(v) * (np.abs(v - t) >= 0.5)).astype(np.int64)
