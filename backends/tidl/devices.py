@@ -199,6 +199,14 @@ def softmax_lanes(target_device: Optional[str] = None) -> int:
     return DEFAULT_SOFTMAX_LANES if dev is None else int(dev.softmax_lanes.value)
 
 
+def softmax_exp_rule(target_device: Optional[str] = None) -> str:
+    """§8.9 how TIDL's integer softmax computes an 8-bit input's exponentials on ``target_device``
+    (tidl_softmax_ref.c, TIDL 11.x, by the C7x core it is built for): "taylor" (float32 ``exp_taylor``) on
+    C7504/C7524 (AM62A, AM67A), "double" (libm ``exp``) on the others and without a device."""
+    dev = device(target_device)
+    return "taylor" if dev is not None and dev.c7x.value in ("C7504", "C7524") else "double"
+
+
 def default_scale_type(target_device: Optional[str]) -> Optional[int]:
     """The ``quantization_scale_type`` a user who names ``target_device`` and no scale type gets: TI's
     tools' preset when it is 4 (asymmetric per-channel, emulated: docs/numerics.md §12), else None
@@ -236,5 +244,5 @@ def rules_line(target_device: Optional[str]) -> str:
 
 
 __all__ = ["Fact", "LayerLimit", "Device", "DEVICES", "TIDL_DEFAULT_SCALE_TYPE", "accepted_names", "resolve",
-           "device", "softmax_lanes", "DEFAULT_SOFTMAX_LANES", "scale_type_warning", "default_scale_type",
+           "device", "softmax_lanes", "softmax_exp_rule", "DEFAULT_SOFTMAX_LANES", "scale_type_warning", "default_scale_type",
            "scale_type_line", "rules_line"]

@@ -71,7 +71,7 @@ from . import quant_proto
 from ._calibration_loops import quantize_weights_f32
 from .calibration import CalibrationResult, TensorRange, constant_second_operand
 from .composites import MEMBER, elu, gelu, hard_sigmoid
-from .devices import DEFAULT_SOFTMAX_LANES, softmax_lanes
+from .devices import DEFAULT_SOFTMAX_LANES, softmax_exp_rule, softmax_lanes
 from .layer_params import ConvParams, PoolParams
 from .layers import TidlLayer, TidlNetwork, build_networks
 from .options import TidlOptions
@@ -1159,7 +1159,8 @@ class _Quantizer:
     def softmax(self, layer: TidlLayer) -> QuantizedLayer:
         """Float32 out (§8.9), unless layers of the subgraph read it (attention's A V): then unsigned at
         the layer's width with TI 11.x's fixed-point softmax scale (``numerics.softmax_fixed_output_scale``:
-        8-bit 256, 16-bit 254 x the axis length)."""
+        8-bit 256, 16-bit 254 x the axis length), computed by TI's integer kernel; ``exp`` names its 8-bit
+        exponential rule when the device's C7x core is not the default one (``devices.softmax_exp_rule``)."""
         x = self.tensors[layer.inputs[0]]
         t = self.net.tensors[layer.outputs[0]]
         readers = [c for c in self.consumers.get(t.id, ()) if not c.is_data]
@@ -1175,6 +1176,8 @@ class _Quantizer:
         lanes = softmax_lanes(getattr(self.opts, "target_device", None))
         if lanes != DEFAULT_SOFTMAX_LANES:      # §8.9: the denominator's lanes are the device's vector width
             attrs["lanes"] = lanes
+        if readers and softmax_exp_rule(getattr(self.opts, "target_device", None)) != "double":
+            attrs["exp"] = softmax_exp_rule(getattr(self.opts, "target_device", None))
         return QuantizedLayer(layer.index, layer.name, "SoftMax", layer.type_id, layer.inputs, layer.outputs,
                               attrs, acc_scale=x.scale)
 

@@ -672,6 +672,147 @@ def softmax(q, in_scale: float, *, axis: int = -1, narrow_row_pads: bool = False
     return np.moveaxis((e * inverse[..., None]).astype(np.float32), -1, axis)
 
 
+# -- §8.9 fixed-point output: TI 11.x's integer softmax (TIDL_refSoftmaxProcessInt) ----------------------
+
+#: §8.9: the bits of the per-row multiplier's mantissa (TI's SCALE_PRECISION_BITS)
+SOFTMAX_SCALE_BITS = 8
+#: §8.9: how the 8-bit exponentials are computed: "double" (C7100/C7120, and without a device), "taylor"
+#: (C7504/C7524: AM62A, AM67A)
+SOFTMAX_EXP_RULES = ("double", "taylor")
+
+
+def exp_taylor(x) -> np.ndarray:
+    """§8.9 TI's runtime float32 exponential (TI: ``exp_taylor``, tidl_alg_int.h, TIDL 11.x): ``y =
+    float32(1.44269504090) * x``, ``n = trunc(y)``, ``r = (y - n) * float32(0.693147180559945)``; ``p =
+    ((1 + r) + r^2 * 0.5) + r^3 * 0.1666667 + r^4 * 0.0416667`` (float32 constants, ``r^4 = r^2 r^2``), each
+    step one float32 operation; ``p * 2^n`` (exact), 0 when ``n < -16``, FLT_MAX when ``n > 14``."""
+    f = np.float32
+    y = (f(1.44269504090) * np.asarray(x, np.float32)).astype(np.float32)
+    n = np.trunc(y)
+    r = ((y - n.astype(np.float32)).astype(np.float32) * f(0.693147180559945)).astype(np.float32)
+    r2 = (r * r).astype(np.float32)
+    p = ((f(1) + r).astype(np.float32) + (r2 * f(0.5)).astype(np.float32)).astype(np.float32)
+    p = (p + ((r2 * r).astype(np.float32) * f(0.1666667)).astype(np.float32)).astype(np.float32)
+    p = (p + ((r2 * r2).astype(np.float32) * f(0.0416667)).astype(np.float32)).astype(np.float32)
+    e = np.ldexp(p, np.clip(n, -17, 15).astype(np.int32)).astype(np.float32)
+    e = np.where(n < -16, f(0), e)
+    return np.where(n > 14, np.finfo(np.float32).max, e).astype(np.float32)
+
+
+def float_to_int_c7x(v) -> np.ndarray:
+    """§8.9 TI's float32-to-integer conversion on the C7x (TI: ``float_to_int_c7x``; TI's GPU port of the
+    reference, ``cuda_float_to_int``): to the nearest integer, a tie to the even one."""
+    return np.rint(np.asarray(v, np.float32).astype(np.float64)).astype(np.int64)
+
+
+def round_half_away(v) -> np.ndarray:
+    """§8.9 C's ``round`` of a double, as TI's 8-bit softmax exponentials take it (TI: ``round`` in
+    ``TIDL_refSoftmaxProcessInt``): to the nearest integer, a tie away from zero."""
+    v = np.asarray(v, np.float64)
+    t = np.trunc(v)
+    return (t + np.sign(v) * (np.abs(v - t) >= 0.5)).astype(np.int64)
+
+
+def c7x_reciprocal(v) -> np.ndarray:
+    """§8.9 the C7x's float32 reciprocal estimate (TI: the ``__recip`` intrinsic, instruction VRCPSP; TI's
+    GPU port of the reference reproduces it as ``__recip_bitmatch``): for ``v = (1 + i/256 + ...) * 2^(E-127)``
+    (``E`` the biased exponent, ``i`` the top 8 fraction bits) the result is ``2^(127-E)`` when ``i = 0``,
+    else ``round(2^17 / (256 + i)) / 256 * 2^(126-E)``: 8 correct bits, the rest of ``v`` ignored.
+    Defined here for positive normal ``v`` below 2^125 (softmax's denominators)."""
+    v = np.asarray(v, np.float32)
+    if not np.all((v >= np.finfo(np.float32).tiny) & (v < np.float32(2.0 ** 125))):
+        raise FixedPointError("C7x reciprocal: defined here for positive normal float32 values below 2^125")
+    bits = v.view(np.uint32).astype(np.int64)
+    e = (bits >> 23) & 0xFF
+    i = (bits >> 15) & 0xFF
+    # round(2^17 / (256 + i)) never meets a tie: 256 + i (257..511) is no power of 2
+    m = np.where(i == 0, 512, (2 * (1 << 17) + (256 + i)) // (2 * (256 + i)))
+    return np.ldexp(m.astype(np.float64), (118 - e).astype(np.int32)).astype(np.float32)
+
+
+def float_to_scale_and_shift(v, bits: int = SOFTMAX_SCALE_BITS) -> Tuple[np.ndarray, np.ndarray]:
+    """§8.9 a positive float32 as ``scale * 2^shift`` (TI: ``TIDL_convertFloatToScaleAndShift``,
+    tidl_commonUtils.c): ``scale`` the top ``bits`` bits of the significand, truncated (2^(bits-1) ..
+    2^bits - 1), ``shift = E - 127 - bits + 1`` (``E`` the biased exponent)."""
+    v = np.asarray(v, np.float32)
+    if not np.all(v >= np.finfo(np.float32).tiny) or not np.all(np.isfinite(v)):
+        raise FixedPointError("scale and shift: defined for positive normal float32 values")
+    raw = v.view(np.uint32).astype(np.int64)
+    significand = (raw & 0x7FFFFF) | (1 << 23)
+    return significand >> (24 - bits), ((raw >> 23) & 0xFF) - 127 - bits + 1
+
+
+def softmax_exp_8bit(d, in_scale: float, rule: str = "double") -> np.ndarray:
+    """§8.9 an 8-bit input's exponentials at 255 (TI: ``TIDL_refSoftmaxProcessInt``, tidl_softmax_ref.c,
+    TIDL 11.x), ``d = q - max(q)`` (-255 .. 0). ``"double"`` (C7100/C7120): ``round(exp(double(d) /
+    double(float32(inScale))) * (1 / double(float32(1 / 255))))`` with C's ``round`` (a tie away from zero);
+    ``"taylor"`` (C7504/C7524): ``round(double(exp_taylor(float32(d) * float32(1 / float32(inScale))) *
+    float32(255))))``."""
+    d = np.asarray(d, np.int64)
+    if rule == "double":
+        lut_scale = float(np.float32(1.0 / 255.0))
+        return round_half_away(np.exp(d.astype(np.float64) / float(np.float32(in_scale))) * (1.0 / lut_scale))
+    if rule == "taylor":
+        inv = np.float32(1) / np.float32(in_scale)
+        e = (exp_taylor((d.astype(np.float32) * inv).astype(np.float32)) * np.float32(255)).astype(np.float32)
+        return round_half_away(e.astype(np.float64))
+    raise FixedPointError(f"softmax: exponential rule '{rule}' (one of {', '.join(SOFTMAX_EXP_RULES)})")
+
+
+def softmax_exp_16bit(d, in_scale: float) -> np.ndarray:
+    """§8.9 a 16-bit input's exponentials at 65535 (TI: ``TIDL_refSoftmaxProcessInt``): ``float_to_int_c7x(
+    exp_taylor(float32(d) * float32(1 / float32(inScale))) * float32(65535))``, ``d = q - max(q)``."""
+    inv = np.float32(1) / np.float32(in_scale)
+    x = (np.asarray(d, np.int64).astype(np.float32) * inv).astype(np.float32)
+    return float_to_int_c7x((exp_taylor(x) * np.float32(65535)).astype(np.float32))
+
+
+def softmax_row_multiplier(total, out_scale: float) -> Tuple[np.ndarray, np.ndarray]:
+    """§8.9 a row's multiplier (TI: ``TIDL_refSoftmaxProcessInt``): the exponentials' integer sum (uint32,
+    wrapping) to float32, ``m = float32(c7x_reciprocal(sum) * float32(outScale))``, then
+    ``float_to_scale_and_shift(m, 8)``."""
+    total = (np.asarray(total, np.int64) & 0xFFFFFFFF).astype(np.float32)
+    m = (c7x_reciprocal(total) * np.float32(out_scale)).astype(np.float32)
+    return float_to_scale_and_shift(m, SOFTMAX_SCALE_BITS)
+
+
+def softmax_requantize(e, scale, shift, out_max: int) -> np.ndarray:
+    """§8.9 an exponential to the output (TI: ``TIDL_refSoftmaxProcessInt``): ``p = e * scale``; ``shift >=
+    0``: ``p << shift`` (uint32, wrapping); ``shift < 0``: ``(p + 2^(-shift-1)) >> -shift``; then at most
+    ``out_max``."""
+    p = np.asarray(e, np.int64) * np.asarray(scale, np.int64)
+    shift = np.broadcast_to(np.asarray(shift, np.int64), p.shape)
+    if np.any(np.abs(shift) > 31):
+        raise FixedPointError("softmax: a multiplier's shift beyond 31 bits")
+    left = (p << np.clip(shift, 0, 31)) & 0xFFFFFFFF
+    s = np.clip(-shift, 1, 31)
+    right = (p + (np.int64(1) << (s - 1))) >> s
+    return np.minimum(np.where(shift >= 0, left, right), int(out_max))
+
+
+def softmax_fixed(q, in_scale: float, out_scale: float, out: FixedType, *, axis: int = -1,
+                  exp_rule: str = "double") -> np.ndarray:
+    """§8.9 softmax with a fixed-point output, as TI 11.x's integer kernel (``TIDL_refSoftmaxProcessInt``):
+    per row along ``axis``, ``d = q - max(q)``; exponentials by ``softmax_exp_8bit`` (``exp_rule``) or
+    ``softmax_exp_16bit``; their sum's ``softmax_row_multiplier``; each exponential through
+    ``softmax_requantize`` to ``out`` (unsigned, the input's width). No pad lanes."""
+    qi, qtype = _tensor(q, "softmax input")
+    if out.signed or out.bits != qtype.bits:
+        raise FixedPointError(f"softmax: a fixed-point output is unsigned at the input's width "
+                              f"({qtype.bits} bits), not {'' if out.signed else 'u'}int{out.bits}")
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"softmax: scales must be > 0, got in {in_scale}, out {out_scale}")
+    try:
+        qi = np.moveaxis(qi, axis, -1)
+    except np.exceptions.AxisError as e:
+        raise FixedPointError(f"softmax: {e}") from e
+    d = qi - qi.max(axis=-1, keepdims=True)
+    e = softmax_exp_8bit(d, in_scale, exp_rule) if qtype.bits == 8 else softmax_exp_16bit(d, in_scale)
+    scale, shift = softmax_row_multiplier(e.sum(axis=-1), out_scale)
+    y = softmax_requantize(e, scale[..., None], shift[..., None], out.bounds[1])
+    return np.moveaxis(y.astype(out.dtype), -1, axis)
+
+
 def activation_bounds(out: FixedType, activation: str = "none", tensor_scale: Optional[float] = None,
                       clip_min: Optional[float] = None, clip_max: Optional[float] = None) -> Tuple[int, int]:
     """§8.10 activations as saturation (TIDL-NUMERICS.md, "Runtime arithmetic": ReLU = saturate to the

@@ -360,6 +360,8 @@ class _Layer:
     def shape_SoftMax(self, shapes):
         if shapes[0]:
             self.axis("axis", len(shapes[0]))
+        if "exp" in self.layer.attrs:          # §8.9: the 8-bit exponential rule of the device's core
+            self.choice("exp", arith.SOFTMAX_EXP_RULES)
         return [shapes[0]]
 
     def shape_Resize(self, shapes):

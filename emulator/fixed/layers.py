@@ -223,13 +223,15 @@ def resize_kernel(layer, xs, tensors):
 
 @fixed_kernel("SoftMax")
 def softmax_kernel(layer, xs, tensors):
-    """§8.9: float32 out; an output that layers of the subgraph read is then converted to its unsigned
-    fixed-point type (§8.12's rounding)."""
-    p = arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"],
-                      narrow_row_pads=bool(layer.attrs.get("narrow_row_pads", 0)),
-                      lanes=int(layer.attrs.get("lanes", arith.SOFTMAX_LANES)))
+    """§8.9: float32 out; an output that layers of the subgraph read is fixed point, by TI's integer
+    kernel (``arith.softmax_fixed``; ``exp``: the 8-bit exponential rule of the device)."""
     out = _out(layer, tensors)
-    return [p if out.is_float else arith.data_convert_to_fixed(p, out.scale, out.fixed_type)]
+    if not out.is_float:
+        return [arith.softmax_fixed(xs[0], tensors[layer.inputs[0]].scale, out.scale, out.fixed_type,
+                                    axis=layer.attrs["axis"], exp_rule=str(layer.attrs.get("exp", "double")))]
+    return [arith.softmax(xs[0], tensors[layer.inputs[0]].scale, axis=layer.attrs["axis"],
+                          narrow_row_pads=bool(layer.attrs.get("narrow_row_pads", 0)),
+                          lanes=int(layer.attrs.get("lanes", arith.SOFTMAX_LANES)))]
 
 
 # -- data movement (§8.11): values copied, type and scale unchanged ------------------------------

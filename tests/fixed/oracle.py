@@ -10,6 +10,7 @@ global pool's multiplier is computed from the float formula.
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 
 import numpy as np
@@ -976,3 +977,73 @@ def all_zero_constant_scale(values):
 def scatter_add_common_scale(data_scale, updates_scale):
     """§8.16: an 'add' scatter's data and updates both take the smaller of their two scales."""
     return data_scale if data_scale < updates_scale else updates_scale
+
+
+# ---- §8.9 fixed-point softmax output (TI's integer kernel) ------------------------------------------
+
+
+def softmax_x(x):
+    """§8.9 step 2's X: TI's runtime float32 exponential, step by step on float32 scalars."""
+    y = F32(F32(1.44269504090) * F32(x))
+    n = int(y)                                   # trunc
+    s = F32(F32(y - F32(n)) * F32(0.693147180559945))
+    s2 = F32(s * s)
+    p = F32(F32(F32(1) + s) + F32(s2 * F32(0.5)))
+    p = F32(p + F32(F32(s2 * s) * F32(0.1666667)))
+    p = F32(p + F32(F32(s2 * s2) * F32(0.0416667)))
+    return F32(math.ldexp(float(p), n)) if n >= -16 else F32(0)
+
+
+def _round_away(v):
+    """C's round of a double, exactly: a tie away from zero."""
+    f = Fraction(v)
+    r = math.floor(abs(f) + Fraction(1, 2))
+    return r if f >= 0 else -r
+
+
+def softmax_exponential(d, in_scale, in_bits, rule):
+    """§8.9 step 2 for one value, d = q - max(q)."""
+    if in_bits == 16:
+        r = F32(F32(1) / F32(in_scale))
+        v = F32(softmax_x(F32(F32(d) * r)) * F32(65535))
+        return round(float(v))                   # Python's round: a tie to the even integer
+    if rule == "double":
+        return _round_away(math.exp(float(d) / float(F32(in_scale))) * (1.0 / float(F32(1 / 255))))
+    r = F32(F32(1) / F32(in_scale))
+    return _round_away(float(F32(softmax_x(F32(F32(d) * r)) * F32(255))))
+
+
+def c7x_recip(v):
+    """§8.9 step 4's R: from v's biased exponent E and top 8 fraction bits i."""
+    raw = struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    e, i = (raw >> 23) & 0xFF, (raw >> 15) & 0xFF
+    if i == 0:
+        return F32(math.ldexp(1.0, 127 - e))
+    return F32(math.ldexp(_round_away(Fraction(2 ** 17, 256 + i)), 118 - e))
+
+
+def scale_and_shift(m):
+    """§8.9 step 5: m = f 2^k, 0.5 <= f < 1; scale = floor(256 f), shift = k - 8."""
+    f, k = math.frexp(float(m))
+    return math.floor(f * 256), k - 8
+
+
+def softmax_fixed_row(row, in_scale, out_scale, bits, rule="double"):
+    """§8.9 steps 1-6 for one row of integers; the output integers."""
+    top = max(row)
+    es = [softmax_exponential(v - top, in_scale, bits, rule) for v in row]
+    total = F32(sum(es) % 2 ** 32)
+    m = F32(c7x_recip(total) * F32(out_scale))
+    scale, shift = scale_and_shift(m)
+    out = []
+    for e in es:
+        o = e * scale
+        o = (o << shift) % 2 ** 32 if shift >= 0 else (o + 2 ** (-shift - 1)) >> -shift
+        out.append(min(o, 2 ** bits - 1))
+    return out
+
+
+def softmax_fixed_last_axis(q, in_scale, out_scale, bits, rule="double"):
+    rows = np.asarray(q).reshape(-1, np.asarray(q).shape[-1])
+    out = [softmax_fixed_row([int(v) for v in row], in_scale, out_scale, bits, rule) for row in rows]
+    return np.array(out, dtype=dtype(bits, False)).reshape(np.asarray(q).shape)
