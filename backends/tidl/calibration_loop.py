@@ -238,7 +238,8 @@ def _quantized(partitioned: IRModule, networks, options: TidlOptions, results: M
         returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
         own = {index: b for (sg, index), b in biases.items() if sg == net.name}
         subgraphs[net.name], floats = _quantize_subgraph(net, result, options, returns_tuple, own,
-                                                         cache.setdefault(net.name, {}))
+                                                         cache.setdefault(net.name, {}),
+                                                         str(partitioned.attrs.get(FLOW_ATTR, "tvm")))
         found.update({(net.name, index): b for index, b in floats.items()})
     return QuantizedModel(partitioned, subgraphs, options, dict(results), bias_calibration_errors=tuple(errors),
                           float_biases=found)

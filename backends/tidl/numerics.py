@@ -83,9 +83,47 @@ def layer_bit_widths(layer_name: str, tensor_bits: int, output_16bit_names: Iter
 
 
 def feature_map_is_signed(range_min: float) -> bool:
-    """§3, tidlx's choice: a feature map is unsigned when its range starts at >= 0, signed otherwise
-    (TIDL-NUMERICS.md, "Feature-map scales": roundBits reads a signed or an unsigned output)."""
+    """§3, the range test: a feature map is unsigned when its range starts at >= 0, signed otherwise.
+    TI's TVM flow types a float subgraph input this way (TI: ``tensor_quant_flatten``, tidl.py: unsigned
+    when the calibration data's minimum is >= 0); tidlx keeps it for the layers whose rule in TI's import
+    was not read (``layer_output_is_signed``)."""
     return not range_min >= 0
+
+
+#: §3: the activations after which TI's import makes a layer's output unsigned (a Clip only with min >= 0)
+UNSIGNED_ACTIVATIONS = ("ReLU", "ReLU6")
+
+
+def layer_output_is_signed(kind: str, activation: str = "none", clip_min: Optional[float] = None,
+                           inputs_signed: Sequence[bool] = ()) -> bool:
+    """§3, TI's structural rule for a layer's output element type (TI: the ``TIDL_tfOutReshape*`` functions
+    of TI's import, tidl_import_common.cpp, which set ``outData[0].elementType``; the clip branch of
+    ``TIDL_UpdateScaleFactors``, "Unsigned output is a better fit", for a Clip with clipMin >= 0).
+
+    ``kind``: ``"weighted"`` (convolution, deconvolution, inner product, batch norm): signed, unsigned
+    after ReLU, ReLU6 or a Clip with min >= 0; ``"merging"`` (element-wise sum / max / product, concat):
+    signed when any input is signed, else unsigned, and unsigned after ReLU, ReLU6 or a Clip with
+    min >= 0; ``"following"`` (pooling, resize, depth-to-space, pad, slice, reshape, ...): its first
+    input's; ``"activation"`` (a ReLU or Clip layer): unsigned, a Clip with min < 0 signed."""
+    unsigned_after = activation in UNSIGNED_ACTIVATIONS or (activation == "Clip" and clip_min is not None
+                                                            and clip_min >= 0)
+    if kind in ("weighted", "activation"):
+        return not unsigned_after
+    if kind == "merging":
+        return any(inputs_signed) and not unsigned_after
+    if kind == "following":
+        if not inputs_signed:
+            raise FixedPointError("a layer that follows its input's type needs that input's signedness")
+        return bool(inputs_signed[0])
+    raise FixedPointError(f"no signedness rule for a {kind!r} layer")
+
+
+def float_input_is_signed(flow: str, range_min: float) -> bool:
+    """§3, §8.12: the type a float network input is converted to. The ONNX Runtime flow (``flow``
+    "ort") makes it signed whatever its range (TI: ``TIDL_onnxRtImportInit``: a float input becomes
+    ``TIDL_SignedChar`` / ``TIDL_SignedShort``, only a uint8/uint16 input unsigned); TI's TVM flow
+    decides by the calibration data's range (``feature_map_is_signed``)."""
+    return True if flow == "ort" else feature_map_is_signed(range_min)
 
 
 # ---- §4: weights -----------------------------------------------------------------------------

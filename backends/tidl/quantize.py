@@ -21,8 +21,11 @@ layer by layer in the network's order, each layer's input scales being its produ
   §6.5's multipliers; product), Concat (§6.5), Resize and data movement (type and scale kept),
   SoftMax (float32 out).
 * A standalone ReLU/ReLU6/Clip layer (tidlx's choice: docs/numerics.md has no accScale for it): it
-  keeps its input's scale, its output is unsigned when its range starts at >= 0, and it saturates
-  to its activation's bounds (§8.10).
+  keeps its input's scale, its output is unsigned (a Clip with a negative min: signed; §3), and it
+  saturates to its activation's bounds (§8.10).
+* Signedness (§3) by TI's structural rule: a weighted layer is signed unless ReLU, ReLU6 or a Clip at
+  >= 0 follows it, element-wise and concat layers follow their inputs, pooling and data movement their
+  input; a float input is signed in the ONNX Runtime flow, by its calibrated range in the TVM flow.
 
 Anything else (another layer type, activation, or parameter combination) is a ``QuantizationError``
 naming the layer: fixed point never falls back to float inside a TIDL subgraph.
@@ -359,8 +362,11 @@ class _WeightedPlan:
 
 class _Quantizer:
     def __init__(self, net: TidlNetwork, calib: CalibrationResult, options: TidlOptions,
-                 biases: Optional[Mapping[int, np.ndarray]] = None, cache: Optional[Dict[Any, Any]] = None):
+                 biases: Optional[Mapping[int, np.ndarray]] = None, cache: Optional[Dict[Any, Any]] = None,
+                 flow: str = "tvm"):
         self.net = net
+        #: which of TI's flows made the network ("tvm" or "ort"): a float input's type depends on it (§3)
+        self.flow = flow
         #: layer index -> the float bias to quantize instead of the composite's (bias calibration's)
         self.bias_override = biases or {}
         #: what depends on a layer's float weights alone (its folded parameters, weight scale, integer
@@ -379,6 +385,7 @@ class _Quantizer:
         self.asymmetric = options.quantization_scale_type == 4
         self.tensors: Dict[int, QuantizedTensor] = {}
         self.consumers: Dict[int, List[TidlLayer]] = {}
+        self.producers: Dict[int, TidlLayer] = {t: layer for layer in net.layers for t in layer.outputs}
         for layer in net.layers:
             for t in layer.inputs:
                 self.consumers.setdefault(t, []).append(layer)
@@ -406,7 +413,38 @@ class _Quantizer:
                                    self.opts.params_16bit_names)
 
     def signed_of(self, tid: int) -> bool:
-        return nx.feature_map_is_signed(self.range_of(tid).min)
+        """Whether tensor ``tid`` is signed: its quantized type once made, else its producer's rule."""
+        if tid in self.tensors:
+            return self.tensors[tid].signed
+        producer = self.producers.get(tid)
+        return self.output_signed(producer) if producer is not None else \
+            nx.feature_map_is_signed(self.range_of(tid).min)
+
+    def output_signed(self, layer: TidlLayer) -> bool:
+        """§3: the signedness TI's import gives a layer's output by the layer's structure
+        (``numerics.layer_output_is_signed``, ``numerics.float_input_is_signed``); the range test where
+        TI's rule was not read (matrix products, LayerNorm, activation tables, constants)."""
+        act = layer.activation.type
+        clip_min = dict(layer.activation.params).get("min") if act == "Clip" else None
+        if layer.is_data and not layer.inputs:
+            t = self.net.tensors[layer.outputs[0]]
+            dtype = np.dtype(t.dtype)
+            if dtype.kind in "iu":
+                return dtype.kind == "i"
+            return nx.float_input_is_signed(self.flow, self.range_of(layer.outputs[0]).min)
+        if act in nx.TABLE_ACTIVATIONS or act in nx.TI_TABLE_ACTIVATIONS or act == "PReLU" \
+                or _is_tensor_product(layer):
+            return nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
+        if layer.type in WEIGHTED:
+            return nx.layer_output_is_signed("weighted", act, clip_min)
+        if layer.type in ("EltWise", "Concat") and not getattr(layer.params, "constant_input", False):
+            return nx.layer_output_is_signed("merging", act, clip_min,
+                                             [self.signed_of(t) for t in _operand_tensors(layer)])
+        if layer.type == "ReLU":
+            return nx.layer_output_is_signed("activation", act, clip_min)
+        if (layer.type == "Pool" or layer.type in KEEPING) and layer.inputs:
+            return nx.layer_output_is_signed("following", inputs_signed=[self.signed_of(layer.inputs[0])])
+        return nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
 
     # -- the weighted layers' scales that do not depend on their input scale (for §6.6)
     def plan(self, layer: TidlLayer) -> _WeightedPlan:
@@ -640,11 +678,13 @@ class _Quantizer:
                                        float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
         return table, signed, out_scale, notes
 
-    def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int,
-                    guard: bool = True) -> Tuple[int, bool, List[str]]:
-        """§6.3 (+ §6.6 unless ``guard`` is False) for a layer's one output: (roundBits, signed, notes)."""
+    def requantized(self, layer: TidlLayer, acc_scale: float, out_bits: int, guard: bool = True,
+                    signed: Optional[bool] = None) -> Tuple[int, bool, List[str]]:
+        """§6.3 (+ §6.6 unless ``guard`` is False) for a layer's one output: (roundBits, signed, notes);
+        the output's signedness by §3 (``output_signed``) unless ``signed`` gives it."""
         rng = self.range_of(layer.outputs[0])
-        signed = nx.feature_map_is_signed(rng.min)
+        if signed is None:
+            signed = self.output_signed(layer)
         rb = nx.round_bits(acc_scale, rng.min, rng.max, out_bits, signed)
         rb, notes = self.guarded(layer, rb, acc_scale, signed) if guard else (rb, [])
         return rb, signed, notes
@@ -663,7 +703,7 @@ class _Quantizer:
                                     f"8/16-bit integer inputs")
         bits = self.opts.tensor_bits
         rng = self.range_of(layer.outputs[0])
-        acc = float(1 << nx.data_convert_input_q(bits, nx.feature_map_is_signed(rng.min), rng.min, rng.max,
+        acc = float(1 << nx.data_convert_input_q(bits, self.output_signed(layer), rng.min, rng.max,
                                                  self.opts.tidl_version))
         rb, signed, notes = self.requantized(layer, acc, bits)
         self.output_tensor(layer, 0, bits, signed, nx.tensor_scale(acc, rb))
@@ -1011,7 +1051,11 @@ class _Quantizer:
         min_scales = nx.in_scales_for_min(scales, [False, zero is not None], self.opts.tidl_version)
         acc = nx.acc_scale_eltwise_product(scales) if kind == "Prod" else \
             nx.acc_scale_eltwise_sum(min_scales, out_bits)
-        rb, signed, notes = self.requantized(layer, acc, out_bits)
+        # §3: an element-wise layer follows its inputs' types, the constant's among them
+        act = layer.activation.type
+        signed = nx.layer_output_is_signed("merging", act, dict(layer.activation.params).get("min"),
+                                           [x.signed, c_signed])
+        rb, signed, notes = self.requantized(layer, acc, out_bits, signed=signed)
         out_scale = nx.tensor_scale(acc, rb)
         multipliers: Tuple[int, ...] = ()
         forced = False
@@ -1034,8 +1078,7 @@ class _Quantizer:
         """A standalone ReLU / ReLU6 / Clip layer: input scale kept, saturated (tidlx's choice)."""
         x = self.tensors[layer.inputs[0]]
         _, out_bits = self.widths(layer)
-        signed = nx.feature_map_is_signed(self.range_of(layer.outputs[0]).min)
-        out = self.output_tensor(layer, 0, out_bits, signed, x.scale)
+        out = self.output_tensor(layer, 0, out_bits, self.output_signed(layer), x.scale)
         bounds, act = self.bounds(layer, out, fused=False)
         return QuantizedLayer(layer.index, layer.name, "ReLU", layer.type_id, layer.inputs, layer.outputs, {}, act,
                               acc_scale=x.scale, bounds=bounds)
@@ -1349,18 +1392,19 @@ class _Quantizer:
 
 def _quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
                        returns_tuple: bool, biases: Optional[Mapping[int, np.ndarray]] = None,
-                       cache: Optional[Dict[Any, Any]] = None) -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
+                       cache: Optional[Dict[Any, Any]] = None,
+                       flow: str = "tvm") -> Tuple[QuantizedSubgraph, Dict[int, np.ndarray]]:
     if calibration.network.name != net.name:
         raise QuantizationError(f"@{net.name}: the calibration is of @{calibration.network.name}")
-    quantizer = _Quantizer(net, calibration, options, biases, cache)
+    quantizer = _Quantizer(net, calibration, options, biases, cache, flow)
     return quantizer.run(returns_tuple), quantizer.float_biases
 
 
 def quantize_subgraph(net: TidlNetwork, calibration: CalibrationResult, options: TidlOptions,
-                      returns_tuple: bool = False) -> QuantizedSubgraph:
+                      returns_tuple: bool = False, flow: str = "tvm") -> QuantizedSubgraph:
     """The fixed-point form of one TIDL subgraph, from its calibrated ranges (without bias calibration,
-    which needs the whole model: ``quantize_model``)."""
-    return _quantize_subgraph(net, calibration, options, returns_tuple)[0]
+    which needs the whole model: ``quantize_model``); ``flow`` "ort": TI's ONNX Runtime import's types."""
+    return _quantize_subgraph(net, calibration, options, returns_tuple, flow=flow)[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -1413,6 +1457,8 @@ def quantize_model(partitioned: IRModule, options: TidlOptions, calibration: Map
     if options.quant_params_proto_path and not quant_proto.from_proto(calibration):
         return quant_proto.quantize_with_proto(partitioned, options, calibration)
     if quant_proto.from_proto(calibration):   # a file's ranges and biases are used as given
+        from .calibration_loop import FLOW_ATTR
+
         subgraphs: Dict[str, QuantizedSubgraph] = {}
         biases: Dict[Tuple[str, int], np.ndarray] = {}
         for net in build_networks(partitioned):
@@ -1420,7 +1466,8 @@ def quantize_model(partitioned: IRModule, options: TidlOptions, calibration: Map
             if result is None:
                 raise QuantizationError(f"@{net.name}: no calibration result (calibrate the partitioned module)")
             returns_tuple = isinstance(partitioned[net.name].body.checked_type, TupleType)
-            subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple)
+            subgraphs[net.name], found = _quantize_subgraph(net, result, options, returns_tuple,
+                                                            flow=str(partitioned.attrs.get(FLOW_ATTR, "tvm")))
             biases.update({(net.name, index): b for index, b in found.items()})
         return QuantizedModel(partitioned, subgraphs, options, dict(calibration), float_biases=biases)
     from .calibration_loop import quantize_iteratively

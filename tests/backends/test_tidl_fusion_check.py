@@ -108,7 +108,7 @@ def test_compare_fixed_by_hand_with_different_scales():
 
 
 def _conv_relu_model(path=None) -> onnx.ModelProto:
-    """Conv (positive weights and bias) + Relu on a positive input: the relu changes nothing."""
+    """Conv (positive weights and bias) + Relu on a positive input: the relu changes no value."""
     rng = np.random.default_rng(3)
     w = rng.uniform(0.05, 1.0, (4, 2, 3, 3)).astype(np.float32)
     b = rng.uniform(0.1, 0.5, 4).astype(np.float32)
@@ -121,22 +121,44 @@ def _conv_relu_model(path=None) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _add_relu_model() -> onnx.ModelProto:
+    """x + x, then Relu, on a positive input: the sum of two unsigned tensors is unsigned with or without
+    the relu (docs/numerics.md §3), and the relu changes no value."""
+    nodes = [helper.make_node("Add", ["x", "x"], ["s"], name="/add/Add"),
+             helper.make_node("Relu", ["s"], ["y"], name="/relu/Relu")]
+    graph = helper.make_graph(nodes, "add_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def _positive_frames(n=6):
     return {"x": np.random.default_rng(5).uniform(0.0, 1.0, (n, 2, 6, 6)).astype(np.float32)}
 
 
 def test_an_exact_fusion_gives_identical_bits():
-    result = check_fusions(from_onnx(_conv_relu_model()), {"accuracy_level": 0, "advanced_options:calibration_frames": 6},
+    result = check_fusions(from_onnx(_add_relu_model()), {"accuracy_level": 0, "advanced_options:calibration_frames": 6},
                            _positive_frames())
     relu = [f for f in result.fusions if f.kind == "relu/clip into layer"]
     assert len(relu) == 1
     f = relu[0]
-    assert f.layers == ("/conv/Conv", "/relu/Relu") and f.fused_type == "Conv+ReLU"
-    assert [t for _, t in f.unfused_layers] == ["Conv", "ReLU"]
+    assert f.layers == ("/add/Add", "/relu/Relu") and f.fused_type == "EltWise+ReLU"
+    assert [t for _, t in f.unfused_layers] == ["EltWise", "ReLU"]
     assert f.comparison.identical and f.comparison.input_identical
-    assert f.comparison.max_diff_lsb == 0 and f.comparison.elements_differ == 0 and f.comparison.elements == 144
+    assert f.comparison.max_diff_lsb == 0 and f.comparison.elements_differ == 0 and f.comparison.elements == 72
     assert f.fused_error == f.unfused_error  # the same bits: the same error against float
     assert f.to_dict()["comparison"]["identical"] is True
+
+
+def test_a_relu_fused_into_a_conv_changes_its_type():
+    """Without its ReLU a convolution is signed even when every value is >= 0 (docs/numerics.md §3), so
+    the unfused pair runs the conv at a signed type, one bit less: not the fused bits, within one LSB."""
+    result = check_fusions(from_onnx(_conv_relu_model()), {"accuracy_level": 0, "advanced_options:calibration_frames": 6},
+                           _positive_frames())
+    (f,) = [f for f in result.fusions if f.kind == "relu/clip into layer"]
+    assert f.layers == ("/conv/Conv", "/relu/Relu") and f.fused_type == "Conv+ReLU"
+    assert [t for _, t in f.unfused_layers] == ["Conv", "ReLU"]
+    assert f.comparison.input_identical and not f.comparison.same_type_and_scale
+    assert not f.comparison.identical and f.comparison.max_diff_lsb <= 1 and f.comparison.elements == 144
 
 
 def test_the_builtin_bn_between_gemms_case():

@@ -316,6 +316,29 @@ class Net:
                 return float(hi), lo < 0
         return None
 
+    def _signed(self, L, rlo, info):
+        """§3: the output's signedness by the layer's structure. Weighted layers signed unless ReLU, ReLU6 or
+        a Clip with min >= 0 follows; element-wise / concat signed when an input is; pooling and data
+        movement their input's; a ReLU layer unsigned, a Clip layer by its min; PReLU signed; a float input
+        by its range (the TVM flow, which these files' models take)."""
+        p = L.params
+        act = p.get("act", "none")
+        clip = p.get("clip")
+        unsigned_act = act in ("relu", "relu6") or (act == "clip" and clip is not None and clip[0] >= 0)
+        if L.kind == "input":
+            return rlo < 0
+        if L.kind in ("conv", "deconv", "gemm", "bn"):
+            return not unsigned_act
+        if L.kind in ("eltwise", "concat"):
+            return any(info[s][1] for s in L.inputs) and not unsigned_act
+        if L.kind in ("pool", "resize", "d2s", "flatten"):
+            return info[L.inputs[0]][1]
+        if L.kind == "relu":
+            return clip is not None and clip[0] < 0
+        if L.kind == "prelu":
+            return True
+        return rlo < 0
+
     def expected(self, x):
         """Every layer's output integers (softmax: float32) and its (bits, signed, tensorScale), and the
         subgraph outputs back in float (§8.12)."""
@@ -324,7 +347,7 @@ class Net:
         info: Dict[str, Tuple[int, bool, float]] = {}
         for L in self.layers:
             p, (rlo, rhi) = L.params, self._quant_range(L)
-            signed = rlo < 0
+            signed = self._signed(L, rlo, info)
             lo, hi = o.bounds(bits, signed)
             if L.kind == "input":
                 absmax = max(abs(rlo), abs(rhi))
