@@ -847,12 +847,8 @@ def pad_with_zero_point(x, pads: Sequence[Tuple[int, int]], zero_point: int = 0)
     return np.pad(xi, pads, constant_values=zero_point).astype(xtype.dtype)
 
 
-def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
-    """§8.12 data convert into a subgraph, as TI 11.x's DataConvert reference (``TIDL_refDataConvertNew``,
-    float source): ``val = float32(x * float32(tensorScale))`` (float32 product); ``val + 0.5`` when
-    ``val > 0``, else ``val - 0.5``, added in float64 and rounded to float32 (``tidl_sat``'s float
-    parameter); saturated to the output type; then truncated toward zero. So round half away from zero,
-    except where the float32 rounding of the sum carries it to the next integer."""
+def float_convert_input(x, tensor_scale: float) -> np.ndarray:
+    """A data convert's float input and scale checked: a float array without NaN, a scale > 0."""
     arr = np.asarray(x)
     if arr.dtype.kind != "f":
         raise FixedPointError(f"data convert: expected a float array, got {arr.dtype}")
@@ -860,6 +856,16 @@ def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
         raise FixedPointError("data convert: the float input holds NaN")
     if not tensor_scale > 0:
         raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
+    return arr
+
+
+def data_convert_to_fixed(x, tensor_scale: float, out: FixedType) -> np.ndarray:
+    """§8.12 data convert into a subgraph, as TI 11.x's DataConvert reference (``TIDL_refDataConvertNew``,
+    float source): ``val = float32(x * float32(tensorScale))`` (float32 product); ``val + 0.5`` when
+    ``val > 0``, else ``val - 0.5``, added in float64 and rounded to float32 (``tidl_sat``'s float
+    parameter); saturated to the output type; then truncated toward zero. So round half away from zero,
+    except where the float32 rounding of the sum carries it to the next integer."""
+    arr = float_convert_input(x, tensor_scale)
     lo, hi = out.bounds
     with np.errstate(over="ignore"):
         val = (arr.astype(np.float32) * np.float32(tensor_scale)).astype(np.float64)

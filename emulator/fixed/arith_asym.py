@@ -15,7 +15,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from .arith import (FixedPointError, FixedType, _bounds, _integers, _tensor, _window_geometry, accumulator_bits,
-                    round_sat, wrap_accumulator)
+                    float_convert_input, round_sat, wrap_accumulator)
 
 #: §12.6: the 8-bit MMA keeps 40 bits of the requantized accumulator.
 MMA_ACC_MASK_8 = (1 << 40) - 1
@@ -149,13 +149,7 @@ def global_average_pool_mma(x, mma_scale: int, mma_shift: int, constant: int, ou
 def data_convert_to_fixed_zp(x, tensor_scale: float, zero_point: int, out: FixedType) -> np.ndarray:
     """§12.9, tidlx's choice for a float input of a style-4 subgraph (TI: ``TIDL_QuantizeFloatToFixed``):
     ``round(x x scale + zp)`` half away from zero (float32 product and sum), saturated to the type."""
-    arr = np.asarray(x)
-    if arr.dtype.kind != "f":
-        raise FixedPointError(f"data convert: expected a float array, got {arr.dtype}")
-    if np.isnan(arr).any():
-        raise FixedPointError("data convert: the float input holds NaN")
-    if not tensor_scale > 0:
-        raise FixedPointError(f"data convert: tensorScale must be > 0, got {tensor_scale}")
+    arr = float_convert_input(x, tensor_scale)
     lo, hi = out.bounds
     with np.errstate(over="ignore"):
         v = arr.astype(np.float32) * np.float32(tensor_scale) + np.float32(zero_point)
