@@ -400,19 +400,29 @@ def test_a_qdq_model_gets_only_ti_qdq_rule():
     assert "model_surgery" not in neg.reason
 
 
-def _swin_window_attention(windows=2, tokens=4, heads=2, head_dim=3):
-    """A Hugging Face (Swin) window attention block: Q, K, V by three MatMuls with bias Adds, heads
-    by Reshape and Transpose, scores scaled, the relative-position bias added, the scores reshaped
-    to (1, windows, ...) for the shifted-window mask and back, Softmax, MatMul, heads merged."""
-    from onnx import helper, numpy_helper
+def _initializers():
+    """An initializer list and ``const(name, value)``, which adds one to it and returns its name."""
+    from onnx import numpy_helper
 
-    rng = np.random.default_rng(9)
-    d = heads * head_dim
-    inits, nodes = [], []
+    inits = []
 
     def const(name, value):
         inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
+
+    return inits, const
+
+
+def _swin_window_attention(windows=2, tokens=4, heads=2, head_dim=3):
+    """A Hugging Face (Swin) window attention block: Q, K, V by three MatMuls with bias Adds, heads
+    by Reshape and Transpose, scores scaled, the relative-position bias added, the scores reshaped
+    to (1, windows, ...) for the shifted-window mask and back, Softmax, MatMul, heads merged."""
+    from onnx import helper
+
+    rng = np.random.default_rng(9)
+    d = heads * head_dim
+    inits, const = _initializers()
+    nodes = []
 
     n = helper.make_node
     nodes.append(n("Relu", ["x"], ["h"], name="pre"))
@@ -475,15 +485,12 @@ def _fused_qkv_attention(tokens=4, heads=2, head_dim=3):
     """A Hugging Face attention block with one Q/K/V projection: MatMul, Split into three, each with
     its bias Add, heads by Reshape and Transpose (K's for the scores), the scores divided, Softmax,
     MatMul, heads merged."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(5)
     d = heads * head_dim
-    inits, nodes = [], []
-
-    def const(name, value):
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
+    inits, const = _initializers()
+    nodes = []
 
     n = helper.make_node
     nodes += [n("Relu", ["x"], ["h"], name="pre"),
