@@ -245,14 +245,10 @@ def _window_geometry(strides, dilations, pads, what: str):
     return (sh, sw), (dh, dw), _pads4(pads)
 
 
-def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
-                groups: int = 1, bounds=None, negative_slopes=None) -> np.ndarray:
-    """§8.1 convolution (groups, depthwise, stride, dilation, zero-point padding, per-channel roundBits);
-    TIDL-NUMERICS.md, "Runtime arithmetic": the accumulator starts at the bias and adds in x w (int32 for
-    8-bit weights, int64 for 16-bit), output roundSat(acc, roundBits) saturated to the output type;
-    padding pixels hold the zero point. ``x`` N x C x H x W, ``w`` O x C/groups x KH x KW."""
-    xi, _ = _tensor(x, "convolution input", 4)
-    wi, wtype = _tensor(w, "convolution weights", 4)
+def convolution_columns(xi, wi, strides, pads, dilations, groups: int, pad_value: int = 0):
+    """A convolution's operands as grouped matrices: the weights ``groups x O/groups x (C/groups KH KW)``
+    and the input's taps ``N x groups x (C/groups KH KW) x (OH OW)``, padding pixels ``pad_value`` (the
+    zero point); with the output's ``(N, O, OH, OW)``. Checks the groups and that the kernel fits."""
     n, c, h, wd = xi.shape
     o, cg, kh, kw = wi.shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = _window_geometry(strides, dilations, pads, "convolution")
@@ -263,13 +259,25 @@ def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, 
     ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
     if oh < 1 or ow < 1:
         raise FixedPointError(f"convolution: a {kh}x{kw} kernel does not fit the padded {h}x{wd} input")
-    acc_bits = accumulator_bits(wtype.bits)
-    lo, hi = _bounds(out, bounds)
-    xp = np.pad(xi, ((0, 0), (0, 0), (pt, pb), (pl, pr)))   # the zero point is 0 (§8.1)
+    xp = np.pad(xi, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=pad_value)
     taps = np.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
                      for i in range(kh) for j in range(kw)], axis=2)          # N, C, KH*KW, OH, OW
     cols = taps.reshape(n, groups, cg * kh * kw, oh * ow)
     wg = wi.reshape(groups, o // groups, cg * kh * kw)
+    return wg, cols, (n, o, oh, ow)
+
+
+def convolution(x, w, bias_a, bias_b, round_bits, out: FixedType, *, strides=1, pads=0, dilations=1,
+                groups: int = 1, bounds=None, negative_slopes=None) -> np.ndarray:
+    """§8.1 convolution (groups, depthwise, stride, dilation, zero-point padding, per-channel roundBits);
+    TIDL-NUMERICS.md, "Runtime arithmetic": the accumulator starts at the bias and adds in x w (int32 for
+    8-bit weights, int64 for 16-bit), output roundSat(acc, roundBits) saturated to the output type;
+    padding pixels hold the zero point. ``x`` N x C x H x W, ``w`` O x C/groups x KH x KW."""
+    xi, _ = _tensor(x, "convolution input", 4)
+    wi, wtype = _tensor(w, "convolution weights", 4)
+    wg, cols, (n, o, oh, ow) = convolution_columns(xi, wi, strides, pads, dilations, groups)  # zero point 0 (§8.1)
+    acc_bits = accumulator_bits(wtype.bits)
+    lo, hi = _bounds(out, bounds)
     acc = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
     acc = acc + _bias_vector(bias_a, bias_b, o, acc_bits).reshape(1, o, 1, 1)
     acc = _with_slopes(wrap_accumulator(acc, acc_bits), negative_slopes, 1)

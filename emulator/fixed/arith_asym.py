@@ -14,8 +14,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .arith import (FixedPointError, FixedType, _bounds, _integers, _tensor, _window_geometry, accumulator_bits,
-                    float_convert_input, round_sat, wrap_accumulator)
+from .arith import (FixedPointError, FixedType, _bounds, _integers, _tensor, accumulator_bits,
+                    convolution_columns, float_convert_input, round_sat, wrap_accumulator)
 
 #: §12.6: the 8-bit MMA keeps 40 bits of the requantized accumulator.
 MMA_ACC_MASK_8 = (1 << 40) - 1
@@ -68,26 +68,12 @@ def convolution_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, zero_po
     ``mma_requantize``. The zero-point terms live in ``bias`` (§12.4)."""
     xi, xtype = _tensor(x, "convolution input", 4)
     wi, wtype = _tensor(w, "convolution weights", 4)
-    n, c, h, wd = xi.shape
-    o, cg, kh, kw = wi.shape
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _window_geometry(strides, dilations, pads, "convolution")
-    if groups < 1 or c % groups or o % groups or cg != c // groups:
-        raise FixedPointError(f"convolution: {c} input and {o} output channels with weights {wi.shape} "
-                              f"do not make {groups} groups")
     zlo, zhi = xtype.bounds
     if not zlo <= int(zero_point) <= zhi:
         raise FixedPointError(f"convolution: zero point {zero_point} is not a {xtype.dtype} value")
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    if oh < 1 or ow < 1:
-        raise FixedPointError(f"convolution: a {kh}x{kw} kernel does not fit the padded {h}x{wd} input")
+    wg, cols, (n, o, oh, ow) = convolution_columns(xi, wi, strides, pads, dilations, groups, int(zero_point))
     acc_bits = accumulator_bits(wtype.bits)
     lo, hi = _bounds(out, bounds)
-    xp = np.pad(xi, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=int(zero_point))
-    taps = np.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
-                     for i in range(kh) for j in range(kw)], axis=2)
-    cols = taps.reshape(n, groups, cg * kh * kw, oh * ow)
-    wg = wi.reshape(groups, o // groups, cg * kh * kw)
     acc = exact_matmul(wg[None], cols).reshape(n, o, oh, ow)
     acc = wrap_accumulator(acc + _bias_column(bias, o, acc_bits).reshape(1, o, 1, 1), acc_bits)
     return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
