@@ -12,6 +12,7 @@ function says which. The runtime half (the requantization with ``mmaScale``/``mm
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Tuple
@@ -62,14 +63,12 @@ def mma_max_shift(weight_bits: int) -> int:
     return MMA_MAX_SHIFT_16 if weight_bits > 8 else MMA_MAX_SHIFT_8
 
 
-def mma_search(ratio: float, weight_bits: int = 8) -> MmaFactor:
+def mma_search_plain(ratio: float, weight_bits: int = 8) -> MmaFactor:
     """§12.1 (TI: ``TIDL_getMMAv2_ScaleShiftAndError``): for every multiplier 1..255 the shift nearest to
     ``log2(multiplier / ratio)`` (rounded half away from zero, clamped to [0, max shift]); the pair whose
     float32 value ``multiplier / 2^shift`` is nearest to the float32 ratio wins, the smallest multiplier on
-    a tie."""
-    r = np.float32(ratio)
-    if not (math.isfinite(float(r)) and r > 0):
-        raise FixedPointError(f"MMA scale ratio {ratio}: must be a finite positive number")
+    a tie. The rule as written, one multiplier at a time; ``mma_search`` gives the same answers faster."""
+    r = _positive_ratio(ratio)
     limit = mma_max_shift(weight_bits)
     best = None
     for m in range(1, MMA_MAX_SCALE + 1):
@@ -80,6 +79,39 @@ def mma_search(ratio: float, weight_bits: int = 8) -> MmaFactor:
         if best is None or err < best.error:
             best = MmaFactor(m, shift, float(err))
     return best
+
+
+def _positive_ratio(ratio: float) -> np.float32:
+    r = np.float32(ratio)
+    if not (math.isfinite(float(r)) and r > 0):
+        raise FixedPointError(f"MMA scale ratio {ratio}: must be a finite positive number")
+    return r
+
+
+_MULTIPLIERS = np.arange(1, MMA_MAX_SCALE + 1, dtype=np.float64)
+#: a log2 this close to a half-integer is recomputed with the C library's log, as the plain rule does:
+#: numpy's vector log may differ from it in the last bit, which could only matter at a rounding tie.
+_TIE_MARGIN = 1e-9
+
+
+def mma_search(ratio: float, weight_bits: int = 8) -> MmaFactor:
+    """§12.1, all 255 multipliers at once: ``mma_search_plain``'s answer (tests/fixed check both on the
+    same ratios). Cached: the calibration loop asks again for the same ratios at every iteration."""
+    return _mma_search_vector(float(_positive_ratio(ratio)), mma_max_shift(weight_bits))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _mma_search_vector(ratio: float, limit: int) -> MmaFactor:
+    r = np.float32(ratio)
+    log2 = np.log(_MULTIPLIERS / float(r)) / math.log(2.0)
+    near_tie = np.abs(np.abs(log2) - np.floor(np.abs(log2)) - 0.5) < _TIE_MARGIN
+    for i in np.flatnonzero(near_tie):
+        log2[i] = math.log(_MULTIPLIERS[i] / float(r)) / math.log(2.0)
+    shifts = np.clip(np.copysign(np.floor(np.abs(log2) + 0.5), log2), 0, limit)
+    approx = (_MULTIPLIERS / np.exp2(shifts)).astype(np.float32)
+    errors = np.abs(r - approx)   # float32 arithmetic, as the plain rule
+    best = int(np.argmin(errors))   # the first of equal errors: the smallest multiplier
+    return MmaFactor(best + 1, int(shifts[best]), float(errors[best]))
 
 
 def activation_scale_and_zero_point(lo: float, hi: float, bits: int, signed: bool) -> Tuple[float, int]:
@@ -288,7 +320,7 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
     return scale, shift, int(_round_half_away(float(const)))
 
 
-__all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
+__all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain", "activation_scale_and_zero_point",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
            "pool_factors"]

@@ -269,3 +269,15 @@ def test_concat(sx, zx, sy, zy, a, b):
     xa, xb = np.array(a, np.int8)[None], np.array(b, np.uint8)[None]
     got = ra.concat_mma([xa, xb], [fa[0], fb[0]], [fa[1], fb[1]], [fa[2], fb[2]], FixedType(8, False), axis=1)
     assert got[0].tolist() == oa.concat_part(a, *fa, 0, 255) + oa.concat_part(b, *fb, 0, 255)
+
+
+def test_mma_search_matches_the_plain_rule():
+    """The vectorized search gives the one-multiplier-at-a-time rule's answers, ties and clamps included."""
+    rng = np.random.default_rng(5)
+    ratios = list(10.0 ** rng.uniform(-12, 2.5, 4000))
+    # ratios at a rounding tie of log2(m / r) (m / r = 2^(k + 1/2)), and exact powers of two
+    ratios += [m / 2.0 ** (k + 0.5) for m in (1, 3, 77, 181, 255) for k in (-1, 0, 3, 17, 39)]
+    ratios += [2.0 ** -k for k in range(-7, 70)] + [255.0, 300.0, 1e-30]
+    for wbits in (8, 16):
+        for r in ratios:
+            assert asym.mma_search(r, wbits) == asym.mma_search_plain(r, wbits), (r, wbits)
