@@ -147,6 +147,23 @@ def activation_scale_and_zero_point(lo: float, hi: float, bits: int, signed: boo
     return float(scale), zp
 
 
+def symmetric_scale(lo: float, hi: float, bits: int, signed: bool) -> float:
+    """§12.13 (TI 11.x: ``TIDL_asymRangeToScale`` on a ``TIDL_SYMMETRIC_TENSOR``, the tensor a layer without
+    zero-point arithmetic reads, ``TIDL_areConsumerLayersAsym``): zero point 0 and
+    ``scale = top / max(|lo|, |hi|)``, ``top`` the type's largest value (127, 255, 32767, 65535), float32;
+    a scale below 1 for a range that fits the type becomes 1; a range under ``MIN_RANGE`` as §12.2's."""
+    lo, hi = float(np.float32(lo)), float(np.float32(hi))
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise FixedPointError(f"symmetric scale: the range [{lo}, {hi}] is not a finite range")
+    tlo, thi = saturation_bounds(bits, signed)
+    if abs(float(np.float32(hi - lo))) < MIN_RANGE:
+        return activation_scale_and_zero_point(lo, hi, bits, signed)[0]
+    scale = np.float32(np.float32(thi) / np.float32(max(abs(lo), abs(hi))))
+    if scale < 1.0 and hi <= thi and lo >= tlo:
+        scale = np.float32(1.0)
+    return float(scale)
+
+
 def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
     """§12.3 (TI: ``TIDL_asymRangeToScale`` on a symmetric weight tensor, one output channel): weights stay
     symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32; a channel whose
@@ -320,7 +337,8 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
     return scale, shift, int(_round_half_away(float(const)))
 
 
-__all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain", "activation_scale_and_zero_point",
+__all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain",
+           "activation_scale_and_zero_point", "symmetric_scale",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
            "pool_factors"]

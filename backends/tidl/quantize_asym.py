@@ -4,8 +4,9 @@
 scale and zero point from its calibrated range (§12.2), a convolution / inner product per-channel weights,
 MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5), an element-wise
 sum, a concat and a global average pool their multipliers and constants (§12.7, §12.8); max pool and the
-data-movement layers keep their input's type, scale and zero point. A layer type whose style-4 rule tidlx does not have yet is a
-``QuantizationError`` naming it.
+data-movement layers keep their input's type, scale and zero point. A batch norm, a deconvolution and a spatial
+average pool run TI's symmetric layer (§8) on a tensor of zero point 0, which their producer makes so (§12.13).
+A layer type whose style-4 rule tidlx does not have yet is a ``QuantizationError`` naming it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 #: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8; a pad fills the zero point)
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
-ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)",
-                    "Concat", "ReLU") + ASYM_KEEPING
+ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)", "EltWise (sum)",
+                    "Concat", "ReLU", "BatchNorm", "Deconv") + ASYM_KEEPING
 
 
 def _not_yet(q, layer, what: str):
@@ -55,11 +56,45 @@ def output_range(q, layer) -> Tuple[float, float]:
     return float(rng.min), float(rng.max)
 
 
+def runs_symmetric(layer) -> bool:
+    """§12.13: a layer TI runs without zero-point arithmetic in style 6 (its docs' "Symmetric, Per-tensor"
+    layers; ``TIDL_asymDeriveBiasTerm`` only for convolutions and inner products): a batch norm, a
+    deconvolution, a spatial average pool."""
+    if layer.type in ("BatchNorm", "Deconv"):
+        return True
+    return layer.type == "Pool" and layer.params.pool_type == "Avg" and not layer.params.global_pool
+
+
+def _passes_zero_point(layer) -> bool:
+    return layer.type in ASYM_KEEPING or layer.type == "ReLU" or (
+        layer.type == "Pool" and layer.params.pool_type == "Max")
+
+
+def read_symmetric(q, tid: int) -> bool:
+    """§12.13 (TI: ``TIDL_areConsumerLayersAsym``): tensor ``tid`` is symmetric (zero point 0) when a layer
+    that reads it runs symmetric; **tidlx's choice**: also when one reads it through layers that pass the
+    zero point on (data movement, max pool, ReLU)."""
+    seen, todo = set(), [tid]
+    while todo:
+        t = todo.pop()
+        for consumer in q.consumers.get(t, ()):
+            if runs_symmetric(consumer):
+                return True
+            if _passes_zero_point(consumer) and consumer.index not in seen:
+                seen.add(consumer.index)
+                todo.extend(consumer.outputs)
+    return False
+
+
 def asym_output(q, layer, bits: int) -> QuantizedTensor:
-    """§12.2: the layer's output tensor, its type from the range's sign, its scale and zero point."""
+    """§12.2: the layer's output tensor, its type from the range's sign, its scale and zero point; §12.13: zero
+    point 0 at the symmetric scale when a symmetric layer reads it."""
     lo, hi = output_range(q, layer)
     signed = nx.feature_map_is_signed(lo)
-    scale, zp = asym.activation_scale_and_zero_point(lo, hi, bits, signed)
+    if read_symmetric(q, layer.outputs[0]):
+        scale, zp = asym.symmetric_scale(lo, hi, bits, signed), 0
+    else:
+        scale, zp = asym.activation_scale_and_zero_point(lo, hi, bits, signed)
     t = q.net.tensors[layer.outputs[0]]
     out = QuantizedTensor(t.id, t.name, t.shape, bits, signed, float(scale), int(zp))
     q.tensors[t.id] = out
@@ -141,8 +176,10 @@ def pool(q, layer) -> QuantizedLayer:
         _kept(q, layer, x)
         return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs,
                               acc_scale=x.scale, bounds=x.fixed_type.bounds)
-    if prm.pool_type != "Avg" or not prm.global_pool:
-        raise _not_yet(q, layer, "a spatial average pool" if prm.pool_type == "Avg" else f"a {prm.pool_type} pool")
+    if prm.pool_type != "Avg":
+        raise _not_yet(q, layer, f"a {prm.pool_type} pool")
+    if not prm.global_pool:
+        return symmetric(q, layer)
     _, out_bits = q.widths(layer)
     out = asym_output(q, layer, out_bits)
     shape = q.net.tensors[layer.inputs[0]].shape
@@ -154,6 +191,37 @@ def pool(q, layer) -> QuantizedLayer:
     bounds, act = _bounds(q, layer, out)
     return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs, act,
                           bias_a=int(k), acc_scale=x.scale * count, bounds=bounds, mma_scale=m, mma_shift=s)
+
+
+def symmetric_form_gap(q_net, layer) -> Optional[str]:
+    """What of a symmetric layer's form (§12.13) the symmetric styles refuse too, or None."""
+    if layer.type == "Deconv" and tuple(layer.params.output_padding) != (0, 0):
+        return f"a deconvolution with output_padding {layer.params.output_padding}"
+    if layer.type == "BatchNorm":
+        if len(layer.outputs) != 1:
+            return f"a BatchNorm layer with {len(layer.outputs)} outputs (a batch norm's mean and variance read)"
+        rank = len(q_net.tensors[layer.inputs[0]].shape)
+        if layer.params.axis not in (1, rank - 1):
+            return f"a batch norm along axis {layer.params.axis} (axis 1 or the last)"
+    return None
+
+
+def symmetric(q, layer) -> QuantizedLayer:
+    """§12.13: a batch norm, deconvolution or spatial average pool as TI runs them in style 6: the
+    symmetric layer of §8 (per-tensor weights, roundBits, §6's output scale, zero point 0) on an input of
+    zero point 0 (``read_symmetric`` made it so)."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, f"a float input to a {layer.type} layer")
+    if x.zero_point != 0:
+        from .quantize import QuantizationError
+        raise QuantizationError(f"{q.where(layer)}: quantization_scale_type 4: its input '{x.name}' has zero "
+                                f"point {x.zero_point}; TI's {layer.type} layer has no zero-point term "
+                                f"(docs/numerics.md §12.13)")
+    gap = symmetric_form_gap(q.net, layer)
+    if gap is not None:
+        raise q.unsupported(layer, gap)
+    return q.pool(layer) if layer.type == "Pool" else q.weighted(layer)
 
 
 def concat(q, layer, operands) -> QuantizedLayer:
@@ -228,20 +296,19 @@ def style4_gap(net, layer) -> Optional[str]:
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
     if layer.activation.type not in ASYM_ACTIVATIONS:
         return f"the {layer.activation.type} activation"
-    if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
+    if runs_symmetric(layer):
+        return symmetric_form_gap(net, layer)
+    if layer.type in ("Conv", "InnerProduct"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
             return "an inner product of two tensors"
-        if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
-                                                          and layer.ops[0] not in ("nn.dense", "nn.matmul")):
+        if layer.type == "InnerProduct" and layer.ops[0] not in ("nn.dense", "nn.matmul"):
             return f"a {layer.type} layer"
         return None
     if layer.type == "Pool":
         prm = layer.params
         if prm.pool_type == "Max":
             return "an activation on a max pool" if layer.activation.type != "none" else None
-        if prm.pool_type != "Avg" or not prm.global_pool:
-            return "a spatial average pool" if prm.pool_type == "Avg" else f"a {prm.pool_type} pool"
-        return None
+        return None if prm.pool_type == "Avg" else f"a {prm.pool_type} pool"
     if layer.type == "EltWise":
         prm = layer.params
         if prm.constant_input or prm.operation != "add" or len(layer.inputs) < 2:
@@ -267,7 +334,9 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return data_in(q, layer)
     if layer.activation.type not in ASYM_ACTIVATIONS:
         raise _not_yet(q, layer, f"the {layer.activation.type} activation")
-    if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
+    if layer.type in ("BatchNorm", "Deconv"):
+        return symmetric(q, layer)
+    if layer.type in ("Conv", "InnerProduct"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
             raise _not_yet(q, layer, "an inner product of two tensors")
         return weighted(q, layer)
@@ -282,7 +351,8 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     raise _not_yet(q, layer, f"a {layer.type} layer")
 
 
-__all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "device_style", "output_range", "style4_gap"]
+__all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "device_style", "output_range",
+           "read_symmetric", "runs_symmetric", "style4_gap"]
 
 
 def device_style(networks, options, warn: bool = True):

@@ -74,6 +74,15 @@ def activate(layer: QuantizedLayer, pre: np.ndarray, tensors) -> np.ndarray:
     return pre
 
 
+def zero_point_free(layer: QuantizedLayer, tensors) -> None:
+    """§12.13: TI's batch norm, deconvolution and average pool kernels have no zero-point term; in style 4
+    their input has zero point 0 (its producer's symmetric scale), anything else is refused, not run wrong."""
+    x = tensors[layer.inputs[0]]
+    if x.zero_point != 0:
+        raise FixedPointError(f"layer {layer.describe()}: its input '{x.name}' has zero point {x.zero_point}; a "
+                              f"{layer.type} layer takes zero point 0 (docs/numerics.md §12.13)")
+
+
 @fixed_kernel("Conv")
 def conv_kernel(layer, xs, tensors):
     a = layer.attrs
@@ -93,6 +102,7 @@ def conv_kernel(layer, xs, tensors):
 @fixed_kernel("Deconv")
 def deconv_kernel(layer, xs, tensors):
     a = layer.attrs
+    zero_point_free(layer, tensors)
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.deconvolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                               strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
@@ -124,6 +134,7 @@ def inner_product_kernel(layer, xs, tensors):
 def batch_norm_kernel(layer, xs, tensors):
     if layer.table_on_input:    # TI's activation batch norm: its table over the input's values (§8.10.2)
         return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
+    zero_point_free(layer, tensors)
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.batch_norm(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                            bounds=bounds, axis=int(layer.attrs.get("axis", 1)), negative_slopes=negative_slopes(layer))
@@ -161,9 +172,10 @@ def pool_kernel(layer, xs, tensors):
         return [arith.max_pool(xs[0], a["kernel"], a["strides"], a["pads"], ceil_mode=a["ceil_mode"])]
     if layer.asymmetric:   # §12.8
         if not a["global_pool"]:
-            raise FixedPointError("style 4 runs global average pools only")
+            raise FixedPointError("an MMA average pool is global (§12.8); a spatial one takes zero point 0 (§12.13)")
         return [arith_asym.global_average_pool_mma(xs[0], layer.mma_scale, layer.mma_shift, int(layer.bias_a), out,
                                                    bounds=layer.bounds)]
+    zero_point_free(layer, tensors)   # §12.13
     if a["global_pool"]:
         return [arith.global_average_pool(xs[0], a["q"], layer.round_bits, out, bounds=layer.bounds)]
     return [arith.average_pool(xs[0], a["kernel"], a["strides"], a["pads"], a["q"], layer.round_bits, out,

@@ -240,11 +240,12 @@ def test_calibration_option_bits():
 
 def test_a_layer_without_a_style_4_rule_is_refused_by_name():
     """quantization_scale_type 4 quantizes the layers docs/numerics.md §12 has rules for; the first other
-    one is a QuantizationError naming it (the coverage model's spatial average pool)."""
+    one is a QuantizationError naming it (the coverage model's element-wise product, after its spatial average
+    pool, which §12.13 runs)."""
     mod, _ = coverage_model()
     calib = {"x": _frames((1, 4, 16, 16), 2, seed=1)}
-    with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer3' \(Pool\): quantization_scale_type 4 "
-                                                r"\(asymmetric per-channel\): a spatial average pool has no style-4 rule"):
+    with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer5' \(EltWise\): quantization_scale_type 4 "
+                                                r"\(asymmetric per-channel\): element-wise multiply has no style-4 rule"):
         _quantize(mod, calib, **{"advanced_options:quantization_scale_type": 4})
 
 

@@ -298,3 +298,122 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     assert relu.type == "ReLU" and x.zero_point != 0
     assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed)
     assert relu.bounds == (x.zero_point, 127)
+
+
+SYMMETRIC = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 10, 10), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  %2 = nn.conv2d(%x, meta[relay.Constant][2], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %3 = add(%1, %2);
+  %4 = nn.batch_norm(%3, meta[relay.Constant][3], meta[relay.Constant][4], meta[relay.Constant][5], meta[relay.Constant][6]);
+  %5 = %4.0;
+  %6 = nn.relu(%5);
+  %7 = nn.avg_pool2d(%6, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], ceil_mode=True, count_include_pad=True);
+  %8 = nn.conv2d_transpose(%7, meta[relay.Constant][7], channels=4, kernel_size=[2, 2], strides=[2, 2]);
+  %9 = nn.conv2d(%8, meta[relay.Constant][8], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %10 = nn.max_pool2d(%9, pool_size=[2, 2], strides=[2, 2]);
+  nn.avg_pool2d(%10, pool_size=[2, 2], strides=[1, 1])
+}
+'''
+
+
+def symmetric_model():
+    r = np.random.default_rng(4)
+    shapes = [((6, 3, 3, 3), 0.3), ((6,), 0.2), ((6, 3, 3, 3), 0.3), ((6,), 0.5), ((6,), 0.2), ((6,), 0.2),
+              ((6,), 0.3), ((6, 4, 2, 2), 0.4), ((4, 4, 3, 3), 0.3)]
+    params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in shapes]
+    params[3], params[6] = np.abs(params[3]) + 0.5, np.abs(params[6]) + 0.5   # gamma, variance
+    return tidlx.parse_relay(SYMMETRIC, params=params)
+
+
+def _oracle_kind(layer):
+    if layer.type == "Pool" and not layer.attrs["global_pool"]:
+        return "MaxPool" if layer.attrs["pool_type"] == "Max" else "AvgPool"
+    return layer.type
+
+
+def test_batch_norm_deconvolution_and_average_pool_read_symmetric_tensors():
+    """§12.13: a sum read by a batch norm, the convolution read by a max pool that a spatial average pool
+    reads, take zero point 0 at the oracle's symmetric scale; every other tensor §12.2's; the three layers
+    are TI's symmetric layers (no MMA factors) whose outputs have zero point 0, and they compute the
+    symmetric oracle's integers (§8.2, §8.4, §8.6: padding, ceil mode) from what they read."""
+    from oracle import average_pool, batch_norm, deconvolution
+    mod = symmetric_model()
+    calib = _frames(6, 3)
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    layers = sub.compute_layers()
+    assert [(_oracle_kind(layer), layer.asymmetric) for layer in layers] == [
+        ("Conv", True), ("Conv", True), ("EltWise", True), ("BatchNorm", False), ("AvgPool", False),
+        ("Deconv", False), ("Conv", True), ("MaxPool", False), ("AvgPool", False)]
+    symmetric = oa.symmetric_tensors([(_oracle_kind(layer), layer.inputs, layer.outputs) for layer in layers])
+    ranges = q.calibration["tidl_0"].tensors
+    produced_by_symmetric = {layer.outputs[0] for layer in layers if not layer.asymmetric
+                             and _oracle_kind(layer) != "MaxPool"}
+    assert {layers[2].outputs[0], layers[6].outputs[0], layers[7].outputs[0]} <= symmetric
+    checked = 0
+    for t in sub.tensors:
+        if t.id in produced_by_symmetric:
+            assert t.zero_point == 0
+            continue
+        if t.id == layers[7].outputs[0]:   # the max pool keeps its input's
+            assert (t.scale, t.zero_point) == (sub.tensors[layers[7].inputs[0]].scale, 0)
+            continue
+        rng = ranges[t.id]
+        if t.id in symmetric:
+            assert (t.scale, t.zero_point) == (oa.symmetric_scale(rng.min, rng.max, 8, rng.min < 0), 0), t.name
+        else:
+            assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+        checked += 1
+    assert checked == 5 and any(sub.tensors[layer.outputs[0]].zero_point for layer in layers[:2])
+    seen = []
+    q.run({"x": calib[:1]}, fixed_observers=[seen.append])
+    for o in seen:
+        layer, kind = o.layer, _oracle_kind(o.layer)
+        if layer.asymmetric or kind not in oa.SYMMETRIC_READERS:
+            continue
+        x, y = o.inputs[0], sub.tensors[layer.outputs[0]]
+        lo, hi = layer.bounds
+        if kind == "BatchNorm":
+            want = batch_norm(x, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, layer.weight_bits, 8,
+                              y.signed, lo, hi)
+        elif kind == "Deconv":
+            a = layer.attrs
+            want = deconvolution(x, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, layer.weight_bits,
+                                 8, y.signed, lo, hi, a["strides"], a["pads"], a["dilations"], a["groups"])
+        else:
+            a = layer.attrs
+            want = average_pool(x, a["kernel"], a["strides"], a["pads"], a["q"], layer.round_bits, 8, lo, hi,
+                                a["ceil_mode"])
+        assert np.array_equal(o.outputs[0], want), layer.name
+    # the model next to style 0 (both figures printed): within 1.5 dB
+    reference = tidlx.emulate(mod, {"x": calib[:1]}, kernels="reference")[0]
+    s4 = _sqnr(reference, q.run({"x": calib[:1]})[0])
+    q0 = _quantize(mod, {"x": calib}, **{"advanced_options:calibration_iterations": 3})
+    s0 = _sqnr(reference, q0.run({"x": calib[:1]})[0])
+    print(f"batch norm / average pool / deconvolution model: quantization_scale_type 0 {s0:.1f} dB, 4 {s4:.1f} dB")
+    assert s4 > 15.0 and s4 > s0 - 1.5
+
+
+def test_a_symmetric_layer_refuses_an_input_with_a_zero_point():
+    """§12.13, 3.: in the emulator (a record not made by the rule) and in the quantizer."""
+    from tidlx.backends.tidl import quantize_asym
+    from tidlx.backends.tidl.quantize import QuantizationError
+    from tidlx.emulator.fixed.arith import FixedPointError
+    from tidlx.emulator.fixed.layers import pool_kernel
+    from tidlx.emulator.fixed.network import QuantizedLayer, QuantizedTensor
+    tensors = (QuantizedTensor(0, "x", (1, 1, 4, 4), 8, True, 2.0, -7), QuantizedTensor(1, "y", (1, 1, 2, 2), 8, True, 2.0))
+    layer = QuantizedLayer(1, "pool", "Pool", 2, (0,), (1,), {"pool_type": "Avg", "kernel": (2, 2), "strides": (2, 2),
+                                                             "pads": (0, 0, 0, 0), "ceil_mode": False,
+                                                             "global_pool": False, "q": 12}, round_bits=12)
+    with pytest.raises(FixedPointError, match="zero point -7; a Pool layer takes zero point 0"):
+        pool_kernel(layer, [np.zeros((1, 1, 4, 4), np.int8)], tensors)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(quantize_asym, "read_symmetric", lambda q, tid: False)
+    try:
+        with pytest.raises(QuantizationError, match=r"\(BatchNorm\+ReLU\): quantization_scale_type 4: its input .* has zero point -?\d+; TI's "
+                                                     r"BatchNorm layer has no zero-point term"):
+            _quantize(symmetric_model(), {"x": _frames(3, 3)}, **STYLE4)
+    finally:
+        mp.undo()

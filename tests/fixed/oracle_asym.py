@@ -213,3 +213,39 @@ def concat_factors(sy, sx, zy, zx):
 
 def concat_part(values, m, s, bias, lo, hi):
     return [round_sat((v + bias) * m, s, lo, hi) for v in values]
+
+
+# §12.13 average pool, batch norm and deconvolution: the symmetric tensor they read
+SYMMETRIC_READERS = ("BatchNorm", "Deconv", "AvgPool")
+ZERO_POINT_PASSING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace",
+                      "Reduce", "MaxPool", "ReLU")
+
+
+def symmetric_scale(lo, hi, n, signed):
+    """1.: zero point 0, top / max(|lo|, |hi|); below 1 for a range inside the type: 1; a range under
+    1e-15: §12.2's scale."""
+    lo, hi = f32(lo), f32(hi)
+    tlo, top = bounds(n, signed)
+    if abs(f32(hi - lo)) < 1e-15:
+        return scale_zp(lo, hi, n, signed)[0]
+    scale = f32(f32(top) / f32(max(abs(lo), abs(hi))))
+    if scale < 1 and hi <= top and lo >= tlo:
+        scale = 1.0
+    return scale
+
+
+def symmetric_tensors(layers):
+    """1.: the tensors read by a batch norm, deconvolution or spatial average pool, directly or through
+    layers that pass the zero point on. ``layers``: (kind, inputs, outputs), kind one of
+    SYMMETRIC_READERS, ZERO_POINT_PASSING or anything else."""
+    found = set()
+    changed = True
+    while changed:
+        changed = False
+        for kind, inputs, outputs in layers:
+            wanted = kind in SYMMETRIC_READERS or (kind in ZERO_POINT_PASSING and found & set(outputs))
+            for t in inputs:
+                if wanted and t not in found:
+                    found.add(t)
+                    changed = True
+    return found

@@ -281,3 +281,31 @@ def test_mma_search_matches_the_plain_rule():
     for wbits in (8, 16):
         for r in ratios:
             assert asym.mma_search(r, wbits) == asym.mma_search_plain(r, wbits), (r, wbits)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(ranges, st.sampled_from([8, 16]), st.booleans())
+def test_symmetric_scale(rng, bits, signed):
+    count("§12.13 symmetric scale")
+    lo, hi = rng
+    if not signed:
+        lo = max(lo, 0.0)
+        hi = max(hi, lo)
+    assert asym.symmetric_scale(lo, hi, bits, signed) == oa.symmetric_scale(lo, hi, bits, signed)
+
+
+def test_symmetric_scale_examples():
+    # §12.13's example: [-3.1, 5.2] signed 8 bit read by a batch norm: 127 / 5.2 in float32, zero point 0
+    assert asym.symmetric_scale(-3.1, 5.2, 8, True) == float(np.float32(127) / np.float32(5.2))
+    # unsigned: 255 (65535) over the top; a range inside the type keeps scale 1
+    assert asym.symmetric_scale(0.0, 5.0, 8, False) == 51.0
+    assert asym.symmetric_scale(0.0, 100.0, 16, False) == float(np.float32(655.35))
+    assert asym.symmetric_scale(-128.0, 50.0, 8, True) == 1.0      # 127/128 < 1, the range fits int8
+    assert asym.symmetric_scale(-100.0, 300.0, 8, True) == float(np.float32(127) / np.float32(300))
+    assert asym.symmetric_scale(-100.0, 30.0, 8, True) == float(np.float32(1.27))
+
+
+def test_symmetric_tensors_walk_through_zero_point_passing_layers():
+    layers = [("Conv", (0,), (1,)), ("MaxPool", (1,), (2,)), ("Reshape", (2,), (3,)), ("BatchNorm", (3,), (4,)),
+              ("Conv", (4,), (5,)), ("EltWise", (5, 1), (6,)), ("Deconv", (6,), (7,)), ("Conv", (7,), (8,))]
+    assert oa.symmetric_tensors(layers) == {1, 2, 3, 6}
