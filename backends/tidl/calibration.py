@@ -493,7 +493,8 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
         from . import quant_proto
 
         if quant_proto.exists(opts.quant_params_proto_path):   # the file's ranges, no calibration run
-            return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level)
+            return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level,
+                                    opts.quantization_scale_type)
     given_ranges = _prequantized_ranges(partitioned, opts)
     if given_ranges is not None:
         covered = _qdq_only(partitioned, networks, given_ranges, opts.accuracy_level)
