@@ -5,7 +5,9 @@
 ``model_set.resnet18`` (seeded weights) is quantized with onnxruntime's ``quantize_static``: QDQ format,
 symmetric int8 activations, per-channel symmetric int8 weights, calibrated on N seeded uniform [-1, 1)
 frames. tidlx imports the QDQ model as TIDL's prequantized import does (docs/prequantized.md) and runs
-it in fixed point (NP2 and P2 scales) on held-out frames; printed: the share of output elements within
+it in fixed point (NP2 and P2 scales, and style 4) on held-out frames; the same model quantized with
+asymmetric uint8 activations (``ActivationSymmetric=False``) runs in style 4 (``quantization_scale_type``
+4, whose zero points hold the pairs'); printed: the share of output elements within
 one QDQ step (the output pair's scale) of onnxruntime's run of the QDQ model, the largest difference in
 steps, and the SQNR against that run; for context the same share for the float model the QDQ model
 was made from. Figures, not timings: the same arguments give the same numbers.
@@ -59,6 +61,10 @@ def main() -> int:
     q.quantize_static(fpath, qpath, Reader(), quant_format=q.QuantFormat.QDQ, activation_type=q.QuantType.QInt8,
                       weight_type=q.QuantType.QInt8, per_channel=True,
                       extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    apath = os.path.join(tmp, "resnet18_qdq_asym.onnx")
+    q.quantize_static(fpath, apath, Reader(), quant_format=q.QuantFormat.QDQ, activation_type=q.QuantType.QUInt8,
+                      weight_type=q.QuantType.QInt8, per_channel=True,
+                      extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
     # the same model with every scale rounded up to a power of 2 (as TI's P2 QAT configurations export),
     # the weights' and biases' integers re-rounded on their new scales
     p2path = os.path.join(tmp, "resnet18_qdq_p2.onnx")
@@ -78,8 +84,10 @@ def main() -> int:
             requant = np.clip(np.rint(qv * (old.reshape(shape) / new.reshape(shape))), -limit, limit)
             by_name[n.input[0]].CopyFrom(numpy_helper.from_array(requant.astype(qv.dtype), n.input[0]))
     onnx.save(p2, p2path)
-    for label, path, scale_types in (("QDQ scales as calibrated", qpath, (0, 1)),
-                                     ("QDQ scales rounded up to powers of 2", p2path, (1,))):
+    for label, path, scale_types in (("symmetric int8 activations, QDQ scales as calibrated", qpath, (0, 1, 4)),
+                                     ("symmetric int8 activations, QDQ scales rounded up to powers of 2", p2path,
+                                      (1,)),
+                                     ("asymmetric uint8 activations", apath, (4,))):
         _measure(label, path, fpath, args.image, scale_types, name, calib, held_out)
     return 0
 
@@ -98,7 +106,7 @@ def _measure(label, qpath, fpath, image, scale_types, name, calib, held_out) -> 
     step = float(inits[out_dq.input[1]])
     session = ort.InferenceSession(qpath, providers=["CPUExecutionProvider"])
     refs = [session.run(None, {name: f[None]})[0] for f in held_out]
-    print(f"resnet18 {image}x{image}, QDQ by quantize_static (symmetric int8, per-channel weights), {label}; "
+    print(f"resnet18 {image}x{image}, QDQ by quantize_static (per-channel symmetric int8 weights), {label}; "
           f"{len(held_out)} held-out frames; output step {step:.6g}")
     # context: the float model onnxruntime quantized, against the QDQ model's run (activation rounding only)
     float_session = ort.InferenceSession(fpath, providers=["CPUExecutionProvider"])

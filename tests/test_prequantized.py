@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tidlx
 from tidlx.backends.tidl.calibration import QDQ
 from tidlx.frontends.onnx.prequantized import PrequantizedModelError
+from tidlx.ir import TidlxError
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -125,9 +126,101 @@ def test_fixed_point_within_one_qdq_step_of_onnxruntime(qdq_path):
     assert within / total >= 0.8, within / total
 
 
-def test_asymmetric_activations_are_refused_naming_the_node(tmp_path):
-    path = _qdq_model(tmp_path, symmetric=False, activation="QUInt8")
-    with pytest.raises(PrequantizedModelError, match=r"node '.*QuantizeLinear' \(QuantizeLinear\): zero point"):
+@pytest.fixture(scope="module")
+def asym_path(tmp_path_factory):
+    """quantize_static with ActivationSymmetric=False, QUInt8: the input's and the output's pairs have
+    non-zero zero points (the ReLU outputs' are 0)."""
+    return _qdq_model(tmp_path_factory.mktemp("qdq_asym"), symmetric=False, activation="QUInt8")
+
+
+def _pairs(path):
+    """ONNX tensor (a model output: the tensor its pair ends on) -> (scale, zero point) of its QuantizeLinear."""
+    model = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    pairs = {n.input[0]: (float(inits[n.input[1]]), int(inits[n.input[2]])) for n in model.graph.node
+             if n.op_type == "QuantizeLinear"}
+    made_by = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    for out in model.graph.output:
+        pairs[out.name] = pairs[made_by[made_by[out.name]]]
+    return pairs
+
+
+@pytest.mark.parametrize("options", [{"target_device": "TDA4VM"}, {}])
+def test_asymmetric_activations_are_refused_in_a_symmetric_style_naming_the_node(asym_path, options):
+    assert _pairs(asym_path)["x"][1] != 0
+    mod = tidlx.load(asym_path, prequantized=True)   # the style decides: loading takes the pairs
+    opts = {"advanced_options:prequantized_model": 1, "accuracy_level": 0, **options}
+    message = r"qdq\.onnx: node 'x_QuantizeLinear' \(QuantizeLinear\): zero point \d+ is not 0 \(an asymmetric"
+    with pytest.raises(TidlxError, match=message + (".*TDA4VM has no asymmetric feature maps" if options else
+                                                    ".*quantization_scale_type 0 has symmetric feature maps")):
+        tidlx.quantize(mod, opts, {"x": _frames(4, 2)})
+
+
+def test_the_cli_refuses_asymmetric_activations_on_tda4vm(asym_path, tmp_path, capsys):
+    from tidlx.cli import main
+
+    assert main(["compile", asym_path, "-o", str(tmp_path / "out"), "-o", "advanced_options:prequantized_model=1",
+                 "-o", "target_device=TDA4VM"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "node 'x_QuantizeLinear' (QuantizeLinear): zero point" in err
+
+
+@pytest.mark.parametrize("options", [{"target_device": "AM68A"}, {"advanced_options:quantization_scale_type": 4}])
+def test_asymmetric_activations_are_the_ranges_of_a_style_4_quantization(asym_path, options):
+    """Each pair's range [(0 - zp) s, (255 - zp) s] is the tensor's, as given (no frame is calibrated); style
+    4's scale of that range (§12.2: 255 / range) is the pair's 1 / s and its zero point the pair's, moved
+    by -128 where the tensor is signed (its range holds negative values)."""
+    pairs = _pairs(asym_path)
+    mod = tidlx.load(asym_path, prequantized=True)
+    qm = tidlx.quantize(mod, {"advanced_options:prequantized_model": 1, **options})
+    (sg,) = qm.subgraphs.values()
+    (calib,) = qm.calibration.values()
+    assert sg.quantization_style == 6 and calib.frames == 0 and calib.data is None
+    ranges = calib.by_name()
+    for layer, tensor in (("conv1", "r1"), ("conv2", "r2"), ("conv3", "y")):
+        s, zp = pairs[tensor]
+        lo, hi = max((0 - zp) * s, 0.0) if tensor != "y" else (0 - zp) * s, (255 - zp) * s
+        assert ranges[layer].min == pytest.approx(lo, rel=1e-6, abs=1e-9)
+        assert ranges[layer].max == pytest.approx(hi, rel=1e-6)
+        t = next(t for t in sg.tensors if t.name == layer)
+        assert t.signed == (lo < 0)
+        assert t.scale == pytest.approx(1 / s, rel=1e-5)
+        assert t.zero_point == (zp - 128 if t.signed else zp)
+    assert any(t.zero_point != 0 for t in sg.tensors)
+    session = ort.InferenceSession(asym_path, providers=["CPUExecutionProvider"])
+    step = pairs["y"][0]
+    within = total = 0
+    for frame in _frames(4, 3):
+        err = np.abs(qm.run({"x": frame[None]})[0].astype(np.float64) - session.run(None, {"x": frame[None]})[0])
+        within += int(np.sum(err <= step * (1 + 1e-6)))
+        total += err.size
+    assert within / total >= 0.9, within / total   # 97% measured: style 4 keeps the pairs' own scales
+
+
+def test_a_device_style_4_that_fell_back_says_why_it_refuses_the_pair(asym_path):
+    """On a device whose style 4 tidlx quantizes with style 0 (a layer without a style-4 rule), the error
+    says that the device's style 4 was replaced."""
+    from tidlx.backends.tidl.calibration import CalibrationError, check_qdq_zero_points
+    from tidlx.backends.tidl.options import TidlOptions
+
+    mod = tidlx.load(asym_path, prequantized=True)
+    fell_back = TidlOptions.from_dict({"target_device": "AM68A", "advanced_options:prequantized_model": 1,
+                                          "advanced_options:quantization_scale_type": 0})
+    with pytest.raises(CalibrationError, match=r"node 'x_QuantizeLinear'.*target_device=AM68A quantizes with "
+                                               r"quantization_scale_type 4 there, but tidlx has no style-4 rule"):
+        check_qdq_zero_points(mod, fell_back, asked_scale_type=4)
+    check_qdq_zero_points(mod, fell_back.replace(quantization_scale_type=4), asked_scale_type=4)   # style 4 takes it
+
+
+def test_per_channel_activation_zero_points_are_refused_naming_the_node(qdq_path, tmp_path):
+    model = onnx.load(qdq_path)
+    for t in model.graph.initializer:
+        if t.name == "r1_zero_point":
+            t.CopyFrom(numpy_helper.from_array(np.zeros(8, numpy_helper.to_array(t).dtype), t.name))
+    path = str(tmp_path / "zp_vector.onnx")
+    onnx.save(model, path)
+    with pytest.raises(PrequantizedModelError, match=r"zp_vector\.onnx: node 'r1_QuantizeLinear' \(QuantizeLinear\): "
+                                                     r"per-channel activation zero points \(8 values"):
         tidlx.load(path, prequantized=True)
 
 

@@ -86,7 +86,7 @@ def _load_prequantized(path: str, batch, shapes, opset) -> IRModule:
     its ranges on the module (``QDQ_RANGES_ATTR``); the node list is the stripped model's."""
     import onnx
 
-    from .backends.tidl.calibration import QDQ_RANGES_ATTR
+    from .backends.tidl.calibration import QDQ_RANGES_ATTR, QDQ_ZERO_POINTS_ATTR
     from .backends.tidl.ort_flow import attach_onnx_nodes
     from .frontends.onnx import from_onnx
     from .frontends.onnx.prequantized import PrequantizedModelError, is_qdq, strip_qdq
@@ -98,13 +98,15 @@ def _load_prequantized(path: str, batch, shapes, opset) -> IRModule:
     if not is_qdq(proto):
         raise PrequantizedModelError(f"{path}: prequantized_model=1 but the model has no QuantizeLinear/"
                                      f"DequantizeLinear node (compile it without the option: it is calibrated)")
+    zero_points: dict = {}   # asymmetric activation pairs: the quantization takes them in style 4 only
     try:
-        stripped, ranges = strip_qdq(proto)
+        stripped, ranges = strip_qdq(proto, zero_points)
     except PrequantizedModelError as exc:
         raise PrequantizedModelError(f"{path}: {exc}") from None
     mod = from_onnx(stripped, batch=batch, shapes=shapes, opset=opset)
     attach_onnx_nodes(mod, stripped)
     mod.attrs[QDQ_RANGES_ATTR] = dict(ranges)
+    mod.attrs[QDQ_ZERO_POINTS_ATTR] = {name: (f"{path}: {where}", zp) for name, (where, zp) in zero_points.items()}
     return mod
 
 

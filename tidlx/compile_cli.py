@@ -112,23 +112,70 @@ def _print_host_part(folder: str, target: str) -> None:
                     + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))))
 
 
+def shows_zero_points(sub) -> bool:
+    """Whether a subgraph's tables show zero points: style 4's (quantization style 6, docs/numerics.md §12)
+    or any tensor with a non-zero one. The symmetric styles' tables keep their columns."""
+    from .backends.tidl.numerics import ASYM_NP2
+
+    return sub.quantization_style == ASYM_NP2 or any(t.zero_point != 0 for t in sub.tensors)
+
+
+def _ints(value):
+    """An MMA multiplier or shift as JSON: an int, or a list (one per output channel or per input)."""
+    if value is None:
+        return None
+    if hasattr(value, "shape") and value.shape != ():
+        return [int(v) for v in value.reshape(-1)]
+    return int(value)
+
+
 def _layer_rows(sub):
     from .emulator.fixed.artifact_runtime import layer_macs
 
+    zero_points = shows_zero_points(sub)
     rows = []
     for layer in sub.layers:
         ins = [sub.tensors[t] for t in layer.inputs]
         outs = [sub.tensors[t] for t in layer.outputs]
         rb = layer.round_bits
-        rows.append({
+        outputs = []
+        for t in outs:
+            out = {"id": t.id, "shape": list(t.shape), "element_type": t.element_type, "bits": t.bits,
+                   "signed": t.signed, "scale": t.scale}
+            if zero_points:
+                out["zero_point"] = t.zero_point
+            outputs.append(out)
+        row = {
             "index": layer.index, "name": layer.name, "type": layer.type, "type_id": layer.type_id,
             "activation": layer.activation,
             "inputs": [{"id": t.id, "shape": list(t.shape)} for t in ins],
-            "outputs": [{"id": t.id, "shape": list(t.shape), "element_type": t.element_type, "bits": t.bits,
-                         "signed": t.signed, "scale": t.scale} for t in outs],
+            "outputs": outputs,
             "round_bits": int(rb) if not hasattr(rb, "shape") else [int(v) for v in rb.reshape(-1)],
-            "weight_bits": layer.weight_bits, "macs": layer_macs(layer, sub.tensors)})
+            "weight_bits": layer.weight_bits, "macs": layer_macs(layer, sub.tensors)}
+        if zero_points:
+            row["inputs"] = [dict(i, zero_point=t.zero_point) for i, t in zip(row["inputs"], ins)]
+            row["mma_scale"], row["mma_shift"] = _ints(layer.mma_scale), _ints(layer.mma_shift)
+        rows.append(row)
     return rows
+
+
+def mma_summary(row) -> str:
+    """A style-4 layer's requantization (docs/numerics.md §12.4): ``scale >> shift``, or the span of each
+    over the output channels (a convolution, an inner product) or the inputs (a concat); empty for a layer
+    without one."""
+    m, s = row.get("mma_scale"), row.get("mma_shift")
+    if m is None:
+        return ""
+    if not isinstance(m, list):
+        return f"{m} >> {s}"
+
+    def span(values):
+        return str(values[0]) if min(values) == max(values) else f"{min(values)}..{max(values)}"
+
+    if len(m) == 1:
+        return f"{m[0]} >> {s[0]}"
+    per = "per input" if row["type"] == "Concat" else "per channel"
+    return f"{span(m)} >> {span(s)} {per}"
 
 
 def _element_name(t) -> str:
@@ -137,15 +184,22 @@ def _element_name(t) -> str:
     return f"{'s' if t['signed'] else 'u'}{t['bits']}"
 
 
-def _subgraph_table(title: str, rows):
+def _subgraph_table(title: str, rows, zero_points: bool = False):
+    """The layer table; ``zero_points``: style 4's columns too (each output's zero point, the MMA
+    multiplier and shift)."""
     from rich.table import Table
     from rich.text import Text
 
     from .ir.text import printable
 
     table = Table(title=Text(printable(title)))
-    for col, justify in (("#", "right"), ("layer", "left"), ("type", "left"), ("in", "left"), ("out", "left"),
-                         ("scale", "right"), ("roundBits", "right"), ("MACs", "right")):
+    columns = [("#", "right"), ("layer", "left"), ("type", "left"), ("in", "left"), ("out", "left"),
+               ("scale", "right")]
+    columns += [("zero point", "right")] if zero_points else []
+    columns += [("roundBits", "right")]
+    columns += [("MMA scale >> shift", "right")] if zero_points else []
+    columns += [("MACs", "right")]
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for r in rows:
         kind = r["type"] + ("" if r["activation"] == "none" else f"+{r['activation']}")
@@ -154,8 +208,15 @@ def _subgraph_table(title: str, rows):
         scales = " ".join(f"{o['scale']:.6g}" for o in r["outputs"])
         rb = r["round_bits"]
         rb_text = str(rb) if isinstance(rb, int) else f"{min(rb)}..{max(rb)} per channel"
-        table.add_row(str(r["index"]), Text(printable(r["name"])), Text(printable(kind)), ins, outs, scales,
-                      rb_text, f"{r['macs']:,}" if r["macs"] else "")
+        cells = [str(r["index"]), Text(printable(r["name"])), Text(printable(kind)), ins, outs, scales]
+        if zero_points:
+            cells.append(" ".join(str(o["zero_point"]) for o in r["outputs"]))
+            cells.append("" if r.get("mma_scale") is not None else rb_text)
+            cells.append(mma_summary(r))
+        else:
+            cells.append(rb_text)
+        cells.append(f"{r['macs']:,}" if r["macs"] else "")
+        table.add_row(*cells)
     return table
 
 
@@ -222,12 +283,12 @@ def cmd_inspect(args) -> int:
         sys.stdout.write(json.dumps(docs if os.path.isdir(path) else docs[0], indent=1, ensure_ascii=False) + "\n")
         return 0
     console = make_console()
-    for doc in docs:
+    for doc, (_, net) in zip(docs, entries):
         macs = sum(r["macs"] for r in doc["layers"])
         title = (f"{doc['file']}: @{doc['subgraph']}, format {doc['format']}, {doc['tensor_bits']} bit, "
                  f"quantization style {doc['quantization_style']}, inference mode {doc['inference_mode']} on "
                  f"{doc['num_cores']} core(s), {macs:,} MACs")
-        console.print(_subgraph_table(title, doc["layers"]))
+        console.print(_subgraph_table(title, doc["layers"], shows_zero_points(net.subgraph)))
     return 0
 
 
@@ -274,7 +335,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         subparsers, "inspect", "print the layer table of a compiled folder or one artifact file",
         "Read a compiled folder (every file checked) or one tidl_subgraph<N>_net.bin / _io_1.bin and print "
         "each subgraph's layers: type and activation, input and output shapes, element types, tensorScale, "
-        "roundBits, MACs. An allowedNode.txt (TI's or tidlx's), or a TI artifacts folder holding one: the ONNX "
+        "roundBits, MACs; for quantization_scale_type 4 (quantization style 6) also each output's zero point "
+        "and the MMA multiplier >> shift (their span over the output channels). An allowedNode.txt (TI's or tidlx's), or a TI artifacts folder holding one: the ONNX "
         "nodes of each TIDL subgraph.",
         ["tidlx inspect out/model_tidl", "tidlx inspect out/model_tidl/tidl_subgraph0_net.bin",
          "tidlx inspect out/model_tidl --json", "tidlx inspect artifacts/allowedNode.txt"])

@@ -484,7 +484,9 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
     networks = build_networks(partitioned)
     from .quantize_asym import device_style
 
+    asked_scale_type = opts.quantization_scale_type
     opts = device_style(networks, opts)   # the device's style 4 where tidlx has its rules
+    check_qdq_zero_points(partitioned, opts, asked_scale_type)
     if not networks:
         warnings.warn("calibrate: the module has no Compiler=\"tidl\" subgraph (partition it with "
                       "tidlx.partition first): nothing to calibrate", TidlxWarning, stacklevel=2)
@@ -493,7 +495,8 @@ def calibrate(partitioned: IRModule, options: Union[None, TidlOptions, Mapping[s
         from . import quant_proto
 
         if quant_proto.exists(opts.quant_params_proto_path):   # the file's ranges, no calibration run
-            return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level)
+            return quant_proto.read(opts.quant_params_proto_path, partitioned, networks, opts.accuracy_level,
+                                    opts.quantization_scale_type)
     given_ranges = _prequantized_ranges(partitioned, opts)
     if given_ranges is not None:
         covered = _qdq_only(partitioned, networks, given_ranges, opts.accuracy_level)
@@ -530,6 +533,41 @@ QDQ = "qdq"
 #: The module attribute holding a prequantized model's ranges (ONNX tensor name -> (min, max)),
 #: set by ``tidlx.load(path, prequantized=True)``.
 QDQ_RANGES_ATTR = "qdq_ranges"
+
+
+#: The module attribute holding a prequantized model's asymmetric activation pairs (ONNX tensor name ->
+#: (the QuantizeLinear node as an error names it, its non-zero zero point)), set by ``tidlx.load``.
+QDQ_ZERO_POINTS_ATTR = "qdq_zero_points"
+
+
+def check_qdq_zero_points(partitioned: IRModule, opts, asked_scale_type: Optional[int] = None) -> None:
+    """A prequantized model's activation pair with a non-zero zero point (an asymmetric feature map)
+    needs ``quantization_scale_type`` 4, whose zero points hold it (docs/numerics.md §12.2): its range
+    ``[(qmin - zp) x s, (qmax - zp) x s]`` is then the tensor's. In the symmetric styles it is an error
+    naming the node (docs/prequantized.md). ``asked_scale_type``: the style before ``device_style``
+    replaced a device's style 4 by 0 (the error then says why)."""
+    zero_points = partitioned.attrs.get(QDQ_ZERO_POINTS_ATTR) or {}
+    if not opts.prequantized_model or not zero_points or opts.quantization_scale_type == 4:
+        return
+    from .devices import DEVICES, device
+
+    tensor, (where, zp) = next(iter(zero_points.items()))
+    more = f" (and {len(zero_points) - 1} more such pair(s))" if len(zero_points) > 1 else ""
+    dev = device(opts.target_device)
+    if asked_scale_type == 4:
+        why = (f"target_device={dev.name if dev is not None else opts.target_device} quantizes with "
+               f"quantization_scale_type 4 there, but tidlx has no style-4 rule for some layer of this model "
+               f"(see the warning) and quantizes it with 0, whose feature maps are symmetric")
+    elif dev is not None and dev.ti_scale_type.value != 4:
+        why = (f"target_device={dev.name} has no asymmetric feature maps (quantization_scale_type "
+               f"{opts.quantization_scale_type}); TIDL takes them with quantization_scale_type 4, on the "
+               f"devices that have it ({', '.join(d.name for d in DEVICES.values() if d.ti_scale_type.value == 4)})")
+    else:
+        why = (f"quantization_scale_type {opts.quantization_scale_type} has symmetric feature maps; TIDL takes "
+               f"asymmetric ones with quantization_scale_type 4 (-o advanced_options:quantization_scale_type=4, "
+               f"or a target_device that has it)")
+    raise CalibrationError(f"{where}: zero point {zp} is not 0 (an asymmetric feature map, tensor '{tensor}')"
+                           f"{more}: {why}")
 
 
 def _prequantized_ranges(partitioned: IRModule, opts) -> Optional[Mapping[str, Tuple[float, float]]]:

@@ -206,8 +206,9 @@ _SPECS = (
           "1: the ONNX model is prequantized (QuantizeLinear/DequantizeLinear pairs, as QAT exports them)", (0, 1),
           steps=("partition", "calibration", "quantization"), support="partial",
           note="Q/DQ pairs folded into the layers: weights dequantized and re-quantized by TIDL's rules, each "
-               "activation pair's range used in place of calibration; zero points must be 0 (symmetric), "
-               "activation scales per tensor; tensors no pair covers are calibrated (docs/prequantized.md)"),
+               "activation pair's range used in place of calibration; weight zero points must be 0, an "
+               "activation's non-zero zero point needs quantization_scale_type 4, one activation scale and zero "
+               "point per tensor; tensors no pair covers are calibrated (docs/prequantized.md)"),
     _spec("advanced_options:activation_clipping", "activation_clipping", "choice",
           "clip activation ranges (accuracy_level 9)", (0, 1), steps=("calibration",), support="full",
           note="at accuracy_level 9: 1 histogram ranges, 0 min/max (other levels: a warning, no effect)"),

@@ -279,15 +279,46 @@ def _range(path: str, what: str, tensor) -> Tuple[float, float]:
     return lo, hi
 
 
-def read(path: str, partitioned: IRModule, networks=None, accuracy_level: int = 0):
+#: The ``quantization_scale_type`` whose files TI's export marks ``ASYMMETRIC`` (TFLite-style asymmetric,
+#: TI's quantization style AsymNP2_TFL); every other style's file says ``SYMMETRIC``, style 4's too.
+ASYMMETRIC_FILE_SCALE_TYPE = 3
+
+
+def check_quant_type(path: str, msg, text: str, quantization_scale_type: Optional[int]) -> None:
+    """The file's ``quant_type`` agrees with the compile's ``quantization_scale_type`` as TI's export writes
+    it (``TIDL_exportQuantParamsToProtoTxt``: ASYMMETRIC only for its TFLite style, scale type 3;
+    SYMMETRIC for 0, 1 and 4). TI's read ignores the field; tidlx refuses a disagreeing file, whose ranges
+    were collected for another style (docs/quant-proto.md). ``None``: not checked."""
+    if quantization_scale_type is None or not msg.HasField("quant_type"):
+        return
+    asymmetric_file = msg.quant_type == ASYMMETRIC
+    if asymmetric_file == (quantization_scale_type == ASYMMETRIC_FILE_SCALE_TYPE):
+        return
+    found = re.search(r"^[ \t]*quant_type[ \t]*:", text, re.MULTILINE)
+    line = text.count("\n", 0, found.start()) + 1 if found else 0
+    written = "ASYMMETRIC" if asymmetric_file else "SYMMETRIC"
+    wanted = "SYMMETRIC" if asymmetric_file else "ASYMMETRIC"
+    raise QuantProtoError(
+        f"{path}:{line}: quant_type: {written} does not agree with quantization_scale_type "
+        f"{quantization_scale_type}: TI's export writes ASYMMETRIC only for quantization_scale_type "
+        f"{ASYMMETRIC_FILE_SCALE_TYPE} (TFLite-style asymmetric) and SYMMETRIC for 0, 1 and 4 (style 4's zero "
+        f"points are in outputs.zero_point), so a file for this compile says {wanted}")
+
+
+def read(path: str, partitioned: IRModule, networks=None, accuracy_level: int = 0,
+         quantization_scale_type: Optional[int] = None):
     """The ranges of every TIDL subgraph of ``partitioned`` from the file at ``path``, as ``calibrate``
     returns them (``{subgraph: CalibrationResult}`` with method ``proto`` and ``given`` per weighted
     layer). Every layer with an output tensor must be in the file with a range for each output; a
-    layer of the file matching no layer of the model is an error naming the closest names."""
+    layer of the file matching no layer of the model is an error naming the closest names; a
+    ``quant_type`` that disagrees with ``quantization_scale_type`` is an error (``check_quant_type``).
+    With ``quantization_scale_type`` 4 the ranges are read as for the other styles: each scale and zero
+    point is derived from its range again (docs/numerics.md §12.2), the file's are not read."""
     from .calibration import CalibrationResult, tensor_range
 
     networks = tuple(networks) if networks is not None else build_networks(partitioned)
     msg, text = parse(path)
+    check_quant_type(path, msg, text, quantization_scale_type)
     names = ti_layer_names(partitioned, networks)
     lines = _entry_lines(text)
 
@@ -481,9 +512,10 @@ def quantize_with_proto(partitioned: IRModule, options, calibration):
         first = quantize_model(partitioned, dataclasses.replace(options, quant_params_proto_path=""), calibration)
         write(path, first, first.float_biases)
     level = next(iter(calibration.values())).accuracy_level if calibration else options.accuracy_level
-    return quantize_model(partitioned, options, read(path, partitioned, networks, level))
+    return quantize_model(partitioned, options, read(path, partitioned, networks, level,
+                                                     options.quantization_scale_type))
 
 
 __all__ = ["QuantProtoError", "TI_LAYER_STRINGS", "ti_layer_type", "ti_layer_names", "message_classes", "parse",
            "read", "write", "build_message", "exists", "from_proto", "quantize_with_proto", "GivenParams",
-           "FLT_MAX"]
+           "FLT_MAX", "check_quant_type"]

@@ -4,11 +4,13 @@ TIDL does not run a QDQ model's QuantizeLinear/DequantizeLinear nodes: it folds 
 A weight's DequantizeLinear gives the float weights (``(q - zp) x scale``, per output channel), which
 TIDL quantizes again by its own rules; an activation's QuantizeLinear -> DequantizeLinear pair gives
 the tensor's range ``[(qmin - zp) x s, (qmax - zp) x s]`` in place of calibration. ``strip_qdq`` makes
-that float model and those ranges; what TIDL's prequantized import refuses (a non-zero zero point,
-a per-channel activation scale, a QuantizeLinear read by anything but its DequantizeLinear) is a
-``PrequantizedModelError`` naming the node (docs/prequantized.md)."""
+that float model and those ranges; what TIDL's prequantized import refuses (a non-zero weight zero point,
+a per-channel activation scale or zero point, a QuantizeLinear read by anything but its DequantizeLinear)
+is a ``PrequantizedModelError`` naming the node (docs/prequantized.md). A non-zero activation zero point
+is refused too, unless the caller collects them (``strip_qdq(model, zero_points={})``): the quantization
+then takes them in style 4 and refuses them in the symmetric styles."""
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -68,17 +70,23 @@ def _fake_quantized(node: onnx.NodeProto, w: np.ndarray, scale: np.ndarray, zp) 
     return _dequantized(node, q, scale, zp)
 
 
-def activation_range(node: onnx.NodeProto, scale: np.ndarray, zp) -> Tuple[float, float]:
+def activation_range(node: onnx.NodeProto, scale: np.ndarray, zp, asymmetric: bool = False) -> Tuple[float, float]:
     """An activation QuantizeLinear's range: ``[(qmin - zp) x s, (qmax - zp) x s]`` (TIDL-style clip of the
-    tensor); refused with a per-channel scale or a non-zero zero point (an asymmetric feature map)."""
+    tensor); refused with a per-channel scale or zero point, and with a non-zero zero point (an asymmetric
+    feature map) unless ``asymmetric`` (the quantization decides then: docs/prequantized.md)."""
+    if zp is not None and np.asarray(zp).size != 1:
+        raise PrequantizedModelError(f"{_where(node)}: per-channel activation zero points "
+                                     f"({np.asarray(zp).size} values: {np.asarray(zp).ravel()[:4].tolist()}"
+                                     f"{' ...' if np.asarray(zp).size > 4 else ''}); TIDL takes one zero point "
+                                     f"per feature map")
     if scale.size != 1:
         raise PrequantizedModelError(f"{_where(node)}: a per-channel activation scale ({scale.size} values); "
                                      f"TIDL takes one scale per feature map")
     dtype = np.dtype(np.uint8) if zp is None else zp.dtype
     if dtype not in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16)):
         raise PrequantizedModelError(f"{_where(node)}: quantizes to {dtype}; TIDL's feature maps are 8 or 16 bit")
-    zero = 0 if zp is None else int(np.asarray(zp).reshape(-1)[0])
-    if zero != 0:
+    zero = activation_zero_point(zp)
+    if zero != 0 and not asymmetric:
         raise PrequantizedModelError(f"{_where(node)}: zero point {zero} is not 0 (an asymmetric feature map); "
                                      f"TIDL's prequantized import takes symmetric activations (quantize with "
                                      f"zero points 0: activation_type QInt8, or QUInt8 after a ReLU)")
@@ -87,10 +95,20 @@ def activation_range(node: onnx.NodeProto, scale: np.ndarray, zp) -> Tuple[float
     return float(np.float32((lo - zero) * s)), float(np.float32((hi - zero) * s))
 
 
-def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[float, float]]]:
+def activation_zero_point(zp) -> int:
+    """An activation QuantizeLinear's one zero point (0 when it has none)."""
+    return 0 if zp is None else int(np.asarray(zp).reshape(-1)[0])
+
+
+def strip_qdq(model: onnx.ModelProto, zero_points: Optional[Dict[str, Tuple[str, int]]] = None
+              ) -> Tuple[onnx.ModelProto, Dict[str, Tuple[float, float]]]:
     """The float model TIDL imports from a QDQ model, and the activation ranges its Q/DQ pairs give
     (ONNX tensor name -> (min, max)). Weights' DequantizeLinear nodes become float initializers;
-    activation QuantizeLinear -> DequantizeLinear pairs are removed, their range kept on the tensor."""
+    activation QuantizeLinear -> DequantizeLinear pairs are removed, their range kept on the tensor.
+
+    ``zero_points``: None refuses an activation pair with a non-zero zero point; a dict takes it (its
+    range holds the zero point) and receives, per tensor, the pair's node and zero point, for the
+    quantization to accept (style 4) or refuse (docs/prequantized.md)."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
@@ -123,7 +141,10 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
                     drop.add(id(dq))
                 drop.add(id(node))
                 continue
-            ranges.setdefault(x, activation_range(node, scale, zp))
+            if x not in ranges:
+                ranges[x] = activation_range(node, scale, zp, asymmetric=zero_points is not None)
+                if zero_points is not None and activation_zero_point(zp) != 0:
+                    zero_points[x] = (_where(node), activation_zero_point(zp))
             quantized_to[node.output[0]] = x
             drop.add(id(node))
         elif node.op_type == "DequantizeLinear":
@@ -155,6 +176,8 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
     for src, out in keep_name.items():
         if src in ranges:
             ranges[out] = ranges.pop(src)
+        if zero_points is not None and src in zero_points:
+            zero_points[out] = zero_points.pop(src)
 
     def resolved(name: str) -> str:
         name = rename.get(name, name)
@@ -179,6 +202,9 @@ def strip_qdq(model: onnx.ModelProto) -> Tuple[onnx.ModelProto, Dict[str, Tuple[
     input_names = {i.name for i in graph.input}
     ranges = {k: v for k, v in ranges.items() if k in used or k in input_names or
               any(k in n.output for n in graph.node)}
+    if zero_points is not None:
+        for name in [k for k in zero_points if k not in ranges]:
+            del zero_points[name]
     for name in _not_negative(graph):   # TIDL's layer is unsigned there: the range starts at 0
         if name in ranges:
             ranges[name] = (max(ranges[name][0], 0.0), ranges[name][1])
@@ -222,4 +248,4 @@ def is_qdq(model: onnx.ModelProto) -> bool:
     return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
 
 
-__all__ = ["strip_qdq", "is_qdq", "activation_range", "PrequantizedModelError"]
+__all__ = ["strip_qdq", "is_qdq", "activation_range", "activation_zero_point", "PrequantizedModelError"]

@@ -135,6 +135,8 @@ def _bad(tmp_path, text):
      r"TIDL_ConvolutionLayer"),
     (lambda t: t.split("layers {\n  layer_name: \"y\"")[0],
      r"no entry for layer 'y' \(TIDL_ConvolutionLayer\)"),
+    (lambda t: t.replace("quant_type: SYMMETRIC", "quant_type: ASYMMETRIC"),
+     r"bad\.prototxt:2: quant_type: ASYMMETRIC does not agree with quantization_scale_type 0"),
 ])
 def test_a_malformed_or_inadequate_file_is_one_clean_error(conv_relu, tmp_path, capsys, change, message):
     path, mod, _ = conv_relu
@@ -253,3 +255,74 @@ def test_a_read_clip_range_is_replaced_by_the_clip_bounds(tmp_path):
     conv = sub.layers[1]
     assert conv.acc_scale == 4096.0 and sub.tensors[1].signed
     assert conv.round_bits == 8 and sub.tensors[1].scale == 16.0
+
+
+# -- quantization_scale_type 4 (docs/numerics.md §12) ----------------------------------------------------
+
+STYLE4 = {"advanced_options:quantization_scale_type": 4, "advanced_options:calibration_iterations": 3}
+
+
+def _two_convs(tmp_path):
+    """x -> Conv -> Relu -> Conv 'conv2' (no activation: signed, a non-zero zero point) -> y."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * k).astype(np.float32), n) for n, s, k in
+             (("W1", (4, 3, 3, 3), 0.5), ("B1", (4,), 0.2), ("W2", (3, 4, 3, 3), 0.4), ("B2", (3,), 0.6))]
+    return _save(tmp_path, [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+                            helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+                            helper.make_node("Conv", ["r1", "W2", "B2"], ["y"], name="conv2", pads=[1, 1, 1, 1])],
+                 (1, 3, 8, 8), (1, 3, 8, 8), inits, "two_convs")
+
+
+def test_a_style_4_file_reads_back_into_the_same_fixed_point(tmp_path):
+    """Write mode in style 4 writes each output's range, scale and zero point; read mode (no frames) derives
+    every scale and zero point from the ranges again (§12.2): they are the written ones, and the layers'
+    MMA factors, integer biases and the fixed-point outputs are those of the quantization without the file."""
+    mod = _two_convs(tmp_path)
+    calib = {"x": np.random.default_rng(8).standard_normal((4, 3, 8, 8)).astype(np.float32)}
+    proto = tmp_path / "style4.prototxt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # fewer frames than calibration_frames
+        plain = tidlx.quantize(mod, STYLE4, calib)
+        tidlx.quantize(mod, {**STYLE4, OPT: str(proto)}, calib)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # read mode runs no calibration (random frames would warn)
+        read = tidlx.quantize(mod, {**STYLE4, OPT: str(proto)})
+    a, b = plain.subgraphs["tidl_0"], read.subgraphs["tidl_0"]
+    assert b.quantization_style == 6
+    assert any(t.zero_point != 0 for t in b.tensors)
+    assert [(t.scale, t.zero_point, t.signed) for t in b.tensors] == [(t.scale, t.zero_point, t.signed)
+                                                                      for t in a.tensors]
+    msg = message_classes()[0]()
+    from google.protobuf import text_format
+    text_format.Parse(proto.read_text(), msg)
+    assert msg.quant_type == 1   # SYMMETRIC, as TI's export writes style 4's file
+    written = [layer for layer in b.layers if layer.outputs]   # the file's entries, in the layers' order
+    assert [e.layer_name for e in msg.layers] == ["x", "r1", "y"] and len(written) == 3
+    for entry, layer in zip(msg.layers, written):
+        out, t = entry.outputs[0], b.tensors[layer.outputs[0]]
+        assert (out.scale[0], int(np.uint32(out.zero_point[0]).astype(np.int32))) == (t.scale, t.zero_point)
+    for la, lb in zip(a.layers, b.layers):
+        for field in ("mma_scale", "mma_shift", "bias_a", "weights"):
+            assert np.array_equal(np.asarray(getattr(la, field)), np.asarray(getattr(lb, field))), (la.name, field)
+    x = {"x": np.random.default_rng(9).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    assert np.array_equal(read.run(x)[0], plain.run(x)[0])
+
+
+def test_a_style_4_file_whose_quant_type_disagrees_is_refused(tmp_path, capsys):
+    mod = _two_convs(tmp_path)
+    calib = {"x": np.random.default_rng(8).standard_normal((4, 3, 8, 8)).astype(np.float32)}
+    proto = tmp_path / "style4.prototxt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tidlx.quantize(mod, {**STYLE4, OPT: str(proto)}, calib)
+    text = proto.read_text()
+    line = text.splitlines().index("quant_type: SYMMETRIC") + 1
+    proto.write_text(text.replace("quant_type: SYMMETRIC", "quant_type: ASYMMETRIC"))
+    message = rf"style4\.prototxt:{line}: quant_type: ASYMMETRIC does not agree with quantization_scale_type 4"
+    with pytest.raises(QuantProtoError, match=message):
+        tidlx.quantize(mod, {**STYLE4, OPT: str(proto)})
+    onnx_path = tmp_path / "two_convs.onnx"
+    assert main(["compile", str(onnx_path), "-o", str(tmp_path / "out"), "-o", f"{OPT}={proto}",
+                 "-o", "target_device=AM68A"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"style4.prototxt:{line}: quant_type: ASYMMETRIC" in err

@@ -53,3 +53,16 @@ def test_pairs_become_ranges_and_weights_float():
 def test_an_activation_zero_point_names_the_node():
     with pytest.raises(PrequantizedModelError, match=r"node 'x_Q' \(QuantizeLinear\): zero point 5 is not 0"):
         strip_qdq(_graph(act_zp=5))
+
+
+def test_collected_activation_zero_points_are_kept_in_the_range():
+    """Given a dict, strip_qdq takes an asymmetric pair: its range holds the zero point, [(-128 - 5) s,
+    (127 - 5) s] for int8, and the dict names the pair's node and zero point."""
+    zero_points = {}
+    _, ranges = strip_qdq(_graph(act_zp=5), zero_points)
+    s = np.float32(0.02)
+    assert ranges["x"] == (float(np.float32(-133 * s)), float(np.float32(122 * s)))
+    assert zero_points == {"x": ("node 'x_Q' (QuantizeLinear)", 5)}
+    zero_points = {}
+    strip_qdq(_graph(), zero_points)
+    assert zero_points == {}
