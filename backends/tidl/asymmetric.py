@@ -250,20 +250,81 @@ def bias_only_channel(shape, bias: float, in_scale: float, out_scale: float, out
                                int(min(max(_round_half_away(term), lo), hi)), zeroed=True)
 
 
-def merge_factors(out_scale: float, in_scales, out_zp: int, in_zps) -> Tuple[Tuple[int, ...], int, int]:
-    """§12.7, tidlx's rule for an element-wise sum (TI's asymmetric sum kernel not read): each input's
-    ratio ``outScale / inScale_j`` (float32) as an 8-bit multiplier over one shared shift, the shift TI's
-    runtime doubling gives the largest ratio (``TIDL_getMMAv2_ScaleAndShift``); the constant
-    ``round(zy 2^shift) - sum_j zx_j M_j``. Returns (multipliers, constant, shift)."""
+#: §12.7: the multiplier of an element-wise sum's input with the larger ratio (TI's MMA takes 7-bit input scales)
+ELTWISE_MAX_MULTIPLIER = 127
+
+
+def _doubling(ratio: float, what: str) -> Tuple[int, int]:
     from ...emulator.fixed.arith import mma_scale_and_shift
-    ratios = [np.float32(np.float32(out_scale) / np.float32(s)) for s in in_scales]
-    _, shift = mma_scale_and_shift(float(max(ratios)))
-    mult = tuple(int(_round_half_away(float(r) * 2.0 ** shift)) for r in ratios)
-    if max(mult) > MMA_MAX_SCALE or min(mult) < 1:
-        raise FixedPointError(f"element-wise sum: input/output scale ratios {[float(r) for r in ratios]} do not fit "
-                              f"8-bit multipliers over one shift")
-    const = int(_round_half_away(out_zp * 2.0 ** shift)) - sum(int(z) * m for z, m in zip(in_zps, mult))
-    return mult, const, shift
+    try:
+        return mma_scale_and_shift(ratio)
+    except FixedPointError as exc:
+        raise FixedPointError(f"{what}: {exc}") from None
+
+
+def eltwise_scales_and_shift(ratio_a: float, ratio_b: float) -> Tuple[int, int, int, int]:
+    """§12.7 steps 1-2 (TI: ``TIDL_getMMAv2_EltwiseScalesAndShift``): the larger of the two input ratios
+    gets the multiplier 127; the common factor ``(c, s)`` is TI's runtime doubling of ``larger / 127``
+    (float32), ``u = c / 2^s``; the other input's multiplier is ``floor(smaller / u)`` (double). The first
+    ratio counts as the larger only when strictly larger. Returns (M_a, M_b, c, s)."""
+    ra, rb = np.float32(ratio_a), np.float32(ratio_b)
+    first_larger = bool(ra > rb)
+    hi, lo = (ra, rb) if first_larger else (rb, ra)
+    c, s = _doubling(float(np.float32(hi / np.float32(ELTWISE_MAX_MULTIPLIER))), "element-wise multipliers")
+    unit = np.float32(c / 2.0 ** s)
+    small = int(math.floor(float(lo) / float(unit)))
+    return (ELTWISE_MAX_MULTIPLIER, small, c, s) if first_larger else (small, ELTWISE_MAX_MULTIPLIER, c, s)
+
+
+def _two(values, what: str):
+    values = list(values)
+    if len(values) != 2:
+        raise FixedPointError(f"{what}: style 4 takes two inputs (TI's asymmetric element-wise kernel), "
+                              f"got {len(values)}")
+    return values
+
+
+def sum_factors(out_scale: float, in_scales, out_zp: int, in_zps) -> Tuple[Tuple[int, int], int, int, int]:
+    """§12.7 (TI: ``TIDL_refEltWiseProcess``'s asymmetric sum with ``TIDL_getMMAv2_EltwiseScalesAndShift``):
+    the ratios ``outScale / inScale_j`` (float32) as two input multipliers and a common ``(c, s)``; the
+    constant ``K = round(float32(F x (1 / u)))``, ``F = float32(zy - (za r_a + zb r_b))`` (float32 steps,
+    the product by ``1 / u`` in double), ``u = c / 2^s``. Returns ((M_a, M_b), K, c, s)."""
+    sa, sb = _two(in_scales, "element-wise sum")
+    za, zb = _two(in_zps, "element-wise sum")
+    sy = np.float32(out_scale)
+    ra, rb = np.float32(sy / np.float32(sa)), np.float32(sy / np.float32(sb))
+    ma, mb, c, s = eltwise_scales_and_shift(float(ra), float(rb))
+    unit = np.float32(c / 2.0 ** s)
+    zero_terms = np.float32(np.float32(np.float32(za) * ra) + np.float32(np.float32(zb) * rb))
+    f = np.float32(np.float32(out_zp) - zero_terms)
+    k = np.float32(float(f) * (1.0 / float(unit)))
+    return (ma, mb), int(_round_half_away(float(k))), c, s
+
+
+def product_factors(out_scale: float, in_scales, out_zp: int) -> Tuple[int, int, int]:
+    """§12.11 (TI: ``TIDL_refEltWiseProcess``'s asymmetric product with ``TIDL_getMMAv2_ScaleAndShift``):
+    ``p = float32(sa x sb)``, the ratio ``float32(outScale / p)`` as TI's runtime multiplier and shift, the
+    constant ``round(float32(float32(zy x p) / outScale))`` added to ``(a - za)(b - zb)``.
+    Returns (c, s, K)."""
+    sa, sb = _two(in_scales, "element-wise product")
+    p = np.float32(np.float32(sa) * np.float32(sb))
+    sy = np.float32(out_scale)
+    c, s = _doubling(float(np.float32(sy / p)), "element-wise product")
+    k = np.float32(np.float32(np.float32(out_zp) * p) / sy)
+    return c, s, int(_round_half_away(float(k)))
+
+
+def max_factors(out_scale: float, in_scales, out_zp: int) -> Tuple[Tuple[int, int], int, int, int]:
+    """§12.11, tidlx's rule for an element-wise max (TI's asymmetric branch has none): §12.7's multipliers
+    and ``(c, s)`` for the two ratios, and the constant ``round(float32(zy x float32(1 / u)))`` added to
+    ``max_j(M_j (q_j - z_j))``. Returns ((M_a, M_b), K, c, s)."""
+    sa, sb = _two(in_scales, "element-wise max")
+    sy = np.float32(out_scale)
+    ma, mb, c, s = eltwise_scales_and_shift(float(np.float32(sy / np.float32(sa))),
+                                            float(np.float32(sy / np.float32(sb))))
+    inverse = np.float32(np.float32(1.0) / np.float32(c / 2.0 ** s))
+    k = np.float32(np.float32(out_zp) * inverse)
+    return (ma, mb), int(_round_half_away(float(k))), c, s
 
 
 def concat_factors(out_scale: float, in_scale: float, out_zp: int, in_zp: int,
@@ -290,5 +351,6 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
-           "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
+           "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_scales_and_shift", "sum_factors",
+           "product_factors", "max_factors", "concat_factors",
            "pool_factors"]

@@ -92,17 +92,58 @@ def inner_product_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, bound
     return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
 
 
-def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], constant: int, shift: int,
+def _two_inputs(inputs, what: str):
+    if len(inputs) != 2:
+        raise FixedPointError(f"{what}: style 4 takes two inputs, got {len(inputs)}")
+    typed = [_tensor(a, f"{what} input {j}") for j, a in enumerate(inputs)]
+    try:
+        np.broadcast_shapes(*(a.shape for a, _ in typed))
+    except ValueError as e:
+        raise FixedPointError(f"{what}: input shapes do not broadcast: {[a.shape for a, _ in typed]}") from e
+    acc_bits = 64 if any(t.bits > 8 for _, t in typed) else 32
+    return [a for a, _ in typed], acc_bits
+
+
+def _eltwise_requantize(acc, scale: int, shift: int, lo: int, hi: int, out: FixedType) -> np.ndarray:
+    if not 0 <= int(scale) <= 255:
+        raise FixedPointError(f"element-wise multiplier {scale} must be in [0, 255]")
+    return round_sat(acc * int(scale), int(shift), lo, hi).astype(out.dtype)
+
+
+def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], constant: int, scale: int, shift: int,
                     out: FixedType, *, bounds=None) -> np.ndarray:
-    """§12.7, tidlx's rule: ``roundSat(sum_j in_j M_j + constant, shift)`` (int64), the zero points folded
-    into ``constant``."""
-    if len(inputs) < 2 or len(inputs) != len(multipliers):
-        raise FixedPointError("element-wise sum: two or more inputs, one multiplier each")
+    """§12.7 (TI: ``TIDL_refEltWiseSum`` then ``TIDL_refEltWiseMMAv2Quantize``): ``acc = a M_a + b M_b + K``
+    in the accumulator (int32; int64 with a 16-bit input), the zero points folded into ``K``; output
+    ``roundSat(acc x c, s, lo, hi)`` with the product in 64 bits."""
+    xs, acc_bits = _two_inputs(inputs, "element-wise sum")
+    if len(multipliers) != 2:
+        raise FixedPointError("element-wise sum: one multiplier per input")
     lo, hi = _bounds(out, bounds)
-    acc = np.int64(int(constant))
-    for j, (a, m) in enumerate(zip(inputs, multipliers)):
-        acc = acc + _tensor(a, f"element-wise input {j}")[0] * int(m)
-    return round_sat(acc, int(shift), lo, hi).astype(out.dtype)
+    acc = wrap_accumulator(xs[0] * int(multipliers[0]) + xs[1] * int(multipliers[1]) + int(constant), acc_bits)
+    return _eltwise_requantize(acc, scale, shift, lo, hi, out)
+
+
+def eltwise_product_mma(inputs: Sequence[np.ndarray], zero_points: Sequence[int], constant: int, scale: int,
+                        shift: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.11 (TI: ``TIDL_refEltWiseProduct`` then ``TIDL_refEltWiseMMAv2Quantize``): each input less its
+    zero point as it is read, ``acc = (a - za)(b - zb) + K`` (int32; int64 with a 16-bit input; the
+    inputs broadcast), output ``roundSat(acc x c, s, lo, hi)``."""
+    (a, b), acc_bits = _two_inputs(inputs, "element-wise product")
+    za, zb = (int(z) for z in zero_points)
+    lo, hi = _bounds(out, bounds)
+    acc = wrap_accumulator((a - za) * (b - zb) + int(constant), acc_bits)
+    return _eltwise_requantize(acc, scale, shift, lo, hi, out)
+
+
+def eltwise_max_mma(inputs: Sequence[np.ndarray], zero_points: Sequence[int], multipliers: Sequence[int],
+                    constant: int, scale: int, shift: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.11, tidlx's rule for an element-wise max: ``acc = max(M_a (a - za), M_b (b - zb)) + K``, output
+    ``roundSat(acc x c, s, lo, hi)``."""
+    (a, b), acc_bits = _two_inputs(inputs, "element-wise max")
+    za, zb = (int(z) for z in zero_points)
+    lo, hi = _bounds(out, bounds)
+    acc = np.maximum((a - za) * int(multipliers[0]), (b - zb) * int(multipliers[1])) + int(constant)
+    return _eltwise_requantize(wrap_accumulator(acc, acc_bits), scale, shift, lo, hi, out)
 
 
 def concat_mma(inputs: Sequence[np.ndarray], mma_scales, mma_shifts, biases, out: FixedType, *, axis: int = 1,
@@ -162,4 +203,5 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
 
 
 __all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
+           "eltwise_product_mma", "eltwise_max_mma",
            "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

@@ -128,10 +128,11 @@ def test_emulated_layers_are_the_oracles_kernels(quantized):
     add = next(o for o in seen if o.layer.type == "EltWise")
     xs = [sub.tensors[t] for t in add.layer.inputs]
     y = sub.tensors[add.layer.outputs[0]]
-    ms, k, shift = oa.sum_factors(y.scale, [t.scale for t in xs], y.zero_point, [t.zero_point for t in xs])
-    assert (list(add.layer.multipliers), int(add.layer.bias_a), int(add.layer.mma_shift)) == (ms, k, shift)
+    ms, k, c, shift = oa.sum_factors(y.scale, [t.scale for t in xs], y.zero_point, [t.zero_point for t in xs])
+    assert (tuple(add.layer.multipliers), int(add.layer.bias_a), int(add.layer.mma_scale),
+            int(add.layer.mma_shift)) == (ms, k, c, shift)
     flat = [np.asarray(v).ravel().tolist() for v in add.inputs]
-    assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, shift, *add.layer.bounds)
+    assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, c, shift, *add.layer.bounds)
     gap = next(o for o in seen if o.layer.type == "Pool" and o.layer.attrs["global_pool"])
     xin, yout = sub.tensors[gap.layer.inputs[0]], sub.tensors[gap.layer.outputs[0]]
     for c in range(gap.inputs[0].shape[1]):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from oracle import bounds
+from oracle import bounds, wrap
 
 
 def f32(v):
@@ -176,16 +176,50 @@ def doubling(r):
 
 
 # §12.7
+def _sum_numbers(sy, sa, sb):
+    ra, rb = f32(f32(sy) / f32(sa)), f32(f32(sy) / f32(sb))
+    rmax, rmin = (ra, rb) if ra > rb else (rb, ra)
+    c, s = doubling(f32(rmax / 127))
+    u = f32(c / 2.0 ** s)
+    small = math.floor(rmin / u)
+    ma, mb = (127, small) if ra > rb else (small, 127)
+    return ra, rb, ma, mb, c, s, u
+
+
 def sum_factors(sy, sxs, zy, zxs):
-    rs = [f32(f32(sy) / f32(sx)) for sx in sxs]
-    _, shift = doubling(max(rs))
-    ms = [half_away(v * 2.0 ** shift) for v in rs]
-    k = half_away(zy * 2.0 ** shift) - sum(z * mm for z, mm in zip(zxs, ms))
-    return ms, k, shift
+    """(M_a, M_b), K, c, s."""
+    (sa, sb), (za, zb) = sxs, zxs
+    ra, rb, ma, mb, c, s, u = _sum_numbers(sy, sa, sb)
+    f = f32(zy - f32(f32(za * ra) + f32(zb * rb)))
+    return (ma, mb), half_away(f32(f * (1 / u))), c, s
 
 
-def eltwise_sum(inputs, ms, k, shift, lo, hi):
-    return [round_sat(sum(v * mm for v, mm in zip(vals, ms)) + k, shift, lo, hi) for vals in zip(*inputs)]
+def eltwise_sum(inputs, ms, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap(sum(v * mm for v, mm in zip(vals, ms)) + k, acc_bits) * c, s, lo, hi)
+            for vals in zip(*inputs)]
+
+
+# §12.11
+def product_factors(sy, sa, sb, zy):
+    """c, s, K."""
+    p = f32(f32(sa) * f32(sb))
+    c, s = doubling(f32(f32(sy) / p))
+    return c, s, half_away(f32(f32(zy * p) / f32(sy)))
+
+
+def eltwise_product(a, b, za, zb, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap((x - za) * (y - zb) + k, acc_bits) * c, s, lo, hi) for x, y in zip(a, b)]
+
+
+def max_factors(sy, sa, sb, zy):
+    """(M_a, M_b), K, c, s."""
+    _, _, ma, mb, c, s, u = _sum_numbers(sy, sa, sb)
+    return (ma, mb), half_away(f32(zy * f32(1 / u))), c, s
+
+
+def eltwise_max(a, b, za, zb, ms, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap(max(ms[0] * (x - za), ms[1] * (y - zb)) + k, acc_bits) * c, s, lo, hi)
+            for x, y in zip(a, b)]
 
 
 # §12.8

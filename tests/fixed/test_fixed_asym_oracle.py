@@ -155,23 +155,92 @@ def test_mma_requantize_mask_keeps_saturated_values(acc, m, s, signed):
     assert got == oa.round_sat(acc * m, s, lo, hi)
 
 
-@settings(max_examples=200, **SETTINGS)
-@given(st.lists(st.tuples(st.integers(-128, 127), st.integers(0, 255)), min_size=1, max_size=20),
-       st.floats(0.5, 100), st.floats(0.5, 100), st.floats(0.5, 100), st.integers(-128, 127), st.integers(0, 255),
-       st.integers(0, 255))
+scales = st.one_of(st.floats(0.5, 100), st.floats(0.01, 1000))
+pairs_8 = st.lists(st.tuples(st.integers(-128, 127), st.integers(0, 255)), min_size=1, max_size=20)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(pairs_8, scales, scales, scales, st.integers(-128, 127), st.integers(0, 255), st.integers(0, 255))
 def test_eltwise_sum(pairs, sa, sb, sy, za, zb, zy):
     count("§12.7 sum")
     a = np.array([p[0] for p in pairs], np.int8)
     b = np.array([p[1] for p in pairs], np.uint8)
     try:
-        ms, k, shift = asym.merge_factors(sy, [sa, sb], zy, [za, zb])
+        ms, k, c, s = asym.sum_factors(sy, [sa, sb], zy, [za, zb])
     except FixedPointError:
-        ms2, _, _ = oa.sum_factors(sy, [sa, sb], zy, [za, zb])
-        assert min(ms2) < 1 or max(ms2) > 255
+        r_a, r_b = oa.f32(oa.f32(sy) / oa.f32(sa)), oa.f32(oa.f32(sy) / oa.f32(sb))
+        assert max(r_a, r_b) / 127 > 255
         return
-    assert [list(ms), k, shift] == list(oa.sum_factors(sy, [sa, sb], zy, [za, zb]))
-    got = ra.eltwise_sum_mma([a, b], ms, k, shift, FixedType(8, False))
-    assert got.tolist() == oa.eltwise_sum([a.tolist(), b.tolist()], ms, k, shift, 0, 255)
+    assert (tuple(ms), k, c, s) == oa.sum_factors(sy, [sa, sb], zy, [za, zb])
+    got = ra.eltwise_sum_mma([a, b], ms, k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_sum([a.tolist(), b.tolist()], ms, k, c, s, 0, 255)
+
+
+def test_eltwise_sum_examples():
+    """§12.7 by hand: sy/sa = 2 and sy/sb = 0.5 give u = 2/127 as c / 2^s; b's multiplier floor(0.5 / u)."""
+    ms, k, c, s = asym.sum_factors(2.0, [1.0, 4.0], 0, [0, 0])
+    assert (c, s) == (129, 13) and ms == (127, 31) and k == 0   # 2/127 x 2^13 = 129.01; 0.5 / (129/8192) = 31.75
+    # equal ratios: the second input is the larger one (the first only when strictly larger)
+    assert asym.sum_factors(1.0, [1.0, 1.0], 0, [0, 0])[0] == (127, 127)
+    # an input whose ratio is below one step of the other's reaches the output no more
+    assert asym.sum_factors(1.0, [1.0, 500.0], 0, [0, 0])[0] == (127, 0)
+    # two inputs only
+    with pytest.raises(FixedPointError, match="two inputs"):
+        asym.sum_factors(1.0, [1.0, 1.0, 1.0], 0, [0, 0, 0])
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(pairs_8, scales, scales, st.floats(0.001, 100), st.integers(-128, 127), st.integers(0, 255),
+       st.integers(0, 255))
+def test_eltwise_product(pairs, sa, sb, sy, za, zb, zy):
+    count("§12.11 product")
+    a = np.array([p[0] for p in pairs], np.int8)
+    b = np.array([p[1] for p in pairs], np.uint8)
+    try:
+        c, s, k = asym.product_factors(sy, [sa, sb], zy)
+    except FixedPointError:
+        assert oa.f32(oa.f32(sy) / oa.f32(oa.f32(sa) * oa.f32(sb))) > 255
+        return
+    assert (c, s, k) == oa.product_factors(sy, sa, sb, zy)
+    got = ra.eltwise_product_mma([a, b], [za, zb], k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_product(a.tolist(), b.tolist(), za, zb, k, c, s, 0, 255)
+
+
+def test_eltwise_product_broadcasts_and_removes_the_zero_points():
+    """§12.11: a (1, 3, 1) times a (1, 1, 4) tensor is (1, 3, 4); each output is the product of its two
+    real values requantized (within one step); a 16-bit input takes the 64-bit accumulator."""
+    sa, za, sb, zb, sy, zy = 20.0, 5, 10.0, -3, 4.0, 7
+    a = np.array([[[40], [-60], [100]]], np.int8)
+    b = np.array([[[-20, 0, 50, 120]]], np.int8)
+    c, s, k = asym.product_factors(sy, [sa, sb], zy)
+    got = ra.eltwise_product_mma([a, b], [za, zb], k, c, s, FixedType(8, True))
+    assert got.shape == (1, 3, 4)
+    real = ((a.astype(float) - za) / sa) * ((b.astype(float) - zb) / sb)
+    assert np.abs(got - np.clip(np.round(real * sy + zy), -128, 127)).max() <= 1
+    flat = oa.eltwise_product(np.broadcast_to(a, (1, 3, 4)).ravel().tolist(),
+                              np.broadcast_to(b, (1, 3, 4)).ravel().tolist(), za, zb, k, c, s, -128, 127)
+    assert got.ravel().tolist() == flat
+    wide = ra.eltwise_product_mma([a.astype(np.int16) * 200, b], [0, zb], k, c, s, FixedType(16, True))
+    assert wide.ravel().tolist() == oa.eltwise_product(
+        (np.broadcast_to(a, (1, 3, 4)).astype(int) * 200).ravel().tolist(),
+        np.broadcast_to(b, (1, 3, 4)).ravel().tolist(), 0, zb, k, c, s, -32768, 32767, acc_bits=64)
+    with pytest.raises(FixedPointError, match="do not broadcast"):
+        ra.eltwise_product_mma([a, np.zeros((1, 2, 4), np.int8)], [0, 0], k, c, s, FixedType(8, True))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(pairs_8, scales, scales, scales, st.integers(-128, 127), st.integers(0, 255), st.integers(0, 255))
+def test_eltwise_max(pairs, sa, sb, sy, za, zb, zy):
+    count("§12.11 max")
+    a = np.array([p[0] for p in pairs], np.int8)
+    b = np.array([p[1] for p in pairs], np.uint8)
+    try:
+        ms, k, c, s = asym.max_factors(sy, [sa, sb], zy)
+    except FixedPointError:
+        return
+    assert (tuple(ms), k, c, s) == oa.max_factors(sy, sa, sb, zy)
+    got = ra.eltwise_max_mma([a, b], [za, zb], ms, k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_max(a.tolist(), b.tolist(), za, zb, ms, k, c, s, 0, 255)
 
 
 @settings(max_examples=200, **SETTINGS)
