@@ -28,7 +28,7 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)",
-                    "EltWise (sum, product, max of two tensors; sum or product with a constant)",
+                    "EltWise (sum, product, max; sum or product with a constant)",
                     "Concat", "ReLU") + ASYM_KEEPING
 
 
@@ -159,18 +159,31 @@ def pool(q, layer) -> QuantizedLayer:
 
 
 def concat(q, layer, operands) -> QuantizedLayer:
-    """§12.8: each input brought to the output's scale and zero point by its multiplier, shift and bias."""
+    """§12.8: inputs that share their scale, zero point and type are only joined (the output takes them);
+    otherwise each input is brought to the output's scale and zero point by its multiplier, shift and
+    bias."""
     xs = [q.tensors[t] for t in operands]
-    _, out_bits = q.widths(layer)
-    out = asym_output(q, layer, out_bits)
-    try:
-        factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point) for x in xs]
-    except FixedPointError as exc:
-        raise q.unsupported(layer, f"its scales ({exc})") from None
+    if any(x.is_float for x in xs):
+        raise q.unsupported(layer, "a float input (the output of a softmax) to a concat")
+    first = xs[0]
+    if all((x.scale, x.zero_point, x.bits, x.signed) == (first.scale, first.zero_point, first.bits, first.signed)
+           for x in xs[1:]):
+        _kept(q, layer, first)
+        out = q.tensors[layer.outputs[0]]
+        factors = [(1, 0, 0)] * len(xs)
+        notes: Tuple[str, ...] = ("inputs at one scale and zero point: joined as they are",)
+    else:
+        wbits, out_bits = q.widths(layer)
+        out = asym_output(q, layer, out_bits)
+        try:
+            factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point, wbits) for x in xs]
+        except FixedPointError as exc:
+            raise q.unsupported(layer, f"its scales ({exc})") from None
+        notes = ()
     bounds, act = _bounds(q, layer, out)
     return QuantizedLayer(layer.index, layer.name, "Concat", layer.type_id, tuple(operands), layer.outputs,
                           {"axis": layer.params.axis}, act, bias_a=np.array([f[2] for f in factors], np.int64),
-                          acc_scale=out.scale, bounds=bounds,
+                          acc_scale=out.scale, bounds=bounds, notes=notes,
                           mma_scale=np.array([f[0] for f in factors], np.int64),
                           mma_shift=np.array([f[1] for f in factors], np.int64))
 
@@ -214,20 +227,18 @@ def _eltwise_gap(layer) -> Optional[str]:
         return form if isinstance(form, str) else None
     if prm.operation not in ASYM_ELTWISE_OPS:
         return f"element-wise {prm.operation}"
-    if prm.num_inputs != 2:
-        return f"an element-wise {prm.operation} of {prm.num_inputs} tensors (TI's asymmetric kernel takes two)"
+    if prm.num_inputs < 2:
+        return f"an element-wise {prm.operation} of one tensor"
     return None
 
 
 def _constant_tensor(q, layer, const: np.ndarray, bits: int) -> Tuple[QuantizedTensor, np.ndarray]:
-    """§12.11: a constant operand as a tensor of its own: §12.2's scale and zero point from its minimum and
-    maximum, its integers by §12.9."""
+    """§12.11 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts`` on an element-wise layer's constant input): a signed
+    tensor of its own, §12.2's scale and zero point from its minimum and maximum, its integers by §12.9."""
     from ...emulator.fixed.arith_asym import data_convert_to_fixed_zp
-    lo, hi = float(const.min()), float(const.max())
-    signed = nx.feature_map_is_signed(lo)
-    scale, zp = asym.activation_scale_and_zero_point(lo, hi, bits, signed)
-    values = data_convert_to_fixed_zp(const, scale, zp, FixedType(bits, signed))
-    return QuantizedTensor(-1, f"{layer.name}:constant", tuple(const.shape), bits, signed, float(scale), int(zp)), values
+    scale, zp = asym.activation_scale_and_zero_point(float(const.min()), float(const.max()), bits, True)
+    values = data_convert_to_fixed_zp(const, scale, zp, FixedType(bits, True))
+    return QuantizedTensor(-1, f"{layer.name}:constant", tuple(const.shape), bits, True, float(scale), int(zp)), values
 
 
 def eltwise(q, layer, operands) -> QuantizedLayer:
@@ -237,14 +248,14 @@ def eltwise(q, layer, operands) -> QuantizedLayer:
     gap = _eltwise_gap(layer)
     if gap is not None:
         raise _not_yet(q, layer, gap)
-    _, out_bits = q.widths(layer)
+    wbits, out_bits = q.widths(layer)
     attrs: Dict[str, Any] = {}
     weights = None
     notes: Tuple[str, ...] = ()
     if layer.params.constant_input:
         op, const = _constant_operand(layer)
         kind = ASYM_CONSTANT_OPS[op]
-        c, weights = _constant_tensor(q, layer, const, out_bits)
+        c, weights = _constant_tensor(q, layer, const, 16 if wbits > 8 else 8)
         xs = [q.tensors[layer.inputs[0]], c]
         operands = tuple(layer.inputs)
         attrs["constant_operand"] = 1
@@ -259,17 +270,17 @@ def eltwise(q, layer, operands) -> QuantizedLayer:
     mult: Tuple[int, ...] = ()
     try:
         if kind == "Sum":
-            mult, k, c_scale, shift = asym.sum_factors(out.scale, scales, out.zero_point, zps)
+            mult, k, c_scale, shift = asym.sum_factors(out.scale, scales, out.zero_point, zps, wbits)
         elif kind == "Prod":
-            c_scale, shift, k = asym.product_factors(out.scale, scales, out.zero_point)
+            c_scale, shift, k = asym.product_factors(out.scale, scales, out.zero_point, wbits)
         else:
-            mult, k, c_scale, shift = asym.max_factors(out.scale, scales, out.zero_point)
+            mult, k, c_scale, shift = asym.max_factors(out.scale, scales, out.zero_point, wbits)
     except FixedPointError as exc:
         raise q.unsupported(layer, f"its scales ({exc})") from None
     bounds, act = _bounds(q, layer, out)
     attrs.update({"eltwise_type": kind, "zero_points": tuple(int(z) for z in zps)})
     return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, tuple(operands), layer.outputs,
-                          attrs, act, weights=weights, weight_bits=out_bits if weights is not None else 0,
+                          attrs, act, weights=weights, weight_bits=xs[-1].bits if weights is not None else 0,
                           weight_scale=xs[-1].scale if weights is not None else None, bias_a=int(k),
                           multipliers=tuple(int(m) for m in mult), acc_scale=out.scale * float(1 << shift) / c_scale,
                           bounds=bounds, notes=notes, mma_scale=int(c_scale), mma_shift=int(shift))

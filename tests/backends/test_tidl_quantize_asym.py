@@ -325,6 +325,7 @@ def test_element_wise_product_sum_and_constants_in_style_4():
     params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in
               [((4, 3, 3, 3), 0.4), ((1, 3, 3, 3), 0.4), ((1, 4, 8, 8), 0.5), ((1, 1, 8, 8), 1.0),
                ((1, 4, 8, 8), 0.3), ((2, 4, 3, 3), 0.3)]]
+    params[3] = np.abs(params[3]) + 0.5   # a positive constant: still quantized as a signed tensor
     mod = tidlx.parse_relay(ELTWISE, params=params)
     calib = r.standard_normal((6, 3, 8, 8)).astype(np.float32)
     q = _quantize(mod, {"x": calib}, **STYLE4)
@@ -340,10 +341,9 @@ def test_element_wise_product_sum_and_constants_in_style_4():
         values = [np.asarray(v) for v in o.inputs]
         scales, zps = [t.scale for t in xs], [t.zero_point for t in xs]
         if "constant_operand" in layer.attrs:
-            const = constants[len(kinds)]
-            signed = bool(const.min() < 0)
-            cs, cz = oa.scale_zp(float(const.min()), float(const.max()), 8, signed)
-            cq = np.array([oa.convert_in(v, cs, cz, 8, signed) for v in const.ravel()])
+            const = constants[len(kinds)]   # a signed tensor of its own, even when all positive
+            cs, cz = oa.scale_zp(float(const.min()), float(const.max()), 8, True)
+            cq = np.array([oa.convert_in(v, cs, cz, 8, True) for v in const.ravel()])
             assert (layer.weight_scale, layer.attrs["zero_points"][1]) == (cs, cz)
             assert layer.weights.ravel().tolist() == cq.tolist()
             values.append(layer.weights)
@@ -357,9 +357,9 @@ def test_element_wise_product_sum_and_constants_in_style_4():
             assert (tuple(layer.multipliers), int(layer.bias_a)) == (ms, k)
             want = oa.eltwise_sum(flat, ms, k, c, s, *layer.bounds)
         else:
-            c, s, k = oa.product_factors(y.scale, scales[0], scales[1], y.zero_point)
+            c, s, k = oa.product_factors(y.scale, scales, y.zero_point)
             assert int(layer.bias_a) == k
-            want = oa.eltwise_product(flat[0], flat[1], zps[0], zps[1], k, c, s, *layer.bounds)
+            want = oa.eltwise_product(flat, zps, k, c, s, *layer.bounds)
         assert (int(layer.mma_scale), int(layer.mma_shift)) == (c, s)
         got = np.asarray(o.outputs[0])
         assert got.shape == shape and got.ravel().tolist() == want, layer.name
@@ -390,3 +390,34 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     calib = {"x": r.standard_normal((4, 2, 4, 4)).astype(np.float32)}
     with pytest.raises(QuantizationError, match=r"element-wise subtract of a constant by a tensor has no style-4 rule"):
         _quantize(mod, calib, **STYLE4)
+
+
+def test_a_concat_of_inputs_at_one_scale_only_joins_them():
+    """§12.8 (TI's isNoOp): a slice of one channel of a tensor keeps the tensor's scale, zero point and type;
+    its concat with a slice of another channel takes them and holds the inputs' integers as they are, though
+    its own range, that of two channels out of four, would give another scale."""
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = strided_slice(%0, begin=[0, 0, 0, 0], end=[1, 1, 4, 4], strides=[1, 1, 1, 1], axes=None);
+  %2 = strided_slice(%0, begin=[0, 3, 0, 0], end=[1, 4, 4, 4], strides=[1, 1, 1, 1], axes=None);
+  %3 = concatenate((%2, %1), axis=1);
+  nn.conv2d(%3, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3])
+}
+'''
+    r = np.random.default_rng(2)
+    w = r.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    w[1:3] *= 4.0   # the channels left out reach further
+    mod = tidlx.parse_relay(text, params=[w, r.standard_normal((2, 2, 3, 3)).astype(np.float32)])
+    calib = r.standard_normal((4, 2, 4, 4)).astype(np.float32)
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    seen = []
+    q.run({"x": calib[:1]}, fixed_observers=[seen.append])
+    cat = next(o for o in seen if o.layer.type == "Concat")
+    x, y = sub.tensors[cat.layer.inputs[0]], sub.tensors[cat.layer.outputs[0]]
+    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed) and x.zero_point != 0
+    assert np.array_equal(cat.outputs[0], np.concatenate(cat.inputs, axis=1))
+    assert cat.layer.mma_scale.tolist() == [1, 1] and cat.layer.bias_a.tolist() == [0, 0]
+    own = oa.scale_zp(*(lambda rng: (rng.min, rng.max))(q.calibration["tidl_0"].tensors[y.id]), 8, True)
+    assert own[0] > 1.5 * y.scale

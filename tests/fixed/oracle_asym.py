@@ -176,22 +176,35 @@ def doubling(r):
 
 
 # §12.7
-def _sum_numbers(sy, sa, sb):
-    ra, rb = f32(f32(sy) / f32(sa)), f32(f32(sy) / f32(sb))
-    rmax, rmin = (ra, rb) if ra > rb else (rb, ra)
-    c, s = doubling(f32(rmax / 127))
-    u = f32(c / 2.0 ** s)
-    small = math.floor(rmin / u)
-    ma, mb = (127, small) if ra > rb else (small, 127)
-    return ra, rb, ma, mb, c, s, u
+def import_doubling(r, wbits=8):
+    """§12.7 step 2: (c, sh)."""
+    r, sh, limit = f32(r), 0, 64 if wbits > 8 else 40
+    while True:
+        r = f32(r * 2)
+        if sh >= limit:
+            break
+        if r > 255:
+            r = f32(r / 2)
+            break
+        sh += 1
+    return half_away(r), sh
 
 
-def sum_factors(sy, sxs, zy, zxs):
-    """(M_a, M_b), K, c, s."""
-    (sa, sb), (za, zb) = sxs, zxs
-    ra, rb, ma, mb, c, s, u = _sum_numbers(sy, sa, sb)
-    f = f32(zy - f32(f32(za * ra) + f32(zb * rb)))
-    return (ma, mb), half_away(f32(f * (1 / u))), c, s
+def _sum_numbers(sy, sxs, wbits=8):
+    top = 32767 if wbits > 8 else 127
+    rs = [f32(f32(sy) / f32(sx)) for sx in sxs]
+    c, sh = import_doubling(f32(max(rs) / top), wbits)
+    u = f32(c / 2.0 ** sh)
+    return rs, tuple(half_away(min(f32(r / u), top)) for r in rs), c, sh, u
+
+
+def sum_factors(sy, sxs, zy, zxs, wbits=8):
+    """(M_i...), K, c, sh."""
+    rs, ms, c, sh, u = _sum_numbers(sy, sxs, wbits)
+    f = f32(zy)
+    for z, r in zip(zxs, rs):
+        f = f32(f - f32(z * r))
+    return ms, half_away(f32(f * f32(1 / u))), c, sh
 
 
 def eltwise_sum(inputs, ms, k, c, s, lo, hi, acc_bits=32):
@@ -200,26 +213,35 @@ def eltwise_sum(inputs, ms, k, c, s, lo, hi, acc_bits=32):
 
 
 # §12.11
-def product_factors(sy, sa, sb, zy):
-    """c, s, K."""
-    p = f32(f32(sa) * f32(sb))
-    c, s = doubling(f32(f32(sy) / p))
-    return c, s, half_away(f32(f32(zy * p) / f32(sy)))
+def product_factors(sy, sxs, zy, wbits=8):
+    """c, sh, K."""
+    r, b = f32(sy), f32(zy / f32(sy))
+    for sx in sxs:
+        r = f32(r * f32(1 / f32(sx)))
+        b = f32(b * f32(sx))
+    c, sh, _ = mma(r, wbits)
+    return c, sh, half_away(b)
 
 
-def eltwise_product(a, b, za, zb, k, c, s, lo, hi, acc_bits=32):
-    return [round_sat(wrap((x - za) * (y - zb) + k, acc_bits) * c, s, lo, hi) for x, y in zip(a, b)]
+def eltwise_product(inputs, zs, k, c, s, lo, hi, acc_bits=32):
+    out = []
+    for vals in zip(*inputs):
+        acc = 1
+        for v, z in zip(vals, zs):
+            acc = wrap(acc * (v - z), acc_bits)
+        out.append(round_sat(wrap(acc + k, acc_bits) * c, s, lo, hi))
+    return out
 
 
-def max_factors(sy, sa, sb, zy):
-    """(M_a, M_b), K, c, s."""
-    _, _, ma, mb, c, s, u = _sum_numbers(sy, sa, sb)
-    return (ma, mb), half_away(f32(zy * f32(1 / u))), c, s
+def max_factors(sy, sxs, zy, wbits=8):
+    """(M_i...), K, c, sh."""
+    _, ms, c, sh, u = _sum_numbers(sy, sxs, wbits)
+    return ms, half_away(f32(zy * f32(1 / u))), c, sh
 
 
-def eltwise_max(a, b, za, zb, ms, k, c, s, lo, hi, acc_bits=32):
-    return [round_sat(wrap(max(ms[0] * (x - za), ms[1] * (y - zb)) + k, acc_bits) * c, s, lo, hi)
-            for x, y in zip(a, b)]
+def eltwise_max(inputs, zs, ms, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap(max(m * (v - z) for v, z, m in zip(vals, zs, ms)) + k, acc_bits) * c, s, lo, hi)
+            for vals in zip(*inputs)]
 
 
 # §12.8
@@ -242,7 +264,7 @@ def convert_in(x, scale, zp, bits, signed):
 def concat_factors(sy, sx, zy, zx):
     r = f32(f32(sy) / f32(sx))
     m, s, _ = mma(r, 8)
-    return m, s, half_away(f32(f32(f32(zy) / r) - f32(zx)))
+    return m, s, math.trunc(f32(f32(zy * f32(f32(sx) / f32(sy))) - zx))
 
 
 def concat_part(values, m, s, bias, lo, hi):
