@@ -365,6 +365,5 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
-           "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers", "sum_factors",
-           "product_factors", "max_factors", "concat_factors",
-           "pool_factors"]
+           "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
+           "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors"]
