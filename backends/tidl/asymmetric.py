@@ -299,31 +299,106 @@ def bias_only_channel(shape, bias: float, in_scale: float, out_scale: float, out
                                int(min(max(_round_half_away(term), lo), hi)), zeroed=True)
 
 
-def merge_factors(out_scale: float, in_scales, out_zp: int, in_zps) -> Tuple[Tuple[int, ...], int, int]:
-    """§12.7, tidlx's rule for an element-wise sum (TI's asymmetric sum kernel not read): each input's
-    ratio ``outScale / inScale_j`` (float32) as an 8-bit multiplier over one shared shift, the shift TI's
-    runtime doubling gives the largest ratio (``TIDL_getMMAv2_ScaleAndShift``); the constant
-    ``round(zy 2^shift) - sum_j zx_j M_j``. Returns (multipliers, constant, shift)."""
-    from ...emulator.fixed.arith import mma_scale_and_shift
-    ratios = [np.float32(np.float32(out_scale) / np.float32(s)) for s in in_scales]
-    _, shift = mma_scale_and_shift(float(max(ratios)))
-    mult = tuple(int(_round_half_away(float(r) * 2.0 ** shift)) for r in ratios)
-    if max(mult) > MMA_MAX_SCALE or min(mult) < 1:
-        raise FixedPointError(f"element-wise sum: input/output scale ratios {[float(r) for r in ratios]} do not fit "
-                              f"8-bit multipliers over one shift")
-    const = int(_round_half_away(out_zp * 2.0 ** shift)) - sum(int(z) * m for z, m in zip(in_zps, mult))
-    return mult, const, shift
+#: §12.7: the largest input multiplier of an element-wise sum (TI's MMA takes 7-bit input scales), by width
+ELTWISE_MAX_MULTIPLIER_8 = 127
+ELTWISE_MAX_MULTIPLIER_16 = 32767
+
+
+def eltwise_doubling(ratio: float, weight_bits: int = 8) -> Tuple[int, int]:
+    """§12.7 step 2 (TI 11.x's import ``TIDL_getMMAv2_ScaleAndShift``): ``ratio`` (float32) doubled while
+    the double stays at most 255 and the shift below its limit (40; 64 with 16-bit weights), the last
+    doubling undone when it passed 255; the multiplier ``round(r)``. Returns (multiplier, shift)."""
+    r = np.float32(ratio)
+    if not (math.isfinite(float(r)) and r > 0):
+        raise FixedPointError(f"element-wise scale ratio {ratio}: must be a finite positive number")
+    limit, shift = mma_max_shift(weight_bits), 0
+    while True:
+        r = np.float32(r * np.float32(2.0))
+        if shift >= limit:
+            break
+        if r > MMA_MAX_SCALE:
+            r = np.float32(r / np.float32(2.0))
+            break
+        shift += 1
+    scale = int(_round_half_away(float(r)))
+    if scale > MMA_MAX_SCALE:
+        raise FixedPointError(f"element-wise scale ratio {float(ratio):.6g}: beyond the 8-bit MMA multiplier "
+                              f"(at most 255)")
+    return scale, shift
+
+
+def _inputs(values, what: str):
+    values = list(values)
+    if len(values) < 2:
+        raise FixedPointError(f"{what}: needs two or more inputs, got {len(values)}")
+    return values
+
+
+def eltwise_multipliers(out_scale: float, in_scales, weight_bits: int = 8):
+    """§12.7 steps 1-2 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, element-wise sum): the ratios
+    ``outScale / inScale_i`` (float32); ``(c, s)`` the import doubling of ``largest / 127`` (32767 at 16
+    bit); ``u = c / 2^s``; each input's multiplier ``round(min(ratio / u, 127))``. Returns (ratios,
+    multipliers, c, s, u)."""
+    top = np.float32(ELTWISE_MAX_MULTIPLIER_16 if weight_bits > 8 else ELTWISE_MAX_MULTIPLIER_8)
+    sy = np.float32(out_scale)
+    ratios = [np.float32(sy / np.float32(sx)) for sx in _inputs(in_scales, "element-wise sum")]
+    c, s = eltwise_doubling(float(np.float32(max(ratios) / top)), weight_bits)
+    unit = np.float32(c / 2.0 ** s)
+    mults = tuple(int(_round_half_away(float(min(np.float32(r / unit), top)))) for r in ratios)
+    return ratios, mults, c, s, unit
+
+
+def sum_factors(out_scale: float, in_scales, out_zp: int, in_zps, weight_bits: int = 8):
+    """§12.7 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, element-wise sum): the input multipliers and
+    ``(c, s)`` of ``eltwise_multipliers``; the constant ``F = zy - sum_i z_i r_i`` (float32, in input
+    order) brought to the accumulator, ``K = round(float32(F x float32(1 / u)))``.
+    Returns ((M_i...), K, c, s)."""
+    ratios, mults, c, s, unit = eltwise_multipliers(out_scale, in_scales, weight_bits)
+    zps = _inputs(in_zps, "element-wise sum")
+    f = np.float32(out_zp)
+    for z, r in zip(zps, ratios):
+        f = np.float32(f - np.float32(np.float32(z) * r))
+    k = np.float32(f * np.float32(np.float32(1.0) / unit))
+    return mults, int(_round_half_away(float(k))), c, s
+
+
+def product_factors(out_scale: float, in_scales, out_zp: int, weight_bits: int = 8) -> Tuple[int, int, int]:
+    """§12.11 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, element-wise product): the ratio
+    ``outScale x prod_i (1 / inScale_i)`` and the constant ``(zy / outScale) x prod_i inScale_i``, both in
+    float32 in input order; ``(c, s)`` = §12.1's search for the ratio; ``K = round(constant)``.
+    Returns (c, s, K)."""
+    scales = _inputs(in_scales, "element-wise product")
+    sy = np.float32(out_scale)
+    ratio, const = sy, np.float32(np.float32(out_zp) / sy)
+    for sx in scales:
+        ratio = np.float32(ratio * np.float32(np.float32(1.0) / np.float32(sx)))
+        const = np.float32(const * np.float32(sx))
+    f = mma_search(float(ratio), weight_bits)
+    return f.scale, f.shift, int(_round_half_away(float(const)))
+
+
+def max_factors(out_scale: float, in_scales, out_zp: int, weight_bits: int = 8):
+    """§12.11, tidlx's rule for an element-wise max (TI's import has none): §12.7's multipliers and
+    ``(c, s)``, and the constant ``round(float32(zy x float32(1 / u)))`` added to ``max_i(M_i (q_i - z_i))``.
+    Returns ((M_i...), K, c, s)."""
+    _, mults, c, s, unit = eltwise_multipliers(out_scale, in_scales, weight_bits)
+    k = np.float32(np.float32(out_zp) * np.float32(np.float32(1.0) / unit))
+    return mults, int(_round_half_away(float(k))), c, s
 
 
 def concat_factors(out_scale: float, in_scale: float, out_zp: int, in_zp: int,
                    weight_bits: int = 8) -> Tuple[int, int, int]:
-    """§12.8, tidlx's rule for one concat input (TI's kernel: ``(in + bias) x m >> s``; its import of the
-    three not read): ``(m, s)`` = §12.1 for ``r = outScale / inScale`` (float32), ``bias = round(zy / r - zx)``
-    (half away from zero, float32). Returns (m, s, bias)."""
-    r = np.float32(np.float32(out_scale) / np.float32(in_scale))
+    """§12.8 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, concat): ``(m, s)`` = §12.1 for
+    ``r = outScale / inScale`` (float32); ``bias = trunc(float32(zy x float32(inScale / outScale)) - zx)``,
+    toward zero as TI's cast to int32. A ratio above 255 is an error. Returns (m, s, bias)."""
+    sy, sx = np.float32(out_scale), np.float32(in_scale)
+    r = np.float32(sy / sx)
+    if r > MMA_MAX_SCALE:
+        raise FixedPointError(f"concat: the output scale {float(sy):.6g} is more than 255 times an input's "
+                              f"({float(sx):.6g}); TI then narrows the output's range, which tidlx has no rule for")
     f = mma_search(float(r), weight_bits)
-    bias = np.float32(np.float32(out_zp) / r) - np.float32(in_zp)
-    return f.scale, f.shift, int(_round_half_away(float(bias)))
+    bias = np.float32(np.float32(np.float32(out_zp) * np.float32(sx / sy)) - np.float32(in_zp))
+    return f.scale, f.shift, int(math.trunc(float(bias)))
 
 
 def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_zp: int) -> Tuple[int, int, int]:
@@ -340,5 +415,5 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain",
            "activation_scale_and_zero_point", "symmetric_scale",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
-           "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
-           "pool_factors"]
+           "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
+           "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors"]

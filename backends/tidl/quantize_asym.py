@@ -3,10 +3,11 @@
 ``_Quantizer.layer`` hands every layer of a style-4 subgraph to ``asymmetric_layer``: each output gets a
 scale and zero point from its calibrated range (§12.2), a convolution / inner product per-channel weights,
 MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5), an element-wise
-sum, a concat and a global average pool their multipliers and constants (§12.7, §12.8); max pool and the
-data-movement layers keep their input's type, scale and zero point. A batch norm, a deconvolution and a spatial
-average pool run TI's symmetric layer (§8) on a tensor of zero point 0, which their producer makes so (§12.13).
-A layer type whose style-4 rule tidlx does not have yet is a ``QuantizationError`` naming it.
+sum, product or max, a concat and a global average pool their multipliers and constants (§12.7, §12.8,
+§12.11); max pool and the data-movement layers keep their input's type, scale and zero point. A batch norm,
+a deconvolution and a spatial average pool run TI's symmetric layer (§8) on a tensor of zero point 0, which
+their producer makes so (§12.13). A layer type whose style-4 rule tidlx does not have yet is a
+``QuantizationError`` naming it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 #: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8; a pad fills the zero point)
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
-ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)", "EltWise (sum)",
+ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)",
+                    "EltWise (sum, product, max; sum or product with a constant)",
                     "Concat", "ReLU", "BatchNorm", "Deconv") + ASYM_KEEPING
 
 
@@ -225,43 +227,131 @@ def symmetric(q, layer) -> QuantizedLayer:
 
 
 def concat(q, layer, operands) -> QuantizedLayer:
-    """§12.8: each input brought to the output's scale and zero point by its multiplier, shift and bias."""
+    """§12.8: inputs that share their scale, zero point and type are only joined (the output takes them);
+    otherwise each input is brought to the output's scale and zero point by its multiplier, shift and
+    bias."""
     xs = [q.tensors[t] for t in operands]
-    _, out_bits = q.widths(layer)
-    out = asym_output(q, layer, out_bits)
-    try:
-        factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point) for x in xs]
-    except FixedPointError as exc:
-        raise q.unsupported(layer, f"its scales ({exc})") from None
+    if any(x.is_float for x in xs):
+        raise q.unsupported(layer, "a float input (the output of a softmax) to a concat")
+    first = xs[0]
+    if all((x.scale, x.zero_point, x.bits, x.signed) == (first.scale, first.zero_point, first.bits, first.signed)
+           for x in xs[1:]):
+        _kept(q, layer, first)
+        out = q.tensors[layer.outputs[0]]
+        factors = [(1, 0, 0)] * len(xs)
+        notes: Tuple[str, ...] = ("inputs at one scale and zero point: joined as they are",)
+    else:
+        wbits, out_bits = q.widths(layer)
+        out = asym_output(q, layer, out_bits)
+        try:
+            factors = [asym.concat_factors(out.scale, x.scale, out.zero_point, x.zero_point, wbits) for x in xs]
+        except FixedPointError as exc:
+            raise q.unsupported(layer, f"its scales ({exc})") from None
+        notes = ()
     bounds, act = _bounds(q, layer, out)
     return QuantizedLayer(layer.index, layer.name, "Concat", layer.type_id, tuple(operands), layer.outputs,
                           {"axis": layer.params.axis}, act, bias_a=np.array([f[2] for f in factors], np.int64),
-                          acc_scale=out.scale, bounds=bounds,
+                          acc_scale=out.scale, bounds=bounds, notes=notes,
                           mma_scale=np.array([f[0] for f in factors], np.int64),
                           mma_shift=np.array([f[1] for f in factors], np.int64))
 
 
+#: §12.7, §12.11: the element-wise operations of two tensors style 4 runs, by Relay op
+ASYM_ELTWISE_OPS = {"add": "Sum", "multiply": "Prod", "maximum": "Max"}
+#: §12.11: the operations with a constant operand style 4 runs, and the kind each becomes
+ASYM_CONSTANT_OPS = {"add": "Sum", "subtract": "Sum", "multiply": "Prod", "divide": "Prod"}
+
+
+def _constant_operand(layer):
+    """§12.11: (op, constant as the second operand's values) of an element-wise layer with a constant, or a
+    string naming what style 4 has no rule for."""
+    from ...ir.expr import Call, Constant
+    from ...ir.traversal import post_order
+    calls = [n for n in post_order(layer.function.body, enter_functions=False) if isinstance(n, Call)] \
+        if layer.function is not None else []
+    if len(calls) != 1 or len(layer.inputs) != 1:
+        return "an element-wise layer with a constant input and more than one op"
+    call = calls[0]
+    consts = [a for a in call.args if isinstance(a, Constant)]
+    if call.op_name not in ASYM_CONSTANT_OPS or len(consts) != 1:
+        return f"element-wise {call.op_name} with a constant input"
+    if call.op_name in ("subtract", "divide") and isinstance(call.args[0], Constant):
+        return f"element-wise {call.op_name} of a constant by a tensor"
+    const = np.asarray(consts[0].data, np.float32)
+    if call.op_name == "subtract":
+        const = -const
+    elif call.op_name == "divide":
+        with np.errstate(divide="ignore"):
+            const = np.float32(1.0) / const
+    if not np.all(np.isfinite(const)):
+        return f"element-wise {call.op_name} by a constant that is not finite (or divides by zero)"
+    return call.op_name, const
+
+
+def _eltwise_gap(layer) -> Optional[str]:
+    prm = layer.params
+    if prm.constant_input:
+        form = _constant_operand(layer)
+        return form if isinstance(form, str) else None
+    if prm.operation not in ASYM_ELTWISE_OPS:
+        return f"element-wise {prm.operation}"
+    if prm.num_inputs < 2:
+        return f"an element-wise {prm.operation} of one tensor"
+    return None
+
+
+def _constant_tensor(q, layer, const: np.ndarray, bits: int) -> Tuple[QuantizedTensor, np.ndarray]:
+    """§12.11 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts`` on an element-wise layer's constant input): a signed
+    tensor of its own, §12.2's scale and zero point from its minimum and maximum, its integers by §12.9."""
+    from ...emulator.fixed.arith_asym import data_convert_to_fixed_zp
+    scale, zp = asym.activation_scale_and_zero_point(float(const.min()), float(const.max()), bits, True)
+    values = data_convert_to_fixed_zp(const, scale, zp, FixedType(bits, True))
+    return QuantizedTensor(-1, f"{layer.name}:constant", tuple(const.shape), bits, True, float(scale), int(zp)), values
+
+
 def eltwise(q, layer, operands) -> QuantizedLayer:
-    """§12.7: an element-wise sum of two or more tensors."""
+    """§12.7, §12.11: an element-wise sum, product or max of two tensors, or of a tensor and a constant."""
     if layer.type == "Concat":
         return concat(q, layer, operands)
-    prm = layer.params
-    if prm.constant_input or prm.operation != "add" or len(operands) < 2:
-        what = "an element-wise operation with a constant" if prm.constant_input \
-            else f"element-wise {prm.operation}"
-        raise _not_yet(q, layer, what)
-    xs = [q.tensors[t] for t in operands]
-    _, out_bits = q.widths(layer)
+    gap = _eltwise_gap(layer)
+    if gap is not None:
+        raise _not_yet(q, layer, gap)
+    wbits, out_bits = q.widths(layer)
+    attrs: Dict[str, Any] = {}
+    weights = None
+    notes: Tuple[str, ...] = ()
+    if layer.params.constant_input:
+        op, const = _constant_operand(layer)
+        kind = ASYM_CONSTANT_OPS[op]
+        c, weights = _constant_tensor(q, layer, const, 16 if wbits > 8 else 8)
+        xs = [q.tensors[layer.inputs[0]], c]
+        operands = tuple(layer.inputs)
+        attrs["constant_operand"] = 1
+        notes = (f"constant operand at scale {c.scale:.6g}, zero point {c.zero_point}",)
+    else:
+        kind = ASYM_ELTWISE_OPS[layer.params.operation]
+        xs = [q.tensors[t] for t in operands]
+    if any(x.is_float for x in xs):
+        raise q.unsupported(layer, "a float input (the output of a softmax) to an element-wise layer")
     out = asym_output(q, layer, out_bits)
+    scales, zps = [x.scale for x in xs], [x.zero_point for x in xs]
+    mult: Tuple[int, ...] = ()
     try:
-        mult, k, shift = asym.merge_factors(out.scale, [x.scale for x in xs], out.zero_point,
-                                            [x.zero_point for x in xs])
+        if kind == "Sum":
+            mult, k, c_scale, shift = asym.sum_factors(out.scale, scales, out.zero_point, zps, wbits)
+        elif kind == "Prod":
+            c_scale, shift, k = asym.product_factors(out.scale, scales, out.zero_point, wbits)
+        else:
+            mult, k, c_scale, shift = asym.max_factors(out.scale, scales, out.zero_point, wbits)
     except FixedPointError as exc:
         raise q.unsupported(layer, f"its scales ({exc})") from None
     bounds, act = _bounds(q, layer, out)
+    attrs.update({"eltwise_type": kind, "zero_points": tuple(int(z) for z in zps)})
     return QuantizedLayer(layer.index, layer.name, "EltWise", layer.type_id, tuple(operands), layer.outputs,
-                          {"eltwise_type": "Sum"}, act, bias_a=int(k), multipliers=mult,
-                          acc_scale=out.scale * float(1 << shift), bounds=bounds, mma_scale=1, mma_shift=shift)
+                          attrs, act, weights=weights, weight_bits=xs[-1].bits if weights is not None else 0,
+                          weight_scale=xs[-1].scale if weights is not None else None, bias_a=int(k),
+                          multipliers=tuple(int(m) for m in mult), acc_scale=out.scale * float(1 << shift) / c_scale,
+                          bounds=bounds, notes=notes, mma_scale=int(c_scale), mma_shift=int(shift))
 
 
 def keeping(q, layer) -> QuantizedLayer:
@@ -310,11 +400,7 @@ def style4_gap(net, layer) -> Optional[str]:
             return "an activation on a max pool" if layer.activation.type != "none" else None
         return None if prm.pool_type == "Avg" else f"a {prm.pool_type} pool"
     if layer.type == "EltWise":
-        prm = layer.params
-        if prm.constant_input or prm.operation != "add" or len(layer.inputs) < 2:
-            return "an element-wise operation with a constant" if prm.constant_input \
-                else f"element-wise {prm.operation}"
-        return None
+        return _eltwise_gap(layer)
     if layer.type in ASYM_KEEPING:
         return f"an activation on a {layer.type} layer" if layer.activation.type != "none" else None
     if layer.type in ("Concat", "ReLU"):

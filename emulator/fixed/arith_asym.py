@@ -92,17 +92,71 @@ def inner_product_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, bound
     return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
 
 
-def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], constant: int, shift: int,
+def _merging_inputs(inputs, what: str):
+    if len(inputs) < 2:
+        raise FixedPointError(f"{what}: needs two or more inputs, got {len(inputs)}")
+    typed = [_tensor(a, f"{what} input {j}") for j, a in enumerate(inputs)]
+    try:
+        np.broadcast_shapes(*(a.shape for a, _ in typed))
+    except ValueError as e:
+        raise FixedPointError(f"{what}: input shapes do not broadcast: {[a.shape for a, _ in typed]}") from e
+    acc_bits = 64 if any(t.bits > 8 for _, t in typed) else 32
+    return [a for a, _ in typed], acc_bits
+
+
+def _per_input(values, n: int, what: str):
+    values = [int(v) for v in values]
+    if len(values) != n:
+        raise FixedPointError(f"{what}: one per input ({n}), got {len(values)}")
+    return values
+
+
+def _eltwise_requantize(acc, scale: int, shift: int, lo: int, hi: int, out: FixedType) -> np.ndarray:
+    if not 0 <= int(scale) <= 255:
+        raise FixedPointError(f"element-wise multiplier {scale} must be in [0, 255]")
+    return round_sat(acc * int(scale), int(shift), lo, hi).astype(out.dtype)
+
+
+def eltwise_sum_mma(inputs: Sequence[np.ndarray], multipliers: Sequence[int], constant: int, scale: int, shift: int,
                     out: FixedType, *, bounds=None) -> np.ndarray:
-    """§12.7, tidlx's rule: ``roundSat(sum_j in_j M_j + constant, shift)`` (int64), the zero points folded
-    into ``constant``."""
-    if len(inputs) < 2 or len(inputs) != len(multipliers):
-        raise FixedPointError("element-wise sum: two or more inputs, one multiplier each")
+    """§12.7 (TI: ``TIDL_refEltWiseSum`` then ``TIDL_refEltWiseMMAv2Quantize``): ``acc = sum_i x_i M_i + K``
+    in the accumulator (int32; int64 with a 16-bit input), the zero points folded into ``K``; output
+    ``roundSat(acc x c, s, lo, hi)`` with the product in 64 bits."""
+    xs, acc_bits = _merging_inputs(inputs, "element-wise sum")
+    ms = _per_input(multipliers, len(xs), "element-wise sum multipliers")
     lo, hi = _bounds(out, bounds)
-    acc = np.int64(int(constant))
-    for j, (a, m) in enumerate(zip(inputs, multipliers)):
-        acc = acc + _tensor(a, f"element-wise input {j}")[0] * int(m)
-    return round_sat(acc, int(shift), lo, hi).astype(out.dtype)
+    acc = int(constant)
+    for x, m in zip(xs, ms):
+        acc = acc + x * m
+    return _eltwise_requantize(wrap_accumulator(acc, acc_bits), scale, shift, lo, hi, out)
+
+
+def eltwise_product_mma(inputs: Sequence[np.ndarray], zero_points: Sequence[int], constant: int, scale: int,
+                        shift: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.11 (TI: ``TIDL_refEltWiseProduct`` then ``TIDL_refEltWiseMMAv2Quantize``): each input less its
+    zero point as it is read, ``acc = prod_i (x_i - z_i) + K`` (int32, wrapping; int64 with a 16-bit input;
+    the inputs broadcast), output ``roundSat(acc x c, s, lo, hi)``."""
+    xs, acc_bits = _merging_inputs(inputs, "element-wise product")
+    zs = _per_input(zero_points, len(xs), "element-wise product zero points")
+    lo, hi = _bounds(out, bounds)
+    acc = xs[0] - zs[0]
+    for x, z in zip(xs[1:], zs[1:]):
+        acc = wrap_accumulator(acc * (x - z), acc_bits)
+    return _eltwise_requantize(wrap_accumulator(acc + int(constant), acc_bits), scale, shift, lo, hi, out)
+
+
+def eltwise_max_mma(inputs: Sequence[np.ndarray], zero_points: Sequence[int], multipliers: Sequence[int],
+                    constant: int, scale: int, shift: int, out: FixedType, *, bounds=None) -> np.ndarray:
+    """§12.11, tidlx's rule for an element-wise max: ``acc = max_i(M_i (x_i - z_i)) + K``, output
+    ``roundSat(acc x c, s, lo, hi)``."""
+    xs, acc_bits = _merging_inputs(inputs, "element-wise max")
+    zs = _per_input(zero_points, len(xs), "element-wise max zero points")
+    ms = _per_input(multipliers, len(xs), "element-wise max multipliers")
+    lo, hi = _bounds(out, bounds)
+    acc = (xs[0] - zs[0]) * ms[0]
+    for x, z, m in zip(xs[1:], zs[1:], ms[1:]):
+        acc = np.maximum(acc, (x - z) * m)
+    return _eltwise_requantize(wrap_accumulator(acc + int(constant), acc_bits), scale, shift, lo, hi, out)
 
 
 def concat_mma(inputs: Sequence[np.ndarray], mma_scales, mma_shifts, biases, out: FixedType, *, axis: int = 1,
@@ -162,4 +216,5 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
 
 
 __all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
+           "eltwise_product_mma", "eltwise_max_mma",
            "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

@@ -191,11 +191,16 @@ def eltwise_kernel(layer, xs, tensors):
     if "constant_operand" in layer.attrs:
         xs = list(xs)
         xs.insert(int(layer.attrs["constant_operand"]), layer.weights)
-    if layer.asymmetric:   # §12.7
-        if kind != "Sum":
-            raise FixedPointError(f"style 4 runs element-wise sums only, not {kind!r}")
-        return [arith_asym.eltwise_sum_mma(xs, layer.multipliers, int(layer.bias_a), int(layer.mma_shift), out,
-                                           bounds=layer.bounds)]
+    if layer.asymmetric:   # §12.7, §12.11: the inputs' zero points in attrs
+        c, s, k = int(layer.mma_scale), int(layer.mma_shift), int(layer.bias_a)
+        if kind == "Sum":
+            return [arith_asym.eltwise_sum_mma(xs, layer.multipliers, k, c, s, out, bounds=layer.bounds)]
+        if kind == "Prod":
+            return [arith_asym.eltwise_product_mma(xs, layer.attrs["zero_points"], k, c, s, out, bounds=layer.bounds)]
+        if kind == "Max":
+            return [arith_asym.eltwise_max_mma(xs, layer.attrs["zero_points"], layer.multipliers, k, c, s, out,
+                                               bounds=layer.bounds)]
+        raise FixedPointError(f"layer {layer.describe()}: style 4 has no element-wise {kind!r} kernel")
     if kind == "Sum":
         return [arith.eltwise_sum(xs, layer.multipliers, layer.round_bits, out, bounds=layer.bounds)]
     if kind == "Max":

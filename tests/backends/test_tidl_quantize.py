@@ -239,14 +239,18 @@ def test_calibration_option_bits():
 
 
 def test_a_layer_without_a_style_4_rule_is_refused_by_name():
-    """quantization_scale_type 4 quantizes the layers docs/numerics.md §12 has rules for; the first other
-    one is a QuantizationError naming it (the coverage model's element-wise product, after its spatial average
-    pool, which §12.13 runs)."""
-    mod, _ = coverage_model()
-    calib = {"x": _frames((1, 4, 16, 16), 2, seed=1)}
-    with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer5' \(EltWise\): quantization_scale_type 4 "
-                                                r"\(asymmetric per-channel\): element-wise multiply has no style-4 rule"):
-        _quantize(mod, calib, **{"advanced_options:quantization_scale_type": 4})
+    """quantization_scale_type 4 quantizes the layers docs/numerics.md §12 has rules for; another one is a
+    QuantizationError naming it (a constant minus a tensor: §12.11 takes the constant second only)."""
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
+  subtract(meta[relay.Constant][1], %0)
+}
+'''
+    mod = tidlx.parse_relay(text, params=[np.ones((2, 2, 3, 3), np.float32), np.full((1, 2, 4, 4), 2, np.float32)])
+    with pytest.raises(QuantizationError, match=r"layer 'tidl_0_layer2' \(EltWise\): quantization_scale_type 4 "
+                                                r"\(asymmetric per-channel\): .* has no style-4 rule"):
+        _quantize(mod, {"x": _frames((1, 2, 4, 4), 2, seed=0)}, **{"advanced_options:quantization_scale_type": 4})
 
 
 def test_an_elementwise_layer_with_a_constant_holds_it_quantized():

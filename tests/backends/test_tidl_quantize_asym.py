@@ -128,10 +128,11 @@ def test_emulated_layers_are_the_oracles_kernels(quantized):
     add = next(o for o in seen if o.layer.type == "EltWise")
     xs = [sub.tensors[t] for t in add.layer.inputs]
     y = sub.tensors[add.layer.outputs[0]]
-    ms, k, shift = oa.sum_factors(y.scale, [t.scale for t in xs], y.zero_point, [t.zero_point for t in xs])
-    assert (list(add.layer.multipliers), int(add.layer.bias_a), int(add.layer.mma_shift)) == (ms, k, shift)
+    ms, k, c, shift = oa.sum_factors(y.scale, [t.scale for t in xs], y.zero_point, [t.zero_point for t in xs])
+    assert (tuple(add.layer.multipliers), int(add.layer.bias_a), int(add.layer.mma_scale),
+            int(add.layer.mma_shift)) == (ms, k, c, shift)
     flat = [np.asarray(v).ravel().tolist() for v in add.inputs]
-    assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, shift, *add.layer.bounds)
+    assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, c, shift, *add.layer.bounds)
     gap = next(o for o in seen if o.layer.type == "Pool" and o.layer.attrs["global_pool"])
     xin, yout = sub.tensors[gap.layer.inputs[0]], sub.tensors[gap.layer.outputs[0]]
     for c in range(gap.inputs[0].shape[1]):
@@ -417,3 +418,125 @@ def test_a_symmetric_layer_refuses_an_input_with_a_zero_point():
             _quantize(symmetric_model(), {"x": _frames(3, 3)}, **STYLE4)
     finally:
         mp.undo()
+
+
+ELTWISE = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 8, 8), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = nn.conv2d(%x, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=1, kernel_size=[3, 3]);
+  %2 = nn.relu(%1);
+  %3 = multiply(%0, %2);
+  %4 = add(%0, %3);
+  %5 = add(%4, meta[relay.Constant][2]);
+  %6 = multiply(%5, meta[relay.Constant][3]);
+  %7 = subtract(%6, meta[relay.Constant][4]);
+  nn.conv2d(%7, meta[relay.Constant][5], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3])
+}
+'''
+
+
+def test_element_wise_product_sum_and_constants_in_style_4():
+    """§12.7, §12.11: a product of a signed 4-channel and an unsigned 1-channel map (broadcast over the
+    channels, as BEVDet's depth x context), a sum of two tensors, and a sum, product and difference with
+    constants that vary over the map: each layer's numbers and integers are the oracle's from its own integer
+    inputs, and each output is within one step of its inputs' real values combined in float."""
+    r = np.random.default_rng(5)
+    params = [(r.standard_normal(s) * k).astype(np.float32) for s, k in
+              [((4, 3, 3, 3), 0.4), ((1, 3, 3, 3), 0.4), ((1, 4, 8, 8), 0.5), ((1, 1, 8, 8), 1.0),
+               ((1, 4, 8, 8), 0.3), ((2, 4, 3, 3), 0.3)]]
+    params[3] = np.abs(params[3]) + 0.5   # a positive constant: still quantized as a signed tensor
+    mod = tidlx.parse_relay(ELTWISE, params=params)
+    calib = r.standard_normal((6, 3, 8, 8)).astype(np.float32)
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    seen = []
+    q.run({"x": calib[:1]}, fixed_observers=[seen.append])
+    constants = {2: params[2], 3: params[3], 4: -params[4]}   # by the layer's place; x - C adds -C
+    kinds = []
+    for o in (o for o in seen if o.layer.type == "EltWise"):
+        layer = o.layer
+        kind = layer.attrs["eltwise_type"]
+        xs = [sub.tensors[t] for t in layer.inputs]
+        values = [np.asarray(v) for v in o.inputs]
+        scales, zps = [t.scale for t in xs], [t.zero_point for t in xs]
+        if "constant_operand" in layer.attrs:
+            const = constants[len(kinds)]   # a signed tensor of its own, even when all positive
+            cs, cz = oa.scale_zp(float(const.min()), float(const.max()), 8, True)
+            cq = np.array([oa.convert_in(v, cs, cz, 8, True) for v in const.ravel()])
+            assert (layer.weight_scale, layer.attrs["zero_points"][1]) == (cs, cz)
+            assert layer.weights.ravel().tolist() == cq.tolist()
+            values.append(layer.weights)
+            scales.append(cs)
+            zps.append(cz)
+        y = sub.tensors[layer.outputs[0]]
+        shape = np.broadcast_shapes(*(v.shape for v in values))
+        flat = [np.broadcast_to(v, shape).ravel().tolist() for v in values]
+        if kind == "Sum":
+            ms, k, c, s = oa.sum_factors(y.scale, scales, y.zero_point, zps)
+            assert (tuple(layer.multipliers), int(layer.bias_a)) == (ms, k)
+            want = oa.eltwise_sum(flat, ms, k, c, s, *layer.bounds)
+        else:
+            c, s, k = oa.product_factors(y.scale, scales, y.zero_point)
+            assert int(layer.bias_a) == k
+            want = oa.eltwise_product(flat, zps, k, c, s, *layer.bounds)
+        assert (int(layer.mma_scale), int(layer.mma_shift)) == (c, s)
+        got = np.asarray(o.outputs[0])
+        assert got.shape == shape and got.ravel().tolist() == want, layer.name
+        real = [(np.asarray(v, np.float64) - z) / sc for v, z, sc in zip(flat, zps, scales)]
+        combined = real[0] + real[1] if kind == "Sum" else real[0] * real[1]
+        ideal = np.clip(np.round(combined * y.scale + y.zero_point), *layer.bounds)
+        assert np.abs(got.ravel() - ideal).max() <= 1, layer.name
+        kinds.append(kind)
+    assert kinds == ["Prod", "Sum", "Sum", "Prod", "Sum"]
+    product = next(o for o in seen if o.layer.type == "EltWise")
+    assert [np.asarray(v).shape for v in product.inputs] == [(1, 4, 8, 8), (1, 1, 8, 8)]
+    assert any(z != 0 for z in product.layer.attrs["zero_points"])
+
+
+def test_a_constant_minus_a_tensor_has_no_style_4_rule():
+    """§12.11: ``C - x`` is refused by name (the constant second is the only form), in the gap report the
+    device default reads and in the quantizer."""
+    from tidlx.backends.tidl.quantize import QuantizationError
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
+  subtract(meta[relay.Constant][1], %0)
+}
+'''
+    r = np.random.default_rng(2)
+    mod = tidlx.parse_relay(text, params=[r.standard_normal((2, 2, 3, 3)).astype(np.float32),
+                                          r.standard_normal((1, 2, 4, 4)).astype(np.float32)])
+    calib = {"x": r.standard_normal((4, 2, 4, 4)).astype(np.float32)}
+    with pytest.raises(QuantizationError, match=r"element-wise subtract of a constant by a tensor has no style-4 rule"):
+        _quantize(mod, calib, **STYLE4)
+
+
+def test_a_concat_of_inputs_at_one_scale_only_joins_them():
+    """§12.8 (TI's isNoOp): a slice of one channel of a tensor keeps the tensor's scale, zero point and type;
+    its concat with a slice of another channel takes them and holds the inputs' integers as they are, though
+    its own range, that of two channels out of four, would give another scale."""
+    text = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3]);
+  %1 = strided_slice(%0, begin=[0, 0, 0, 0], end=[1, 1, 4, 4], strides=[1, 1, 1, 1], axes=None);
+  %2 = strided_slice(%0, begin=[0, 3, 0, 0], end=[1, 4, 4, 4], strides=[1, 1, 1, 1], axes=None);
+  %3 = concatenate((%2, %1), axis=1);
+  nn.conv2d(%3, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3])
+}
+'''
+    r = np.random.default_rng(2)
+    w = r.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    w[1:3] *= 4.0   # the channels left out reach further
+    mod = tidlx.parse_relay(text, params=[w, r.standard_normal((2, 2, 3, 3)).astype(np.float32)])
+    calib = r.standard_normal((4, 2, 4, 4)).astype(np.float32)
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    seen = []
+    q.run({"x": calib[:1]}, fixed_observers=[seen.append])
+    cat = next(o for o in seen if o.layer.type == "Concat")
+    x, y = sub.tensors[cat.layer.inputs[0]], sub.tensors[cat.layer.outputs[0]]
+    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed) and x.zero_point != 0
+    assert np.array_equal(cat.outputs[0], np.concatenate(cat.inputs, axis=1))
+    assert cat.layer.mma_scale.tolist() == [1, 1] and cat.layer.bias_a.tolist() == [0, 0]
+    own = oa.scale_zp(*(lambda rng: (rng.min, rng.max))(q.calibration["tidl_0"].tensors[y.id]), 8, True)
+    assert own[0] > 1.5 * y.scale

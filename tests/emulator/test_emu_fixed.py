@@ -284,6 +284,33 @@ def test_tiny_bevdet_in_fixed_point(bevdet):
         assert s16 >= s8 + 25.0
 
 
+def test_tiny_bevdet_takes_style_4_on_am68a(bevdet):
+    """Every layer of the tiny BEVDet's TIDL subgraphs has a style-4 rule (docs/numerics.md §12; the depth x
+    context product §12.11), so AM68A's preset stays style 4 with no warning, and the model follows its
+    float run."""
+    from tidlx.backends.tidl.quantize import build_networks
+    from tidlx.backends.tidl.quantize_asym import style4_gap
+    from tidlx.frontends.onnx import from_onnx
+
+    inputs, reference, _ = bevdet
+    mod = from_onnx(tidlx.models.bevdet_img_stage(backbone="resnet18", batch=1, tiny=True))
+    mod.infer_types()
+    networks = build_networks(tidlx.partition(mod, {"target_device": "AM68A"})[0])
+    assert [(net.name, layer.name) for net in networks for layer in net.layers if style4_gap(net, layer)] == []
+    calib = {"img": np.concatenate([inputs["img"], frames(inputs["img"].shape, 4, seed=4)])}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q = tidlx.quantize(mod, {"target_device": "AM68A", "advanced_options:calibration_iterations": 2},
+                           calib=calib)
+    assert not [w for w in caught if "quantization_scale_type 4" in str(w.message)]
+    assert all(sub.quantization_style == 6 for sub in q.subgraphs.values())
+    product = next(layer for layer in q.subgraphs["tidl_1"].layers if layer.type == "EltWise")
+    assert product.attrs["eltwise_type"] == "Prod" and product.asymmetric
+    result = [sqnr_db(r, o) for r, o in zip(reference, tidlx.emulate(q, inputs))]
+    print("tiny BEVDet, style 4 on AM68A, SQNR per output (dB): " + ", ".join(f"{s:.1f}" for s in result))
+    assert min(result) >= 12.0
+
+
 def test_quantize_takes_the_partition_option_disabled_passes():
     """tidlx.quantize partitions with the options it is given, disabled_passes included: the BN between two
     GEMMs is folded by default and stays a TIDL BatchNorm layer with FoldBatchNormIntoDense disabled."""

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from oracle import bounds
+from oracle import bounds, wrap
 
 
 def f32(v):
@@ -176,16 +176,72 @@ def doubling(r):
 
 
 # §12.7
-def sum_factors(sy, sxs, zy, zxs):
+def import_doubling(r, wbits=8):
+    """§12.7 step 2: (c, sh)."""
+    r, sh, limit = f32(r), 0, 64 if wbits > 8 else 40
+    while True:
+        r = f32(r * 2)
+        if sh >= limit:
+            break
+        if r > 255:
+            r = f32(r / 2)
+            break
+        sh += 1
+    return half_away(r), sh
+
+
+def _sum_numbers(sy, sxs, wbits=8):
+    top = 32767 if wbits > 8 else 127
     rs = [f32(f32(sy) / f32(sx)) for sx in sxs]
-    _, shift = doubling(max(rs))
-    ms = [half_away(v * 2.0 ** shift) for v in rs]
-    k = half_away(zy * 2.0 ** shift) - sum(z * mm for z, mm in zip(zxs, ms))
-    return ms, k, shift
+    c, sh = import_doubling(f32(max(rs) / top), wbits)
+    u = f32(c / 2.0 ** sh)
+    return rs, tuple(half_away(min(f32(r / u), top)) for r in rs), c, sh, u
 
 
-def eltwise_sum(inputs, ms, k, shift, lo, hi):
-    return [round_sat(sum(v * mm for v, mm in zip(vals, ms)) + k, shift, lo, hi) for vals in zip(*inputs)]
+def sum_factors(sy, sxs, zy, zxs, wbits=8):
+    """(M_i...), K, c, sh."""
+    rs, ms, c, sh, u = _sum_numbers(sy, sxs, wbits)
+    f = f32(zy)
+    for z, r in zip(zxs, rs):
+        f = f32(f - f32(z * r))
+    return ms, half_away(f32(f * f32(1 / u))), c, sh
+
+
+def eltwise_sum(inputs, ms, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap(sum(v * mm for v, mm in zip(vals, ms)) + k, acc_bits) * c, s, lo, hi)
+            for vals in zip(*inputs)]
+
+
+# §12.11
+def product_factors(sy, sxs, zy, wbits=8):
+    """c, sh, K."""
+    r, b = f32(sy), f32(zy / f32(sy))
+    for sx in sxs:
+        r = f32(r * f32(1 / f32(sx)))
+        b = f32(b * f32(sx))
+    c, sh, _ = mma(r, wbits)
+    return c, sh, half_away(b)
+
+
+def eltwise_product(inputs, zs, k, c, s, lo, hi, acc_bits=32):
+    out = []
+    for vals in zip(*inputs):
+        acc = 1
+        for v, z in zip(vals, zs):
+            acc = wrap(acc * (v - z), acc_bits)
+        out.append(round_sat(wrap(acc + k, acc_bits) * c, s, lo, hi))
+    return out
+
+
+def max_factors(sy, sxs, zy, wbits=8):
+    """(M_i...), K, c, sh."""
+    _, ms, c, sh, u = _sum_numbers(sy, sxs, wbits)
+    return ms, half_away(f32(zy * f32(1 / u))), c, sh
+
+
+def eltwise_max(inputs, zs, ms, k, c, s, lo, hi, acc_bits=32):
+    return [round_sat(wrap(max(m * (v - z) for v, z, m in zip(vals, zs, ms)) + k, acc_bits) * c, s, lo, hi)
+            for vals in zip(*inputs)]
 
 
 # §12.8
@@ -208,7 +264,7 @@ def convert_in(x, scale, zp, bits, signed):
 def concat_factors(sy, sx, zy, zx):
     r = f32(f32(sy) / f32(sx))
     m, s, _ = mma(r, 8)
-    return m, s, half_away(f32(f32(f32(zy) / r) - f32(zx)))
+    return m, s, math.trunc(f32(f32(zy * f32(f32(sx) / f32(sy))) - zx))
 
 
 def concat_part(values, m, s, bias, lo, hi):

@@ -155,23 +155,110 @@ def test_mma_requantize_mask_keeps_saturated_values(acc, m, s, signed):
     assert got == oa.round_sat(acc * m, s, lo, hi)
 
 
-@settings(max_examples=200, **SETTINGS)
-@given(st.lists(st.tuples(st.integers(-128, 127), st.integers(0, 255)), min_size=1, max_size=20),
-       st.floats(0.5, 100), st.floats(0.5, 100), st.floats(0.5, 100), st.integers(-128, 127), st.integers(0, 255),
-       st.integers(0, 255))
-def test_eltwise_sum(pairs, sa, sb, sy, za, zb, zy):
+scales = st.one_of(st.floats(0.5, 100), st.floats(0.01, 1000))
+signed_or_not = st.sampled_from([(8, True), (8, False), (16, True)])
+
+
+@st.composite
+def merging_case(draw):
+    """Two or three tensors of 8- or 16-bit types with their scales and zero points, and the output's."""
+    n = draw(st.integers(2, 3))
+    size = draw(st.integers(1, 12))
+    arrays, sxs, zxs = [], [], []
+    for _ in range(n):
+        bits, signed = draw(signed_or_not)
+        lo, hi = oa.bounds(bits, signed)
+        vals = draw(st.lists(st.integers(lo, hi), min_size=size, max_size=size))
+        arrays.append(np.array(vals, FixedType(bits, signed).dtype))
+        sxs.append(draw(scales))
+        zxs.append(draw(st.integers(lo, hi) if bits == 8 else st.integers(-300, 300)))
+    return arrays, sxs, zxs, draw(scales), draw(st.integers(0, 255))
+
+
+def _acc_bits(arrays):
+    return 64 if any(a.dtype.itemsize > 1 for a in arrays) else 32
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(merging_case())
+def test_eltwise_sum(case):
     count("§12.7 sum")
-    a = np.array([p[0] for p in pairs], np.int8)
-    b = np.array([p[1] for p in pairs], np.uint8)
+    arrays, sxs, zxs, sy, zy = case
     try:
-        ms, k, shift = asym.merge_factors(sy, [sa, sb], zy, [za, zb])
+        ms, k, c, s = asym.sum_factors(sy, sxs, zy, zxs)
     except FixedPointError:
-        ms2, _, _ = oa.sum_factors(sy, [sa, sb], zy, [za, zb])
-        assert min(ms2) < 1 or max(ms2) > 255
+        assert oa.import_doubling(oa.f32(max(oa.f32(oa.f32(sy) / oa.f32(sx)) for sx in sxs) / 127))[0] > 255
         return
-    assert [list(ms), k, shift] == list(oa.sum_factors(sy, [sa, sb], zy, [za, zb]))
-    got = ra.eltwise_sum_mma([a, b], ms, k, shift, FixedType(8, False))
-    assert got.tolist() == oa.eltwise_sum([a.tolist(), b.tolist()], ms, k, shift, 0, 255)
+    assert (tuple(ms), k, c, s) == oa.sum_factors(sy, sxs, zy, zxs)
+    got = ra.eltwise_sum_mma(arrays, ms, k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_sum([a.tolist() for a in arrays], ms, k, c, s, 0, 255, _acc_bits(arrays))
+
+
+def test_eltwise_sum_examples():
+    """§12.7 by hand: sy/sa = 2 and sy/sb = 0.5 give u = 2/127 as c / 2^sh = 129 / 2^13, and b's multiplier
+    round(0.5 / u) = round(31.75) = 32; an input below half a step of the other's gets 0."""
+    ms, k, c, s = asym.sum_factors(2.0, [1.0, 4.0], 0, [0, 0])
+    assert (c, s) == (129, 13) and ms == (127, 32) and k == 0   # 2/127 x 2^13 = 129.01
+    assert asym.sum_factors(1.0, [1.0, 1.0, 1.0], 0, [0, 0, 0])[0] == (127, 127, 127)
+    assert asym.sum_factors(1.0, [1.0, 500.0], 0, [0, 0])[0] == (127, 0)
+    # the zero points: F = zy - (za ra + zb rb) = 10 - (4 x 2 + 8 x 0.5) = -2, K = round(-2 / u) = -127
+    assert asym.sum_factors(2.0, [1.0, 4.0], 10, [4, 8])[1] == round(-2 * 8192 / 129)
+    with pytest.raises(FixedPointError, match="two or more inputs"):
+        asym.sum_factors(1.0, [1.0], 0, [0])
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(merging_case(), st.floats(0.001, 100))
+def test_eltwise_product(case, sy):
+    count("§12.11 product")
+    arrays, sxs, zxs, _, zy = case
+    c, s, k = asym.product_factors(sy, sxs, zy)
+    assert (c, s, k) == oa.product_factors(sy, sxs, zy)
+    got = ra.eltwise_product_mma(arrays, zxs, k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_product([a.tolist() for a in arrays], zxs, k, c, s, 0, 255, _acc_bits(arrays))
+
+
+def test_eltwise_product_ratio_multiplies_by_each_inverse_scale():
+    """§12.11: the ratio is sy x float32(1/sa) x float32(1/sb) in float32 steps, not sy / (sa sb): for these
+    scales the two differ by one float32 step and §12.1's search then picks another multiplier."""
+    sy, sa, sb = 236.3910675048828, 111.10105895996094, 88.2542724609375
+    assert asym.product_factors(sy, [sa, sb], 0)[:2] == oa.product_factors(sy, [sa, sb], 0)[:2] == (99, 12)
+    f = np.float32
+    assert asym.mma_search(float(f(f(sy) / f(f(sa) * f(sb))))).scale == 197
+
+
+def test_eltwise_product_broadcasts_and_removes_the_zero_points():
+    """§12.11: a (1, 3, 1) times a (1, 1, 4) tensor is (1, 3, 4); each output is the product of its two
+    real values requantized (within one step); a 16-bit input takes the 64-bit accumulator."""
+    sa, za, sb, zb, sy, zy = 20.0, 5, 10.0, -3, 4.0, 7
+    a = np.array([[[40], [-60], [100]]], np.int8)
+    b = np.array([[[-20, 0, 50, 120]]], np.int8)
+    c, s, k = asym.product_factors(sy, [sa, sb], zy)
+    got = ra.eltwise_product_mma([a, b], [za, zb], k, c, s, FixedType(8, True))
+    assert got.shape == (1, 3, 4)
+    real = ((a.astype(float) - za) / sa) * ((b.astype(float) - zb) / sb)
+    assert np.abs(got - np.clip(np.round(real * sy + zy), -128, 127)).max() <= 1
+    flat = [np.broadcast_to(v, (1, 3, 4)).ravel().tolist() for v in (a, b)]
+    assert got.ravel().tolist() == oa.eltwise_product(flat, [za, zb], k, c, s, -128, 127)
+    wide = ra.eltwise_product_mma([a.astype(np.int16) * 200, b], [0, zb], k, c, s, FixedType(16, True))
+    assert wide.ravel().tolist() == oa.eltwise_product([[v * 200 for v in flat[0]], flat[1]], [0, zb], k, c, s,
+                                                       -32768, 32767, acc_bits=64)
+    with pytest.raises(FixedPointError, match="do not broadcast"):
+        ra.eltwise_product_mma([a, np.zeros((1, 2, 4), np.int8)], [0, 0], k, c, s, FixedType(8, True))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(merging_case())
+def test_eltwise_max(case):
+    count("§12.11 max")
+    arrays, sxs, zxs, sy, zy = case
+    try:
+        ms, k, c, s = asym.max_factors(sy, sxs, zy)
+    except FixedPointError:
+        return
+    assert (tuple(ms), k, c, s) == oa.max_factors(sy, sxs, zy)
+    got = ra.eltwise_max_mma(arrays, zxs, ms, k, c, s, FixedType(8, False))
+    assert got.tolist() == oa.eltwise_max([a.tolist() for a in arrays], zxs, ms, k, c, s, 0, 255, _acc_bits(arrays))
 
 
 @settings(max_examples=200, **SETTINGS)
@@ -263,6 +350,10 @@ def test_exact_matmul_is_the_integer_product(k, kind, data):
        st.lists(st.integers(-128, 127), min_size=1, max_size=12), st.lists(st.integers(0, 255), min_size=1, max_size=12))
 def test_concat(sx, zx, sy, zy, a, b):
     count("§12.8 concat")
+    if oa.f32(oa.f32(sy) / oa.f32(sx)) > 255:
+        with pytest.raises(FixedPointError, match="more than 255 times"):
+            asym.concat_factors(sy, sx, zy, zx)
+        return
     fa = asym.concat_factors(sy, sx, zy, zx)
     fb = asym.concat_factors(sy, 2.0 * sx, zy, 0)
     assert fa == oa.concat_factors(sy, sx, zy, zx) and fb == oa.concat_factors(sy, 2.0 * sx, zy, 0)
