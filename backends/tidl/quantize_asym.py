@@ -27,7 +27,8 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, global average)", "EltWise (sum)",
-                    "Concat", "ReLU") + ASYM_KEEPING
+                    "Concat", "ReLU", "SoftMax", "Sigmoid", "Tanh", "PReLU",
+                    "BatchNorm (GELU, ELU, hard sigmoid alone)", "LayerNorm") + ASYM_KEEPING
 
 
 def _not_yet(q, layer, what: str):
@@ -218,6 +219,117 @@ def saturating(q, layer) -> QuantizedLayer:
                           acc_scale=x.scale, bounds=bounds)
 
 
+def softmax(q, layer) -> QuantizedLayer:
+    """§12.12 (TI: ``TIDL_softmaxRefProcess`` and ``TIDL_refSoftmaxProcessInt``, TIDL 11.x): both kernels
+    read ``q - max(q)`` along the axis, so the input's zero point cancels and §8.9 runs on the integers as
+    they are; a fixed-point output is unsigned with zero point 0 at TI's softmax scale (TI's import:
+    ``TIDL_UpdateScaleFactors``, "always have unsigned output with ZP=0"), a float32 one stays float."""
+    if q.tensors[layer.inputs[0]].is_float:
+        raise q.unsupported(layer, "a float input to a softmax")
+    return q.softmax(layer)
+
+
+def layer_norm(q, layer) -> QuantizedLayer:
+    """§12.12 (TI: ``TIDL_refLayerNormCore``, TIDL 11.x): the row's sums enter as ``W q - S1`` and ``W S2 -
+    S1^2``, which a common shift of every ``q`` leaves as they are, so the input's zero point cancels; TI's
+    kernel adds no output zero point. §8.14 runs as it is, its output at zero point 0."""
+    if q.tensors[layer.inputs[0]].is_float:
+        raise q.unsupported(layer, "a float input to a layer norm")
+    return q.layer_norm(layer)
+
+
+#: §12.12: the standalone layers of TI's table and PReLU rules in style 4
+ASYM_TABLE_LAYERS = ("Sigmoid", "Tanh")
+
+
+def _activation_layer(layer) -> bool:
+    """A layer that is its activation alone: a Sigmoid/Tanh/PReLU layer, or TI's activation BatchNorm (a GELU,
+    ELU or hard sigmoid alone)."""
+    if layer.type in ASYM_TABLE_LAYERS + ("PReLU",):
+        return layer.activation.type == {"PReLU": "PReLU"}.get(layer.type, layer.type)
+    if layer.type == "BatchNorm" and layer.activation.type in nx.TI_TABLE_ACTIVATIONS:
+        from .quantize import _activation_only
+        return _activation_only(layer)
+    return False
+
+
+def _channels(q, layer) -> int:
+    shape = q.net.tensors[layer.inputs[0]].shape
+    return int(shape[1]) if len(shape) > 1 else 1
+
+
+def table_activation(q, layer) -> QuantizedLayer:
+    """§12.12: a standalone sigmoid, tanh, GELU, ELU or hard sigmoid with 8-bit input and output (TIDL
+    10.x/11.x): TI's table over the input's own values with both zero points (``asym.activation_table_zp``),
+    the output's scale and zero point by §12.2 from its calibrated range (tidlx's choice); AM62A's sigmoid:
+    the piecewise-linear integers with ``|q - Zx|``, unsigned, zero point 0 (``asym.pla_sigmoid_output``)."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to an activation layer")
+    kind = layer.activation.type
+    _, out_bits = q.widths(layer)
+    if not nx.uses_ti_tables(q.tidl_version, x.bits, out_bits):
+        raise _not_yet(q, layer, f"a {kind} layer of {x.bits}-bit input and {out_bits}-bit output with tidl_version "
+                                 f"{q.tidl_version} (style 4 runs TI's 8-bit tables of TIDL 10.x/11.x)")
+    params = dict(layer.activation.params)
+    t = q.net.tensors[layer.outputs[0]]
+    notes: Tuple[str, ...] = ()
+    if q.device == "pla":
+        if kind != "Sigmoid":
+            raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 there; "
+                                       f"only the sigmoid's integer form is modelled)")
+        rb, scale = asym.pla_sigmoid_output(x.scale, q.range_of(t.id).max, out_bits)
+        out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
+        q.tensors[t.id] = out
+        table = asym.pla_sigmoid_table_zp(x.scale, x.zero_point, x.signed, rb)
+        notes = ("AM62A's piecewise-linear sigmoid",)
+    else:
+        out = asym_output(q, layer, out_bits)
+        try:
+            table = asym.activation_table_zp(kind, x.scale, x.zero_point, x.signed, out.scale, out.zero_point,
+                                             out.signed, float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
+        except FixedPointError as exc:
+            raise q.unsupported(layer, str(exc)) from None
+    weights: Dict[str, Any] = {}
+    attrs: Dict[str, Any] = {}
+    if layer.type == "BatchNorm":
+        channels = int(q.net.tensors[layer.inputs[0]].shape[int(layer.params.axis)])
+        attrs = {"axis": int(layer.params.axis)}
+        weights = {"weights": np.ones(channels, np.int8), "weight_bits": 8, "weight_scale": 1.0,
+                   "bias_a": np.zeros(channels, np.int64), "bias_b": np.ones(channels, np.int64)}
+    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                          kind.lower(), round_bits=0, acc_scale=x.scale, bounds=out.fixed_type.bounds, notes=notes,
+                          activation_table=table, pre_scale=x.scale, table_on_input=True, **weights)
+
+
+def prelu(q, layer) -> QuantizedLayer:
+    """§12.12: a standalone PReLU / leaky ReLU. A leaky ReLU of one width, 8 or 16 bits, with TIDL 10.x/11.x
+    is TI's table with both zero points (``asym.leaky_relu_table_zp``); otherwise tidlx's rule: ``q - zx``
+    times the positive or its channel's negative multiplier (``asym.prelu_factors``), the output's zero
+    point added (``arith_asym.prelu_mma``). The output's scale and zero point by §12.2."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to a PReLU layer")
+    wbits, out_bits = q.widths(layer)
+    slopes = q.prelu_slopes(layer)
+    out = asym_output(q, layer, out_bits)
+    channels = _channels(q, layer)
+    if "slope" in dict(layer.activation.params) and nx.leaky_relu_uses_table(q.tidl_version, x.bits, out_bits):
+        table = asym.leaky_relu_table_zp(x.scale, x.zero_point, x.bits, x.signed, out.scale, out.zero_point,
+                                         out.signed, float(slopes[0]))
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, "prelu", round_bits=0, acc_scale=x.scale, bounds=out.fixed_type.bounds,
+                              notes=("TI's leaky ReLU table",), activation_table=table, pre_scale=x.scale,
+                              table_on_input=True)
+    if slopes.size not in (1, channels):
+        raise q.unsupported(layer, f"{slopes.size} PReLU slopes for {channels} channels")
+    pos, neg = asym.prelu_factors(out.scale, x.scale, np.broadcast_to(slopes, (channels,)), wbits)
+    return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                          {"axis": 1, "negative_shifts": tuple(s for _, s in neg)}, "prelu", acc_scale=x.scale,
+                          bounds=out.fixed_type.bounds, prelu_slopes=np.array([m for m, _ in neg], np.int64),
+                          prelu_shift=0, mma_scale=int(pos.scale), mma_shift=int(pos.shift))
+
+
 def style4_gap(net, layer) -> Optional[str]:
     """What in ``layer`` (of the TIDL network ``net``) style 4 has no rule for yet, or None: the layer
     types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12)."""
@@ -226,6 +338,8 @@ def style4_gap(net, layer) -> Optional[str]:
             return None
         dtype = np.dtype(net.tensors[layer.outputs[0]].dtype)
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
+    if _activation_layer(layer):
+        return None
     if layer.activation.type not in ASYM_ACTIVATIONS:
         return f"the {layer.activation.type} activation"
     if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
@@ -250,7 +364,7 @@ def style4_gap(net, layer) -> Optional[str]:
         return None
     if layer.type in ASYM_KEEPING:
         return f"an activation on a {layer.type} layer" if layer.activation.type != "none" else None
-    if layer.type in ("Concat", "ReLU"):
+    if layer.type in ("Concat", "ReLU", "SoftMax", "LayerNorm"):
         return None
     return f"a {layer.type} layer"
 
@@ -265,6 +379,8 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
             return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (),
                                   {"direction": "out"})
         return data_in(q, layer)
+    if _activation_layer(layer):
+        return prelu(q, layer) if layer.type == "PReLU" else table_activation(q, layer)
     if layer.activation.type not in ASYM_ACTIVATIONS:
         raise _not_yet(q, layer, f"the {layer.activation.type} activation")
     if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
@@ -279,6 +395,10 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return keeping(q, layer)
     if layer.type == "ReLU":
         return saturating(q, layer)
+    if layer.type == "SoftMax":
+        return softmax(q, layer)
+    if layer.type == "LayerNorm":
+        return layer_norm(q, layer)
     raise _not_yet(q, layer, f"a {layer.type} layer")
 
 

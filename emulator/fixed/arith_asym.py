@@ -161,5 +161,29 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
     raise FixedPointError(f"activation '{activation}': style 4 saturates none, ReLU, ReLU6, Clip")
 
 
-__all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
+def prelu_mma(x, zero_point: int, pos_scale: int, pos_shift: int, neg_scales, neg_shifts, out_zero_point: int,
+              out: FixedType, *, axis: int = 1, bounds=None) -> np.ndarray:
+    """§12.12, tidlx's rule for a PReLU / leaky ReLU in style 4: ``d = q - zx`` (exact in int64); ``d >= 0``
+    takes the positive multiplier and shift, ``d < 0`` its channel's (along ``axis``); ``out = zy +
+    ((d m + 2^(s-1)) >> s)`` (§7.1's rounding, no rounding term when s is 0), saturated to [lo, hi]."""
+    xi, _ = _tensor(x, "PReLU input")
+    lo, hi = _bounds(out, bounds)
+    ms, ss = _integers(neg_scales, "negative multipliers"), _integers(neg_shifts, "negative shifts")
+    if ms.ndim != 1 or ms.shape != ss.shape:
+        raise FixedPointError("PReLU: one negative multiplier and shift per channel")
+    channels = xi.shape[axis] if xi.ndim > 1 else 1
+    if ms.size not in (1, channels):
+        raise FixedPointError(f"PReLU: {ms.size} negative multipliers for {channels} channels")
+    shape = [1] * xi.ndim
+    if xi.ndim > 1:
+        shape[axis] = -1
+    d = xi - int(zero_point)
+    neg = d < 0
+    m = np.where(neg, ms.reshape(shape), int(pos_scale))
+    sh = np.where(neg, ss.reshape(shape), int(pos_shift))
+    v = round_sat(d * m, sh, np.iinfo(np.int64).min, np.iinfo(np.int64).max) + int(out_zero_point)
+    return np.clip(v, lo, hi).astype(out.dtype)
+
+
+__all__ = ["prelu_mma", "MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
            "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

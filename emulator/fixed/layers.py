@@ -134,6 +134,15 @@ def batch_norm_kernel(layer, xs, tensors):
 def prelu_kernel(layer, xs, tensors):
     """A standalone PReLU / leaky ReLU layer: TI's batch norm of weight 1 and bias 0 with the PReLU
     activation (§8.10.1): ``x w[c]``, the slopes on the negative accumulators, one roundSat."""
+    if layer.table_on_input and layer.activation_table is not None:   # TI's leaky ReLU table (§8.10.1, §12.12)
+        return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
+    if layer.asymmetric:   # §12.12: the positive or the channel's negative multiplier on q - zx, zy added
+        if layer.prelu_slopes is None:
+            raise FixedPointError(f"layer {layer.describe()}: a style-4 PReLU layer needs its negative multipliers")
+        return [arith_asym.prelu_mma(xs[0], tensors[layer.inputs[0]].zero_point, int(layer.mma_scale),
+                                     int(layer.mma_shift), layer.prelu_slopes, layer.attrs["negative_shifts"],
+                                     _out(layer, tensors).zero_point, _out(layer, tensors).fixed_type,
+                                     axis=int(layer.attrs.get("axis", 1)), bounds=layer.bounds)]
     if layer.prelu_slopes is None or layer.weights is None:
         raise FixedPointError(f"layer {layer.describe()}: a PReLU layer needs its weights and slopes")
     return batch_norm_kernel(layer, xs, tensors)
