@@ -35,7 +35,8 @@ def _not_yet(q, layer, what: str):
     from .quantize import QuantizationError
     return QuantizationError(f"{q.where(layer)}: quantization_scale_type 4 (asymmetric per-channel): {what} has no "
                              f"style-4 rule in tidlx yet (docs/numerics.md §12; it runs {', '.join(ASYM_LAYER_TYPES)} "
-                             f"layers with {', '.join(ASYM_ACTIVATIONS)})")
+                             f"layers with {', '.join(ASYM_ACTIVATIONS)}; a convolution or inner product also with "
+                             f"{', '.join(FUSED_ACTIVATIONS)})")
 
 
 def _clip_bounds(layer) -> Tuple[float, float]:
@@ -99,6 +100,8 @@ def weighted(q, layer) -> QuantizedLayer:
     if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
                                                       and layer.ops[0] not in ("nn.dense", "nn.matmul")):
         raise _not_yet(q, layer, f"a {layer.type} layer")
+    if layer.activation.type in FUSED_ACTIVATIONS:
+        return weighted_activation(q, layer)
     x = q.tensors[layer.inputs[0]]
     if x.is_float:
         raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
@@ -238,6 +241,84 @@ def layer_norm(q, layer) -> QuantizedLayer:
     return q.layer_norm(layer)
 
 
+#: §12.12: the activations a style-4 convolution or inner product runs besides saturation
+FUSED_ACTIVATIONS = ("PReLU",) + nx.TABLE_ACTIVATIONS
+
+
+def weighted_activation(q, layer) -> QuantizedLayer:
+    """§12.12: a convolution or inner product ending in a PReLU / leaky ReLU or a table activation. PReLU: the
+    channels quantized for the output's scale with zero point 0 (§12.3-§12.5), the accumulator then takes
+    the positive or the channel's negative multiplier and the output's zero point (``prelu_requantize``).
+    Table: the channels requantize to a signed pre-activation tensor whose range is the output's mapped back
+    through the function (§8.10.2's ``table_pre_range``), scale and zero point by §12.2; TI's table (or
+    AM62A's sigmoid) then reads it."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
+    kind = layer.activation.type
+    p = q.plan(layer)
+    wbits, out_bits = q.widths(layer)
+    rng = q.range_of(layer.outputs[0])
+    params = dict(layer.activation.params)
+    extra: Dict[str, Any] = {}
+    attrs: Dict[str, Any] = {}
+    notes: Tuple[str, ...] = ()
+    if kind == "PReLU":
+        out = asym_output(q, layer, out_bits)
+        target = (out.scale, 0)
+    else:
+        if not nx.uses_ti_tables(q.tidl_version, out_bits, out_bits):
+            raise _not_yet(q, layer, f"a {kind} activation of {out_bits} bits with tidl_version {q.tidl_version} "
+                                     f"(style 4 runs TI's 8-bit tables of TIDL 10.x/11.x)")
+        plo, phi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, float(params.get("alpha", 1.0)))
+        pre_scale, pre_zp = asym.activation_scale_and_zero_point(plo, phi, out_bits, True)
+        target = (pre_scale, pre_zp)
+        attrs["pre_zero_point"] = int(pre_zp)
+        t = q.net.tensors[layer.outputs[0]]
+        if q.device == "pla":
+            if kind != "Sigmoid":
+                raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 "
+                                           f"there; only the sigmoid's integer form is modelled)")
+            rb, scale = asym.pla_sigmoid_output(pre_scale, rng.max, out_bits)
+            out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
+            q.tensors[t.id] = out
+            table = asym.pla_sigmoid_table_zp(pre_scale, pre_zp, True, rb)
+            notes = ("AM62A's piecewise-linear sigmoid",)
+        else:
+            out = asym_output(q, layer, out_bits)
+            table = asym.activation_table_zp(kind, pre_scale, pre_zp, True, out.scale, out.zero_point, out.signed,
+                                             float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
+        extra = {"activation_table": table, "pre_scale": float(pre_scale)}
+    w = np.asarray(p.affine.folded_weights(), np.float32)
+    bias = np.asarray(p.affine.bias, np.float64)
+    from .quantize import BIAS_CALIBRATED
+    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
+        q.float_biases[layer.index] = p.affine.bias
+    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, target[0], target[1], wbits)
+                for c in range(w.shape[0])]
+    wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
+    notes += tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
+                   for c, ch in enumerate(channels) if ch.zeroed)
+    ws = np.array([ch.weight_scale for ch in channels])
+    if kind == "PReLU":
+        slopes = np.broadcast_to(q.prelu_slopes(layer), (len(channels),))
+        neg = [asym.prelu_factors(out.scale, float(np.float32(np.float32(x.scale) * np.float32(ch.weight_scale))),
+                                  [a], wbits)[1][0]
+               for ch, a in zip(channels, slopes)]
+        attrs["negative_shifts"] = tuple(s for _, s in neg)
+        extra = {"prelu_slopes": np.array([m for m, _ in neg], np.int64), "prelu_shift": 0}
+    if layer.type == "Conv":
+        prm: ConvParams = layer.params
+        attrs.update({"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+                      "groups": prm.groups})
+    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                          kind.lower(), wq, wbits, ws, np.array([ch.bias for ch in channels], np.int64),
+                          np.ones(len(channels), np.int64), 0.0, 0, (), float(x.scale) * float(ws.max()),
+                          out.fixed_type.bounds, notes, per_channel=True,
+                          mma_scale=np.array([ch.mma_scale for ch in channels], np.int64),
+                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64), **extra)
+
+
 #: §12.12: the standalone layers of TI's table and PReLU rules in style 4
 ASYM_TABLE_LAYERS = ("Sigmoid", "Tanh")
 
@@ -340,7 +421,8 @@ def style4_gap(net, layer) -> Optional[str]:
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
     if _activation_layer(layer):
         return None
-    if layer.activation.type not in ASYM_ACTIVATIONS:
+    if layer.activation.type not in ASYM_ACTIVATIONS and not (layer.activation.type in FUSED_ACTIVATIONS
+                                                              and layer.type in ("Conv", "InnerProduct")):
         return f"the {layer.activation.type} activation"
     if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
@@ -381,7 +463,7 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return data_in(q, layer)
     if _activation_layer(layer):
         return prelu(q, layer) if layer.type == "PReLU" else table_activation(q, layer)
-    if layer.activation.type not in ASYM_ACTIVATIONS:
+    if layer.activation.type not in ASYM_ACTIVATIONS and layer.type not in ("Conv", "InnerProduct"):
         raise _not_yet(q, layer, f"the {layer.activation.type} activation")
     if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:

@@ -291,3 +291,13 @@ def prelu_value(q, zx, zy, pos, neg_c, lo, hi):
     if s > 0:
         v = (v + (1 << (s - 1))) >> s
     return min(max(zy + v, lo), hi)
+
+
+def fused_prelu_negative(sx, sw, sy, slope, wbits=8):
+    """The negative pair of a PReLU ending a weighted layer: §12.1 for |slope| x float32(Sy / float32(Sx Sw))."""
+    r = f32(f32(sy) / f32(f32(sx) * f32(sw)))
+    rc = f32(f32(abs(f32(slope))) * r)
+    if rc == 0:
+        return 0, 0
+    m, s, _ = mma(rc, wbits)
+    return (-m if slope < 0 else m), s

@@ -381,3 +381,20 @@ def test_layer_norm_reads_only_differences(row, shift, in_scale):
     out = FixedType(8, True)
     assert np.array_equal(fa.layer_norm_core(q, in_scale, 16.0, 1e-5, out),
                           fa.layer_norm_core(moved, in_scale, 16.0, 1e-5, out))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.floats(0.5, 60.0), st.floats(1.0, 500.0), st.floats(0.5, 60.0), st.integers(-128, 127),
+       st.floats(-1.0, 1.0), st.lists(st.integers(-(2 ** 20), 2 ** 20), min_size=1, max_size=6))
+def test_prelu_ending_a_weighted_layer(sx, sw, sy, zy, slope, accs):
+    """§12.12: the accumulator (zero point 0 in its bias) through the channel's positive pair (§12.3's) or its
+    negative pair, the output's zero point added."""
+    count("§12.12 fused PReLU")
+    r = float(np.float32(np.float32(sy) / np.float32(np.float32(sx) * np.float32(sw))))
+    pm, ps, _ = oa.mma(r, 8)
+    nm, ns = oa.fused_prelu_negative(sx, sw, sy, slope)
+    got_neg = asym.prelu_factors(sy, float(np.float32(np.float32(sx) * np.float32(sw))), [slope])[1][0]
+    assert got_neg == (nm, ns)
+    acc = np.array(accs, np.int64).reshape(1, 1, -1)
+    got = ra.prelu_requantize(acc, [pm], [ps], [nm], [ns], zy, FixedType(8, True))
+    assert got.reshape(-1).tolist() == [oa.prelu_value(a, 0, zy, (pm, ps), (nm, ns), -128, 127) for a in accs]
