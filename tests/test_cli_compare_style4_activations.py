@@ -213,3 +213,19 @@ def test_activations_ending_a_convolution_compare_next_to_style_0(files, capsys)
     print(f"fused activations model: quantization_scale_type 0 {out0:.1f} dB, 4 {out4:.1f} dB")
     assert {entry["layer"].split("_")[0] for entry in s4["layers"]} == {"Conv", "Softmax", "tidl"}
     assert out4 > 20.0 and out4 > out0 - 6.0
+
+
+@pytest.mark.parametrize("make", [activations_model, fused_model])
+def test_the_compiled_folder_runs_the_same_bits(tmp_path, make):
+    """The style-4 records of §12.12 (a PReLU's negative multipliers and shifts, the tables' zero points)
+    pass the artifact checks and run from the folder as the quantized model does."""
+    (tmp_path / "m.onnx").write_bytes(make().SerializeToString())
+    mod = tidlx.load(tmp_path / "m.onnx")
+    calib = {"x": np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)}
+    options = {"advanced_options:quantization_scale_type": 4, "advanced_options:calibration_iterations": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = tidlx.quantize(mod, options, calib=calib)
+        tidlx.compile_model(mod, tmp_path / "out", options=options, calib=calib)
+    frame = {"x": calib["x"][:1]}
+    assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], q.run(frame)[0])

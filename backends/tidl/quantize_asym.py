@@ -395,20 +395,23 @@ def prelu(q, layer) -> QuantizedLayer:
     slopes = q.prelu_slopes(layer)
     out = asym_output(q, layer, out_bits)
     channels = _channels(q, layer)
+    # the record keeps a batch norm's weight 1 and bias 0 (TI runs a PReLU as one); the rules below read neither
+    record = {"weights": np.ones(channels, np.int8 if wbits == 8 else np.int16), "weight_bits": wbits,
+              "weight_scale": 1.0, "bias_a": np.zeros(channels, np.int64), "bias_b": np.ones(channels, np.int64)}
     if "slope" in dict(layer.activation.params) and nx.leaky_relu_uses_table(q.tidl_version, x.bits, out_bits):
         table = asym.leaky_relu_table_zp(x.scale, x.zero_point, x.bits, x.signed, out.scale, out.zero_point,
                                          out.signed, float(slopes[0]))
         return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
                               {"axis": 1}, "prelu", round_bits=0, acc_scale=x.scale, bounds=out.fixed_type.bounds,
                               notes=("TI's leaky ReLU table",), activation_table=table, pre_scale=x.scale,
-                              table_on_input=True)
+                              table_on_input=True, **record)
     if slopes.size not in (1, channels):
         raise q.unsupported(layer, f"{slopes.size} PReLU slopes for {channels} channels")
     pos, neg = asym.prelu_factors(out.scale, x.scale, np.broadcast_to(slopes, (channels,)), wbits)
     return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
                           {"axis": 1, "negative_shifts": tuple(s for _, s in neg)}, "prelu", acc_scale=x.scale,
                           bounds=out.fixed_type.bounds, prelu_slopes=np.array([m for m, _ in neg], np.int64),
-                          prelu_shift=0, mma_scale=int(pos.scale), mma_shift=int(pos.shift))
+                          prelu_shift=0, mma_scale=int(pos.scale), mma_shift=int(pos.shift), **record)
 
 
 def style4_gap(net, layer) -> Optional[str]:
