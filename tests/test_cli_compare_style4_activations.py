@@ -229,3 +229,26 @@ def test_the_compiled_folder_runs_the_same_bits(tmp_path, make):
         tidlx.compile_model(mod, tmp_path / "out", options=options, calib=calib)
     frame = {"x": calib["x"][:1]}
     assert np.array_equal(tidlx.load_compiled(tmp_path / "out").run(frame)[0], q.run(frame)[0])
+
+
+def test_a_16_bit_table_is_a_style_4_gap_and_the_device_default_falls_back(files):
+    """§12.12: style 4 has TI's 8-bit tables only; with tensor_bits 16 the sigmoid is named as a gap, so
+    AM68A's default style 4 becomes style 0 with a warning instead of an error."""
+    from tidlx.backends.tidl.options import TidlOptions
+    from tidlx.backends.tidl.quantize import build_networks
+    from tidlx.backends.tidl.quantize_asym import style4_gap
+
+    mod = tidlx.load(files / "acts.onnx")
+    part = tidlx.partition(mod, {"target_device": "AM68A"})[0]
+    networks = build_networks(part)
+    sigmoid = [(net, layer) for net in networks for layer in net.layers if layer.type == "Sigmoid"]
+    assert sigmoid
+    for net, layer in sigmoid:
+        assert style4_gap(net, layer) is None
+        assert style4_gap(net, layer, TidlOptions(tensor_bits=8)) is None
+        assert style4_gap(net, layer, TidlOptions(tensor_bits=16)) == "a 16-bit Sigmoid table with tidl_version 11.00"
+    calib = dict(np.load(files / "calib.npz"))
+    with pytest.warns(Warning, match="a 16-bit Sigmoid table"):
+        q = tidlx.quantize(mod, {"target_device": "AM68A", "tensor_bits": 16,
+                                 "advanced_options:calibration_iterations": 1}, calib=calib)
+    assert q.options.quantization_scale_type == 0

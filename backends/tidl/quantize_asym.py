@@ -414,19 +414,32 @@ def prelu(q, layer) -> QuantizedLayer:
                           prelu_shift=0, mma_scale=int(pos.scale), mma_shift=int(pos.shift), **record)
 
 
-def style4_gap(net, layer) -> Optional[str]:
+def _table_gap(layer, options) -> Optional[str]:
+    """§12.12: style 4 has TI's 8-bit tables of TIDL 10.x/11.x only; ``options`` (when given) say the
+    width and the TIDL version."""
+    kind = layer.activation.type
+    if options is None or kind not in nx.TI_TABLE_ACTIVATIONS:
+        return None
+    bits, version = int(getattr(options, "tensor_bits", 8)), str(getattr(options, "tidl_version", "11.00"))
+    return None if nx.uses_ti_tables(version, bits, bits) else f"a {bits}-bit {kind} table with tidl_version {version}"
+
+
+def style4_gap(net, layer, options=None) -> Optional[str]:
     """What in ``layer`` (of the TIDL network ``net``) style 4 has no rule for yet, or None: the layer
-    types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12)."""
+    types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12); ``options`` add the
+    width and version checks of §12.12's tables."""
     if layer.is_data:
         if layer.inputs:
             return None
         dtype = np.dtype(net.tensors[layer.outputs[0]].dtype)
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
     if _activation_layer(layer):
-        return None
+        return _table_gap(layer, options)
     if layer.activation.type not in ASYM_ACTIVATIONS and not (layer.activation.type in FUSED_ACTIVATIONS
                                                               and layer.type in ("Conv", "InnerProduct")):
         return f"the {layer.activation.type} activation"
+    if layer.activation.type in FUSED_ACTIVATIONS and _table_gap(layer, options):
+        return _table_gap(layer, options)
     if layer.type in ("Conv", "InnerProduct", "Deconv", "BatchNorm"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
             return "an inner product of two tensors"
@@ -456,7 +469,7 @@ def style4_gap(net, layer) -> Optional[str]:
 
 def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     """One layer of a style-4 subgraph (``q`` the ``_Quantizer``; ``operands`` a merging layer's inputs)."""
-    gap = style4_gap(q.net, layer)
+    gap = style4_gap(q.net, layer, q.opts)
     if gap is not None:
         raise _not_yet(q, layer, gap)
     if layer.is_data:
@@ -498,7 +511,7 @@ def device_style(networks, options, warn: bool = True):
     if options.quantization_scale_type != 4 or "quantization_scale_type" in getattr(options, "_given", ()):
         return options
     gaps = [(net.name, layer.name, gap) for net in networks for layer in net.layers
-            if (gap := style4_gap(net, layer)) is not None]
+            if (gap := style4_gap(net, layer, options)) is not None]
     if not gaps:
         return options
     if warn:
