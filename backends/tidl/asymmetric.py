@@ -291,13 +291,28 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
 # -- §12.12: tables and PReLU ------------------------------------------------------------------------
 
 def activation_table_zp(kind: str, in_scale: float, in_zp: int, in_signed: bool, out_scale: float, out_zp: int,
-                        out_signed: bool, alpha: float = 1.0, beta: float = 0.5) -> np.ndarray:
+                        out_signed: bool, alpha: float = 1.0, beta: float = 0.5, bits: int = 8) -> np.ndarray:
     """§12.12 (TI: ``TIDL_prepareLUT8bit`` / ``TIDL_getQuantizeLUT``, which take the input's and the output's
-    zero points): §8.10.2's 256-entry table over every value ``q`` of the 8-bit input type, lowest first,
-    ``x = float32(q - Zx) / float32(Sx)``, ``round(f(x) Sy + Zy)`` (C's round) saturated to the output type."""
+    zero points): §8.10.2's table over every value ``q`` of the input type, lowest first, ``x = float32(q -
+    Zx) / float32(Sx)``, ``round(f(x) Sy + Zy)`` (C's round) saturated to the output type; input and output
+    of ``bits`` (8: TI's 256 entries; 16: tidlx's choice, 65536 entries by the same rule)."""
     from . import numerics as nx
-    return nx.ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha, beta, int(in_zp),
-                                  int(out_zp))
+    if int(bits) == 8:
+        return nx.ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha, beta, int(in_zp),
+                                      int(out_zp))
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"activation table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(int(bits), in_signed)
+    return np.array([nx.lut_quantize(nx.lut_function(kind, nx.lut_input_value(q, int(in_zp), in_scale), alpha, beta),
+                                     out_scale, int(out_zp), int(bits), out_signed) for q in range(lo, hi + 1)],
+                    np.int64)
+
+
+def style4_table_widths(tidl_version: str, in_bits: int, out_bits: int) -> bool:
+    """§12.12: style 4's tables: TIDL 10.x/11.x with input and output of one width, 8 (TI's table) or 16
+    bits (tidlx's choice, the same rule over 65536 values)."""
+    from . import numerics as nx
+    return str(tidl_version) in nx.TI_TABLE_VERSIONS and int(in_bits) == int(out_bits) and int(in_bits) in (8, 16)
 
 
 def pla_sigmoid_output(in_scale: float, range_max: float, bits: int = 8) -> Tuple[int, float]:
@@ -361,5 +376,5 @@ def prelu_factors(out_scale: float, in_scale: float, slopes, weight_bits: int = 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "activation_scale_and_zero_point",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "merge_factors", "concat_factors",
-           "pool_factors", "activation_table_zp", "pla_sigmoid_output", "pla_sigmoid_table_zp", "leaky_relu_table_zp",
+           "pool_factors", "activation_table_zp", "style4_table_widths", "pla_sigmoid_output", "pla_sigmoid_table_zp", "leaky_relu_table_zp",
            "prelu_factors"]

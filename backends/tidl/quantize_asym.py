@@ -267,15 +267,15 @@ def weighted_activation(q, layer) -> QuantizedLayer:
         out = asym_output(q, layer, out_bits)
         target = (out.scale, 0)
     else:
-        if not nx.uses_ti_tables(q.tidl_version, out_bits, out_bits):
+        if not asym.style4_table_widths(q.tidl_version, out_bits, out_bits):
             raise _not_yet(q, layer, f"a {kind} activation of {out_bits} bits with tidl_version {q.tidl_version} "
-                                     f"(style 4 runs TI's 8-bit tables of TIDL 10.x/11.x)")
+                                     f"(style 4 runs the 8- and 16-bit tables of TIDL 10.x/11.x)")
         plo, phi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, float(params.get("alpha", 1.0)))
         pre_scale, pre_zp = asym.activation_scale_and_zero_point(plo, phi, out_bits, True)
         target = (pre_scale, pre_zp)
         attrs["pre_zero_point"] = int(pre_zp)
         t = q.net.tensors[layer.outputs[0]]
-        if q.device == "pla":
+        if q.device == "pla" and out_bits == 8:
             if kind != "Sigmoid":
                 raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 "
                                            f"there; only the sigmoid's integer form is modelled)")
@@ -287,7 +287,8 @@ def weighted_activation(q, layer) -> QuantizedLayer:
         else:
             out = asym_output(q, layer, out_bits)
             table = asym.activation_table_zp(kind, pre_scale, pre_zp, True, out.scale, out.zero_point, out.signed,
-                                             float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
+                                             float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
+                                             out_bits)
         extra = {"activation_table": table, "pre_scale": float(pre_scale)}
     w = np.asarray(p.affine.folded_weights(), np.float32)
     bias = np.asarray(p.affine.bias, np.float64)
@@ -340,22 +341,23 @@ def _channels(q, layer) -> int:
 
 
 def table_activation(q, layer) -> QuantizedLayer:
-    """§12.12: a standalone sigmoid, tanh, GELU, ELU or hard sigmoid with 8-bit input and output (TIDL
-    10.x/11.x): TI's table over the input's own values with both zero points (``asym.activation_table_zp``),
-    the output's scale and zero point by §12.2 from its calibrated range (tidlx's choice); AM62A's sigmoid:
-    the piecewise-linear integers with ``|q - Zx|``, unsigned, zero point 0 (``asym.pla_sigmoid_output``)."""
+    """§12.12: a standalone sigmoid, tanh, GELU, ELU or hard sigmoid with input and output of one width, 8 or
+    16 bits (TIDL 10.x/11.x): TI's table over the input's own values with both zero points
+    (``asym.activation_table_zp``; 16 bits: tidlx's choice), the output's scale and zero point by §12.2 from
+    its calibrated range (tidlx's choice); AM62A's 8-bit sigmoid: the piecewise-linear integers with
+    ``|q - Zx|``, unsigned, zero point 0 (``asym.pla_sigmoid_output``)."""
     x = q.tensors[layer.inputs[0]]
     if x.is_float:
         raise q.unsupported(layer, "a float input to an activation layer")
     kind = layer.activation.type
     _, out_bits = q.widths(layer)
-    if not nx.uses_ti_tables(q.tidl_version, x.bits, out_bits):
+    if not asym.style4_table_widths(q.tidl_version, x.bits, out_bits):
         raise _not_yet(q, layer, f"a {kind} layer of {x.bits}-bit input and {out_bits}-bit output with tidl_version "
-                                 f"{q.tidl_version} (style 4 runs TI's 8-bit tables of TIDL 10.x/11.x)")
+                                 f"{q.tidl_version} (style 4 runs the 8- and 16-bit tables of TIDL 10.x/11.x)")
     params = dict(layer.activation.params)
     t = q.net.tensors[layer.outputs[0]]
     notes: Tuple[str, ...] = ()
-    if q.device == "pla":
+    if q.device == "pla" and out_bits == 8:
         if kind != "Sigmoid":
             raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 there; "
                                        f"only the sigmoid's integer form is modelled)")
@@ -368,7 +370,8 @@ def table_activation(q, layer) -> QuantizedLayer:
         out = asym_output(q, layer, out_bits)
         try:
             table = asym.activation_table_zp(kind, x.scale, x.zero_point, x.signed, out.scale, out.zero_point,
-                                             out.signed, float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)))
+                                             out.signed, float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
+                                             out_bits)
         except FixedPointError as exc:
             raise q.unsupported(layer, str(exc)) from None
     weights: Dict[str, Any] = {}
@@ -415,13 +418,14 @@ def prelu(q, layer) -> QuantizedLayer:
 
 
 def _table_gap(layer, options) -> Optional[str]:
-    """§12.12: style 4 has TI's 8-bit tables of TIDL 10.x/11.x only; ``options`` (when given) say the
+    """§12.12: style 4 has the 8- and 16-bit tables of TIDL 10.x/11.x only; ``options`` (when given) say the
     width and the TIDL version."""
     kind = layer.activation.type
     if options is None or kind not in nx.TI_TABLE_ACTIVATIONS:
         return None
     bits, version = int(getattr(options, "tensor_bits", 8)), str(getattr(options, "tidl_version", "11.00"))
-    return None if nx.uses_ti_tables(version, bits, bits) else f"a {bits}-bit {kind} table with tidl_version {version}"
+    return None if asym.style4_table_widths(version, bits, bits) else \
+        f"a {bits}-bit {kind} table with tidl_version {version}"
 
 
 def style4_gap(net, layer, options=None) -> Optional[str]:

@@ -224,12 +224,12 @@ def softmax_fixed_row(row, zx, in_scale, out_scale, bits, rule="double"):
     return oracle.softmax_fixed_row(list(row), in_scale, out_scale, bits, rule)
 
 
-def table_zp(kind, sx, zx, in_signed, sy, zy, out_signed, alpha=1.0, beta=0.5):
-    """One entry per 8-bit input value, lowest first: x = float32(q - Zx) / float32(Sx), widened; y = f(x)
-    (§8.10.2); round(y Sy + Zy) half away from zero, saturated to the output type."""
+def table_zp(kind, sx, zx, in_signed, sy, zy, out_signed, alpha=1.0, beta=0.5, bits=8):
+    """One entry per input value (8 or 16 bits), lowest first: x = float32(q - Zx) / float32(Sx), widened;
+    y = f(x) (§8.10.2); round(y Sy + Zy) half away from zero, saturated to the output type."""
     import oracle
-    lo, hi = bounds(8, in_signed)
-    olo, ohi = bounds(8, out_signed)
+    lo, hi = bounds(bits, in_signed)
+    olo, ohi = bounds(bits, out_signed)
     out = []
     for q in range(lo, hi + 1):
         x = f32(f32(q - zx) / f32(sx))

@@ -398,3 +398,15 @@ def test_prelu_ending_a_weighted_layer(sx, sw, sy, zy, slope, accs):
     acc = np.array(accs, np.int64).reshape(1, 1, -1)
     got = ra.prelu_requantize(acc, [pm], [ps], [nm], [ns], zy, FixedType(8, True))
     assert got.reshape(-1).tolist() == [oa.prelu_value(a, 0, zy, (pm, ps), (nm, ns), -128, 127) for a in accs]
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(kinds, st.floats(1.0, 3000.0), st.integers(-30000, 30000), st.booleans(), st.floats(1.0, 30000.0),
+       st.integers(-30000, 30000), st.floats(0.05, 2.0))
+def test_16_bit_activation_table_with_zero_points(kind, sx, zx, out_signed, sy, zy, alpha):
+    """§12.12, tidlx's choice at 16 bits: the same rule over the 65536 input values."""
+    count("§12.12 16-bit table")
+    zy = zy if out_signed else abs(zy)
+    got = asym.activation_table_zp(kind, sx, zx, True, sy, zy, out_signed, alpha, 0.5, bits=16)
+    assert got.size == 65536
+    assert got.tolist() == oa.table_zp(kind, sx, zx, True, sy, zy, out_signed, alpha, 0.5, bits=16)
