@@ -257,9 +257,9 @@ def _quantized(text, options):
 
 
 def test_the_devices_style_4_where_tidlx_has_its_rules_else_style_0_with_a_warning():
-    """AM68A without a scale type: TI's tools' style 4 for a conv + ReLU; a sigmoid (a table activation, no
-    style-4 rule yet) takes TIDL's default style 0 and a warning names the layer; asked for explicitly,
-    style 4 on the sigmoid is an error naming it."""
+    """AM68A without a scale type: TI's tools' style 4 for a conv + ReLU and for a sigmoid (TI's table,
+    §12.12); a sigmoid with tidl_version 08.06 (no style-4 rule yet) takes TIDL's default style 0 and a
+    warning names the layer; asked for explicitly, style 4 on it is an error naming it."""
     from tidlx.backends.tidl.quantize import QuantizationError
 
     q, said = _quantized(RELU_NET, {"target_device": "AM68A"})
@@ -267,7 +267,10 @@ def test_the_devices_style_4_where_tidlx_has_its_rules_else_style_0_with_a_warni
     assert q.options.quantization_scale_type == 4 and not said
     assert any(t.zero_point for t in sub.tensors if not t.is_float) or sub.layers[0].type == "Data"
     q, said = _quantized(SIGMOID_NET, {"target_device": "AM68A"})
+    assert q.options.quantization_scale_type == 4 and not said
+    q, said = _quantized(SIGMOID_NET, {"target_device": "AM68A", "tidl_version": "08.06"})
     assert q.options.quantization_scale_type == 0
     assert len(said) == 1 and "no style-4 rule yet for @tidl_0" in said[0] and "Sigmoid" in said[0]
     with pytest.raises(QuantizationError, match="style-4 rule"):
-        _quantized(SIGMOID_NET, {"target_device": "AM68A", "advanced_options:quantization_scale_type": 4})
+        _quantized(SIGMOID_NET, {"target_device": "AM68A", "tidl_version": "08.06",
+                                 "advanced_options:quantization_scale_type": 4})

@@ -412,8 +412,95 @@ def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_
     return scale, shift, int(_round_half_away(float(const)))
 
 
+# -- §12.12: tables and PReLU ------------------------------------------------------------------------
+
+def activation_table_zp(kind: str, in_scale: float, in_zp: int, in_signed: bool, out_scale: float, out_zp: int,
+                        out_signed: bool, alpha: float = 1.0, beta: float = 0.5, bits: int = 8) -> np.ndarray:
+    """§12.12 (TI: ``TIDL_prepareLUT8bit`` / ``TIDL_getQuantizeLUT``, which take the input's and the output's
+    zero points): §8.10.2's table over every value ``q`` of the input type, lowest first, ``x = float32(q -
+    Zx) / float32(Sx)``, ``round(f(x) Sy + Zy)`` (C's round) saturated to the output type; input and output
+    of ``bits`` (8: TI's 256 entries; 16: tidlx's choice, 65536 entries by the same rule)."""
+    from . import numerics as nx
+    if int(bits) == 8:
+        return nx.ti_activation_table(kind, in_scale, in_signed, out_scale, out_signed, alpha, beta, int(in_zp),
+                                      int(out_zp))
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"activation table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(int(bits), in_signed)
+    return np.array([nx.lut_quantize(nx.lut_function(kind, nx.lut_input_value(q, int(in_zp), in_scale), alpha, beta),
+                                     out_scale, int(out_zp), int(bits), out_signed) for q in range(lo, hi + 1)],
+                    np.int64)
+
+
+def style4_table_widths(tidl_version: str, in_bits: int, out_bits: int) -> bool:
+    """§12.12: style 4's tables: TIDL 10.x/11.x with input and output of one width, 8 (TI's table) or 16
+    bits (tidlx's choice, the same rule over 65536 values)."""
+    from . import numerics as nx
+    return str(tidl_version) in nx.TI_TABLE_VERSIONS and int(in_bits) == int(out_bits) and int(in_bits) in (8, 16)
+
+
+def pla_sigmoid_output(in_scale: float, range_max: float, bits: int = 8) -> Tuple[int, float]:
+    """§12.12, tidlx's choice for AM62A's piecewise-linear sigmoid in style 4 (TI: ``TIDL_refSigmoidCore``
+    has no zero-point term; its integers are at ``128 Sx``): the output is unsigned with zero point 0,
+    roundBits by §6.3 on ``[0, range_max]`` at accScale ``2^(bits-1) Sx`` and tensorScale
+    ``accScale / 2^roundBits`` (§8.10.2 without §6.6's guard). Returns (roundBits, tensorScale)."""
+    from . import numerics as nx
+    acc = nx.table_layer_acc_scale("Sigmoid", in_scale, bits)
+    rb = nx.round_bits(acc, 0.0, max(float(range_max), 0.0), bits, False)
+    return rb, nx.tensor_scale(acc, rb)
+
+
+def pla_sigmoid_table_zp(in_scale: float, in_zp: int, in_signed: bool, round_bits: int) -> np.ndarray:
+    """§12.12, tidlx's choice: AM62A's piecewise-linear sigmoid (§8.10.2, ``numerics.pla_sigmoid``) over
+    every value of the 8-bit input type with ``a = |q - Zx|``, as a table (TI's reference reads ``|q|``:
+    its asymmetric input was not read)."""
+    from . import numerics as nx
+    lo, hi = saturation_bounds(8, in_signed)
+    return nx.pla_sigmoid(np.arange(lo, hi + 1), in_scale, round_bits, int(in_zp))
+
+
+def leaky_relu_table_zp(in_scale: float, in_zp: int, in_bits: int, in_signed: bool, out_scale: float, out_zp: int,
+                        out_signed: bool, alpha: float) -> np.ndarray:
+    """§12.12 (TI: ``TIDL_getQuantizeLUT`` with ``TIDL_leakyRelu``, the zero points as in every TI table): one
+    entry per value ``q`` of the input type, lowest first: ``x = float32(q - Zx) / float32(Sx)`` widened to
+    double, ``y = x`` for ``x >= 0`` else ``x * float32(alpha)``, ``round(y Sy + Zy)`` (halves away from
+    zero) saturated to the output type of the input's width."""
+    if not in_scale > 0 or not out_scale > 0:
+        raise FixedPointError(f"leaky ReLU table: scales must be > 0, got input {in_scale}, output {out_scale}")
+    lo, hi = saturation_bounds(int(in_bits), in_signed)
+    q = np.arange(lo, hi + 1)
+    x = ((q - int(in_zp)).astype(np.float32) / np.float32(in_scale)).astype(np.float64)
+    y = np.where(x >= 0.0, x, x * float(np.float32(alpha)))
+    v = y * float(np.float32(out_scale)) + int(out_zp)
+    r = np.floor(np.abs(v) + 0.5) * np.where(v >= 0.0, 1.0, -1.0)
+    olo, ohi = saturation_bounds(int(in_bits), out_signed)
+    return np.clip(r, olo, ohi).astype(np.int64)
+
+
+def prelu_factors(out_scale: float, in_scale: float, slopes, weight_bits: int = 8
+                  ) -> Tuple[MmaFactor, Tuple[Tuple[int, int], ...]]:
+    """§12.12, tidlx's rule for a PReLU / leaky ReLU in style 4 (TI's batch-norm PReLU kernel,
+    ``TIDL_refBatchNormCore``, has no zero-point term): the positive side's ratio ``sy / sx`` and each
+    channel's negative ratio ``|slope| sy / sx`` (float32) as §12.1 multipliers and shifts; a negative
+    slope negates its multiplier, a zero slope is (0, 0). Returns (positive factor, ((m, s) per channel))."""
+    so, si = np.float32(out_scale), np.float32(in_scale)
+    ratio = np.float32(so / si)
+    pos = mma_search(float(ratio), weight_bits)
+    neg = []
+    for slope in np.asarray(slopes, np.float64).reshape(-1):
+        r = np.float32(np.float32(abs(float(np.float32(slope)))) * ratio)
+        if r == 0:
+            neg.append((0, 0))
+            continue
+        f = mma_search(float(r), weight_bits)
+        neg.append((-f.scale if slope < 0 else f.scale, f.shift))
+    return pos, tuple(neg)
+
+
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain",
            "activation_scale_and_zero_point", "symmetric_scale",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
-           "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors"]
+           "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors",
+           "activation_table_zp", "style4_table_widths", "pla_sigmoid_output", "pla_sigmoid_table_zp",
+           "leaky_relu_table_zp", "prelu_factors"]

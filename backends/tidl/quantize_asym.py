@@ -29,15 +29,17 @@ ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)",
-                    "EltWise (sum, product, max; sum or product with a constant)",
-                    "Concat", "ReLU", "BatchNorm", "Deconv") + ASYM_KEEPING
+                    "EltWise (sum, product, max; sum or product with a constant)", "Concat", "ReLU", "SoftMax",
+                    "Sigmoid", "Tanh", "PReLU", "BatchNorm (GELU, ELU, hard sigmoid alone)", "Deconv",
+                    "LayerNorm") + ASYM_KEEPING
 
 
 def _not_yet(q, layer, what: str):
     from .quantize import QuantizationError
     return QuantizationError(f"{q.where(layer)}: quantization_scale_type 4 (asymmetric per-channel): {what} has no "
                              f"style-4 rule in tidlx yet (docs/numerics.md §12; it runs {', '.join(ASYM_LAYER_TYPES)} "
-                             f"layers with {', '.join(ASYM_ACTIVATIONS)})")
+                             f"layers with {', '.join(ASYM_ACTIVATIONS)}; a convolution or inner product also with "
+                             f"{', '.join(FUSED_ACTIVATIONS)})")
 
 
 def _clip_bounds(layer) -> Tuple[float, float]:
@@ -135,6 +137,8 @@ def weighted(q, layer) -> QuantizedLayer:
     if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
                                                       and layer.ops[0] not in ("nn.dense", "nn.matmul")):
         raise _not_yet(q, layer, f"a {layer.type} layer")
+    if layer.activation.type in FUSED_ACTIVATIONS:
+        return weighted_activation(q, layer)
     x = q.tensors[layer.inputs[0]]
     if x.is_float:
         raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
@@ -376,16 +380,228 @@ def saturating(q, layer) -> QuantizedLayer:
                           acc_scale=x.scale, bounds=bounds)
 
 
-def style4_gap(net, layer) -> Optional[str]:
+def softmax(q, layer) -> QuantizedLayer:
+    """§12.12 (TI: ``TIDL_softmaxRefProcess`` and ``TIDL_refSoftmaxProcessInt``, TIDL 11.x): both kernels
+    read ``q - max(q)`` along the axis, so the input's zero point cancels and §8.9 runs on the integers as
+    they are; a fixed-point output is unsigned with zero point 0 at TI's softmax scale (TI's import:
+    ``TIDL_UpdateScaleFactors``, "always have unsigned output with ZP=0"), a float32 one stays float."""
+    if q.tensors[layer.inputs[0]].is_float:
+        raise q.unsupported(layer, "a float input to a softmax")
+    return q.softmax(layer)
+
+
+def layer_norm(q, layer) -> QuantizedLayer:
+    """§12.12 (TI: ``TIDL_refLayerNormCore``, TIDL 11.x): the row's sums enter as ``W q - S1`` and ``W S2 -
+    S1^2``, which a common shift of every ``q`` leaves as they are, so the input's zero point cancels; TI's
+    kernel adds no output zero point. §8.14 runs as it is, its output at zero point 0."""
+    if q.tensors[layer.inputs[0]].is_float:
+        raise q.unsupported(layer, "a float input to a layer norm")
+    return q.layer_norm(layer)
+
+
+#: §12.12: the activations a style-4 convolution or inner product runs besides saturation
+FUSED_ACTIVATIONS = ("PReLU",) + nx.TABLE_ACTIVATIONS
+
+
+def weighted_activation(q, layer) -> QuantizedLayer:
+    """§12.12: a convolution or inner product ending in a PReLU / leaky ReLU or a table activation. PReLU: the
+    channels quantized for the output's scale with zero point 0 (§12.3-§12.5), the accumulator then takes
+    the positive or the channel's negative multiplier and the output's zero point (``prelu_requantize``).
+    Table: the channels requantize to a signed pre-activation tensor whose range is the output's mapped back
+    through the function (§8.10.2's ``table_pre_range``), scale and zero point by §12.2; TI's table (or
+    AM62A's sigmoid) then reads it."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
+    kind = layer.activation.type
+    p = q.plan(layer)
+    wbits, out_bits = q.widths(layer)
+    rng = q.range_of(layer.outputs[0])
+    params = dict(layer.activation.params)
+    extra: Dict[str, Any] = {}
+    attrs: Dict[str, Any] = {}
+    notes: Tuple[str, ...] = ()
+    if kind == "PReLU":
+        out = asym_output(q, layer, out_bits)
+        target = (out.scale, 0)
+    else:
+        if not asym.style4_table_widths(q.tidl_version, out_bits, out_bits):
+            raise _not_yet(q, layer, f"a {kind} activation of {out_bits} bits with tidl_version {q.tidl_version} "
+                                     f"(style 4 runs the 8- and 16-bit tables of TIDL 10.x/11.x)")
+        plo, phi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, float(params.get("alpha", 1.0)))
+        pre_scale, pre_zp = asym.activation_scale_and_zero_point(plo, phi, out_bits, True)
+        target = (pre_scale, pre_zp)
+        attrs["pre_zero_point"] = int(pre_zp)
+        t = q.net.tensors[layer.outputs[0]]
+        if q.device == "pla" and out_bits == 8:
+            if kind != "Sigmoid":
+                raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 "
+                                           f"there; only the sigmoid's integer form is modelled)")
+            rb, scale = asym.pla_sigmoid_output(pre_scale, rng.max, out_bits)
+            out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
+            q.tensors[t.id] = out
+            table = asym.pla_sigmoid_table_zp(pre_scale, pre_zp, True, rb)
+            notes = ("AM62A's piecewise-linear sigmoid",)
+        else:
+            out = asym_output(q, layer, out_bits)
+            table = asym.activation_table_zp(kind, pre_scale, pre_zp, True, out.scale, out.zero_point, out.signed,
+                                             float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
+                                             out_bits)
+        extra = {"activation_table": table, "pre_scale": float(pre_scale)}
+    w = np.asarray(p.affine.folded_weights(), np.float32)
+    bias = np.asarray(p.affine.bias, np.float64)
+    from .quantize import BIAS_CALIBRATED
+    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
+        q.float_biases[layer.index] = p.affine.bias
+    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, target[0], target[1], wbits)
+                for c in range(w.shape[0])]
+    wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
+    notes += tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
+                   for c, ch in enumerate(channels) if ch.zeroed)
+    ws = np.array([ch.weight_scale for ch in channels])
+    if kind == "PReLU":
+        slopes = np.broadcast_to(q.prelu_slopes(layer), (len(channels),))
+        neg = [asym.prelu_factors(out.scale, float(np.float32(np.float32(x.scale) * np.float32(ch.weight_scale))),
+                                  [a], wbits)[1][0]
+               for ch, a in zip(channels, slopes)]
+        attrs["negative_shifts"] = tuple(s for _, s in neg)
+        extra = {"prelu_slopes": np.array([m for m, _ in neg], np.int64), "prelu_shift": 0}
+    if layer.type == "Conv":
+        prm: ConvParams = layer.params
+        attrs.update({"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+                      "groups": prm.groups})
+    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                          kind.lower(), wq, wbits, ws, np.array([ch.bias for ch in channels], np.int64),
+                          np.ones(len(channels), np.int64), 0.0, 0, (), float(x.scale) * float(ws.max()),
+                          out.fixed_type.bounds, notes, per_channel=True,
+                          mma_scale=np.array([ch.mma_scale for ch in channels], np.int64),
+                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64), **extra)
+
+
+#: §12.12: the standalone layers of TI's table and PReLU rules in style 4
+ASYM_TABLE_LAYERS = ("Sigmoid", "Tanh")
+
+
+def _activation_layer(layer) -> bool:
+    """A layer that is its activation alone: a Sigmoid/Tanh/PReLU layer, or TI's activation BatchNorm (a GELU,
+    ELU or hard sigmoid alone)."""
+    if layer.type in ASYM_TABLE_LAYERS + ("PReLU",):
+        return layer.activation.type == {"PReLU": "PReLU"}.get(layer.type, layer.type)
+    if layer.type == "BatchNorm" and layer.activation.type in nx.TI_TABLE_ACTIVATIONS:
+        from .quantize import _activation_only
+        return _activation_only(layer)
+    return False
+
+
+def _channels(q, layer) -> int:
+    shape = q.net.tensors[layer.inputs[0]].shape
+    return int(shape[1]) if len(shape) > 1 else 1
+
+
+def table_activation(q, layer) -> QuantizedLayer:
+    """§12.12: a standalone sigmoid, tanh, GELU, ELU or hard sigmoid with input and output of one width, 8 or
+    16 bits (TIDL 10.x/11.x): TI's table over the input's own values with both zero points
+    (``asym.activation_table_zp``; 16 bits: tidlx's choice), the output's scale and zero point by §12.2 from
+    its calibrated range (tidlx's choice); AM62A's 8-bit sigmoid: the piecewise-linear integers with
+    ``|q - Zx|``, unsigned, zero point 0 (``asym.pla_sigmoid_output``)."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to an activation layer")
+    kind = layer.activation.type
+    _, out_bits = q.widths(layer)
+    if not asym.style4_table_widths(q.tidl_version, x.bits, out_bits):
+        raise _not_yet(q, layer, f"a {kind} layer of {x.bits}-bit input and {out_bits}-bit output with tidl_version "
+                                 f"{q.tidl_version} (style 4 runs the 8- and 16-bit tables of TIDL 10.x/11.x)")
+    params = dict(layer.activation.params)
+    t = q.net.tensors[layer.outputs[0]]
+    notes: Tuple[str, ...] = ()
+    if q.device == "pla" and out_bits == 8:
+        if kind != "Sigmoid":
+            raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 there; "
+                                       f"only the sigmoid's integer form is modelled)")
+        rb, scale = asym.pla_sigmoid_output(x.scale, q.range_of(t.id).max, out_bits)
+        out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
+        q.tensors[t.id] = out
+        table = asym.pla_sigmoid_table_zp(x.scale, x.zero_point, x.signed, rb)
+        notes = ("AM62A's piecewise-linear sigmoid",)
+    else:
+        out = asym_output(q, layer, out_bits)
+        try:
+            table = asym.activation_table_zp(kind, x.scale, x.zero_point, x.signed, out.scale, out.zero_point,
+                                             out.signed, float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
+                                             out_bits)
+        except FixedPointError as exc:
+            raise q.unsupported(layer, str(exc)) from None
+    weights: Dict[str, Any] = {}
+    attrs: Dict[str, Any] = {}
+    if layer.type == "BatchNorm":
+        channels = int(q.net.tensors[layer.inputs[0]].shape[int(layer.params.axis)])
+        attrs = {"axis": int(layer.params.axis)}
+        weights = {"weights": np.ones(channels, np.int8), "weight_bits": 8, "weight_scale": 1.0,
+                   "bias_a": np.zeros(channels, np.int64), "bias_b": np.ones(channels, np.int64)}
+    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
+                          kind.lower(), round_bits=0, acc_scale=x.scale, bounds=out.fixed_type.bounds, notes=notes,
+                          activation_table=table, pre_scale=x.scale, table_on_input=True, **weights)
+
+
+def prelu(q, layer) -> QuantizedLayer:
+    """§12.12: a standalone PReLU / leaky ReLU. A leaky ReLU of one width, 8 or 16 bits, with TIDL 10.x/11.x
+    is TI's table with both zero points (``asym.leaky_relu_table_zp``); otherwise tidlx's rule: ``q - zx``
+    times the positive or its channel's negative multiplier (``asym.prelu_factors``), the output's zero
+    point added (``arith_asym.prelu_mma``). The output's scale and zero point by §12.2."""
+    x = q.tensors[layer.inputs[0]]
+    if x.is_float:
+        raise q.unsupported(layer, "a float input to a PReLU layer")
+    wbits, out_bits = q.widths(layer)
+    slopes = q.prelu_slopes(layer)
+    out = asym_output(q, layer, out_bits)
+    channels = _channels(q, layer)
+    # the record keeps a batch norm's weight 1 and bias 0 (TI runs a PReLU as one); the rules below read neither
+    record = {"weights": np.ones(channels, np.int8 if wbits == 8 else np.int16), "weight_bits": wbits,
+              "weight_scale": 1.0, "bias_a": np.zeros(channels, np.int64), "bias_b": np.ones(channels, np.int64)}
+    if "slope" in dict(layer.activation.params) and nx.leaky_relu_uses_table(q.tidl_version, x.bits, out_bits):
+        table = asym.leaky_relu_table_zp(x.scale, x.zero_point, x.bits, x.signed, out.scale, out.zero_point,
+                                         out.signed, float(slopes[0]))
+        return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                              {"axis": 1}, "prelu", round_bits=0, acc_scale=x.scale, bounds=out.fixed_type.bounds,
+                              notes=("TI's leaky ReLU table",), activation_table=table, pre_scale=x.scale,
+                              table_on_input=True, **record)
+    if slopes.size not in (1, channels):
+        raise q.unsupported(layer, f"{slopes.size} PReLU slopes for {channels} channels")
+    pos, neg = asym.prelu_factors(out.scale, x.scale, np.broadcast_to(slopes, (channels,)), wbits)
+    return QuantizedLayer(layer.index, layer.name, "PReLU", layer.type_id, layer.inputs, layer.outputs,
+                          {"axis": 1, "negative_shifts": tuple(s for _, s in neg)}, "prelu", acc_scale=x.scale,
+                          bounds=out.fixed_type.bounds, prelu_slopes=np.array([m for m, _ in neg], np.int64),
+                          prelu_shift=0, mma_scale=int(pos.scale), mma_shift=int(pos.shift), **record)
+
+
+def _table_gap(layer, options) -> Optional[str]:
+    """§12.12: style 4 has the 8- and 16-bit tables of TIDL 10.x/11.x only; ``options`` (when given) say the
+    width and the TIDL version."""
+    kind = layer.activation.type
+    if options is None or kind not in nx.TI_TABLE_ACTIVATIONS:
+        return None
+    bits, version = int(getattr(options, "tensor_bits", 8)), str(getattr(options, "tidl_version", "11.00"))
+    return None if asym.style4_table_widths(version, bits, bits) else \
+        f"a {bits}-bit {kind} table with tidl_version {version}"
+
+
+def style4_gap(net, layer, options=None) -> Optional[str]:
     """What in ``layer`` (of the TIDL network ``net``) style 4 has no rule for yet, or None: the layer
-    types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12)."""
+    types, activations and forms ``asymmetric_layer`` runs (docs/numerics.md §12); ``options`` add the
+    width and version checks of §12.12's tables."""
     if layer.is_data:
         if layer.inputs:
             return None
         dtype = np.dtype(net.tensors[layer.outputs[0]].dtype)
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
-    if layer.activation.type not in ASYM_ACTIVATIONS:
+    if _activation_layer(layer):
+        return _table_gap(layer, options)
+    if layer.activation.type not in ASYM_ACTIVATIONS and not (layer.activation.type in FUSED_ACTIVATIONS
+                                                              and layer.type in ("Conv", "InnerProduct")):
         return f"the {layer.activation.type} activation"
+    if layer.activation.type in FUSED_ACTIVATIONS and _table_gap(layer, options):
+        return _table_gap(layer, options)
     if runs_symmetric(layer):
         return symmetric_form_gap(net, layer)
     if layer.type in ("Conv", "InnerProduct"):
@@ -403,14 +619,14 @@ def style4_gap(net, layer) -> Optional[str]:
         return _eltwise_gap(layer)
     if layer.type in ASYM_KEEPING:
         return f"an activation on a {layer.type} layer" if layer.activation.type != "none" else None
-    if layer.type in ("Concat", "ReLU"):
+    if layer.type in ("Concat", "ReLU", "SoftMax", "LayerNorm"):
         return None
     return f"a {layer.type} layer"
 
 
 def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
     """One layer of a style-4 subgraph (``q`` the ``_Quantizer``; ``operands`` a merging layer's inputs)."""
-    gap = style4_gap(q.net, layer)
+    gap = style4_gap(q.net, layer, q.opts)
     if gap is not None:
         raise _not_yet(q, layer, gap)
     if layer.is_data:
@@ -418,7 +634,9 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
             return QuantizedLayer(layer.index, layer.name, "Data", layer.type_id, layer.inputs, (),
                                   {"direction": "out"})
         return data_in(q, layer)
-    if layer.activation.type not in ASYM_ACTIVATIONS:
+    if _activation_layer(layer):
+        return prelu(q, layer) if layer.type == "PReLU" else table_activation(q, layer)
+    if layer.activation.type not in ASYM_ACTIVATIONS and layer.type not in ("Conv", "InnerProduct"):
         raise _not_yet(q, layer, f"the {layer.activation.type} activation")
     if layer.type in ("BatchNorm", "Deconv"):
         return symmetric(q, layer)
@@ -434,6 +652,10 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return keeping(q, layer)
     if layer.type == "ReLU":
         return saturating(q, layer)
+    if layer.type == "SoftMax":
+        return softmax(q, layer)
+    if layer.type == "LayerNorm":
+        return layer_norm(q, layer)
     raise _not_yet(q, layer, f"a {layer.type} layer")
 
 
@@ -449,7 +671,7 @@ def device_style(networks, options, warn: bool = True):
     if options.quantization_scale_type != 4 or "quantization_scale_type" in getattr(options, "_given", ()):
         return options
     gaps = [(net.name, layer.name, gap) for net in networks for layer in net.layers
-            if (gap := style4_gap(net, layer)) is not None]
+            if (gap := style4_gap(net, layer, options)) is not None]
     if not gaps:
         return options
     if warn:

@@ -66,6 +66,17 @@ def convolution_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, zero_po
     """§12.6 convolution (TI: ``tidl_conv2d_base_ref.c``, asymmetric): padding pixels hold the input's zero
     point; ``acc = bias[c] + sum x w`` (int32 for 8-bit weights, int64 for 16-bit), then
     ``mma_requantize``. The zero-point terms live in ``bias`` (§12.4)."""
+    lo, hi = _bounds(out, bounds)
+    acc = convolution_accumulator(x, w, bias, zero_point=zero_point, strides=strides, pads=pads,
+                                  dilations=dilations, groups=groups)
+    input_bits = _tensor(x, "convolution input", 4)[1].bits
+    return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=input_bits).astype(out.dtype)
+
+
+def convolution_accumulator(x, w, bias, *, zero_point: int = 0, strides=1, pads=0, dilations=1,
+                            groups: int = 1) -> np.ndarray:
+    """§12.6 convolution's accumulator before the MMA requantization: padding pixels hold the input's zero
+    point, ``acc = bias[c] + sum x w`` in the accumulator of §7.2 (int32 for 8-bit weights, int64 for 16)."""
     xi, xtype = _tensor(x, "convolution input", 4)
     wi, wtype = _tensor(w, "convolution weights", 4)
     zlo, zhi = xtype.bounds
@@ -73,10 +84,19 @@ def convolution_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, zero_po
         raise FixedPointError(f"convolution: zero point {zero_point} is not a {xtype.dtype} value")
     wg, cols, (n, o, oh, ow) = convolution_columns(xi, wi, strides, pads, dilations, groups, int(zero_point))
     acc_bits = accumulator_bits(wtype.bits)
-    lo, hi = _bounds(out, bounds)
     acc = exact_matmul(wg[None], cols).reshape(n, o, oh, ow)
-    acc = wrap_accumulator(acc + _bias_column(bias, o, acc_bits).reshape(1, o, 1, 1), acc_bits)
-    return mma_requantize(acc, mma_scale, mma_shift, lo, hi, input_bits=xtype.bits).astype(out.dtype)
+    return wrap_accumulator(acc + _bias_column(bias, o, acc_bits).reshape(1, o, 1, 1), acc_bits)
+
+
+def inner_product_accumulator(x, w, bias) -> np.ndarray:
+    """§12.6 inner product's accumulator before the MMA requantization: ``acc[n, m] = bias[m] + sum_k x[n, k]
+    w[m, k]`` (int32 for 8-bit weights, int64 for 16)."""
+    xi, _ = _tensor(x, "inner product input", 2)
+    wi, wtype = _tensor(w, "inner product weights", 2)
+    if xi.shape[1] != wi.shape[1]:
+        raise FixedPointError(f"inner product: input {xi.shape} and weights {wi.shape} disagree on K")
+    acc_bits = accumulator_bits(wtype.bits)
+    return wrap_accumulator(exact_matmul(xi, wi.T) + _bias_column(bias, wi.shape[0], acc_bits)[None], acc_bits)
 
 
 def inner_product_mma(x, w, bias, mma_scale, mma_shift, out: FixedType, *, bounds=None) -> np.ndarray:
@@ -215,6 +235,43 @@ def activation_bounds_zp(out: FixedType, zero_point: int, scale: float, activati
     raise FixedPointError(f"activation '{activation}': style 4 saturates none, ReLU, ReLU6, Clip")
 
 
-__all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_mma", "inner_product_mma", "eltwise_sum_mma",
-           "eltwise_product_mma", "eltwise_max_mma",
+def prelu_mma(x, zero_point: int, pos_scale: int, pos_shift: int, neg_scales, neg_shifts, out_zero_point: int,
+              out: FixedType, *, axis: int = 1, bounds=None) -> np.ndarray:
+    """§12.12, tidlx's rule for a PReLU / leaky ReLU in style 4: ``d = q - zx`` (exact in int64); ``d >= 0``
+    takes the positive multiplier and shift, ``d < 0`` its channel's (along ``axis``); ``out = zy +
+    ((d m + 2^(s-1)) >> s)`` (§7.1's rounding, no rounding term when s is 0), saturated to [lo, hi]."""
+    xi, _ = _tensor(x, "PReLU input")
+    return prelu_requantize(xi - int(zero_point), pos_scale, pos_shift, neg_scales, neg_shifts, out_zero_point, out,
+                            axis=axis, bounds=bounds)
+
+
+def prelu_requantize(d, pos_scales, pos_shifts, neg_scales, neg_shifts, out_zero_point: int, out: FixedType, *,
+                     axis: int = 1, bounds=None) -> np.ndarray:
+    """§12.12, tidlx's rule: a value ``d`` whose real sign is its own (``q - zx``, or a weighted layer's
+    accumulator without the output's zero point) takes the positive or its channel's negative multiplier and
+    shift (one value, or one per channel along ``axis``); ``out = zy + ((d m + 2^(s-1)) >> s)``, saturated."""
+    di = _integers(d, "PReLU value").astype(np.int64)
+    lo, hi = _bounds(out, bounds)
+    channels = di.shape[axis] if di.ndim > 1 else 1
+    shape = [1] * di.ndim
+    if di.ndim > 1:
+        shape[axis] = -1
+    parts = []
+    for name, v in (("positive multipliers", pos_scales), ("positive shifts", pos_shifts),
+                    ("negative multipliers", neg_scales), ("negative shifts", neg_shifts)):
+        a = _integers(v, f"PReLU {name}").reshape(-1)
+        if a.size not in (1, channels):
+            raise FixedPointError(f"PReLU: {a.size} {name} for {channels} channels")
+        parts.append(a.reshape(shape) if di.ndim > 1 else a)
+    pm, ps, nm, ns = parts
+    neg = di < 0
+    m = np.where(neg, nm, pm)
+    sh = np.where(neg, ns, ps)
+    v = round_sat(di * m, sh, np.iinfo(np.int64).min, np.iinfo(np.int64).max) + int(out_zero_point)
+    return np.clip(v, lo, hi).astype(out.dtype)
+
+
+__all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_accumulator", "convolution_mma",
+           "inner_product_accumulator", "inner_product_mma", "eltwise_sum_mma", "eltwise_product_mma", "eltwise_max_mma",
+           "prelu_mma", "prelu_requantize",
            "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

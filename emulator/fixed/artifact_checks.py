@@ -178,6 +178,8 @@ class _Layer:
                 arr = self.int_array(value, field, (1,), 0, hi)
                 if arr.size != channels:
                     raise self.fail(f"{arr.size} values in {field} for {channels} output channels")
+            if layer.prelu_slopes is not None:   # §12.12: a PReLU ending the layer
+                self.prelu_negative_shifts()
         elif layer.type == "Concat":
             for value, field, lo, hi in ((layer.mma_scale, "the MMA multipliers", 0, 255),
                                          (layer.mma_shift, "the MMA shifts", 0, _MAX_SHIFT),
@@ -188,8 +190,20 @@ class _Layer:
         elif layer.type in ("Pool", "EltWise"):
             self.integer(layer.mma_scale, "the MMA multiplier", 0, 255)
             self.integer(layer.mma_shift, "the MMA shift", 0, _MAX_SHIFT)
+        elif layer.type == "PReLU":   # §12.12: the positive multiplier, the channels' negative ones in the slopes
+            self.integer(layer.mma_scale, "the MMA multiplier", 0, 255)
+            self.integer(layer.mma_shift, "the MMA shift", 0, _MAX_SHIFT)
+            self.prelu_negative_shifts()
         else:
             raise self.fail(f"a {layer.type} layer has no MMA requantization")
+
+    def prelu_negative_shifts(self) -> None:
+        """§12.12: a style-4 PReLU's negative multipliers (-255..255) and their shifts, one pair per slope."""
+        layer = self.layer
+        if layer.prelu_slopes is None:
+            raise self.fail("a style-4 PReLU without its negative multipliers")
+        slopes = self.int_array(layer.prelu_slopes, "the PReLU slopes", (1,), -255, 255)
+        self.integers(self.attr("negative_shifts"), "'negative_shifts'", slopes.size, 0, _MAX_SHIFT)
 
     def weights(self) -> None:
         layer = self.layer

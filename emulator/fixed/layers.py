@@ -83,15 +83,38 @@ def zero_point_free(layer: QuantizedLayer, tensors) -> None:
                               f"{layer.type} layer takes zero point 0 (docs/numerics.md §12.13)")
 
 
+def asym_pre_activation(layer: QuantizedLayer, tensors) -> Tuple[arith.FixedType, Optional[Tuple[int, int]]]:
+    """A style-4 weighted layer's requantization target: its output with its bounds, or before a table
+    activation the signed pre-activation type of the output's width, whose zero point is in the table
+    (§12.12)."""
+    out = _out(layer, tensors).fixed_type
+    if layer.activation_table is not None:
+        return arith.FixedType(out.bits, True), None
+    return out, layer.bounds
+
+
+def asym_prelu(layer: QuantizedLayer, acc: np.ndarray, tensors) -> np.ndarray:
+    """§12.12: a style-4 weighted layer's accumulator (no output zero point in its bias) through the
+    positive or the channel's negative multiplier and shift, the output's zero point added."""
+    out = _out(layer, tensors)
+    return arith_asym.prelu_requantize(acc, layer.mma_scale, layer.mma_shift, layer.prelu_slopes,
+                                       layer.attrs["negative_shifts"], out.zero_point, out.fixed_type,
+                                       axis=1, bounds=layer.bounds)
+
+
 @fixed_kernel("Conv")
 def conv_kernel(layer, xs, tensors):
     a = layer.attrs
     if layer.asymmetric:   # §12.6: padding with the input's zero point, MMA requantization
-        return [arith_asym.convolution_mma(xs[0], layer.weights, layer.bias_a, layer.mma_scale, layer.mma_shift,
-                                           _out(layer, tensors).fixed_type,
-                                           zero_point=tensors[layer.inputs[0]].zero_point, strides=a["strides"],
-                                           pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
-                                           bounds=layer.bounds)]
+        geometry = dict(zero_point=tensors[layer.inputs[0]].zero_point, strides=a["strides"], pads=a["pads"],
+                        dilations=a["dilations"], groups=a["groups"])
+        if layer.prelu_slopes is not None:   # §12.12: the slopes' multipliers on the accumulator
+            acc = arith_asym.convolution_accumulator(xs[0], layer.weights, layer.bias_a, **geometry)
+            return [asym_prelu(layer, acc, tensors)]
+        ptype, bounds = asym_pre_activation(layer, tensors)
+        pre = arith_asym.convolution_mma(xs[0], layer.weights, layer.bias_a, layer.mma_scale, layer.mma_shift, ptype,
+                                         bounds=bounds, **geometry)
+        return [activate(layer, pre, tensors)]
     ptype, bounds = pre_activation(layer, tensors)
     pre = arith.convolution(xs[0], layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                             strides=a["strides"], pads=a["pads"], dilations=a["dilations"], groups=a["groups"],
@@ -121,9 +144,13 @@ def inner_product_kernel(layer, xs, tensors):
                              bounds=layer.bounds)]
     x = np.asarray(xs[0])
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
-    if layer.asymmetric:   # §12.6
-        y = arith_asym.inner_product_mma(rows, layer.weights, layer.bias_a, layer.mma_scale, layer.mma_shift,
-                                         _out(layer, tensors).fixed_type, bounds=layer.bounds)
+    if layer.asymmetric:   # §12.6 (§12.12: a PReLU's or a table's own requantization)
+        if layer.prelu_slopes is not None:
+            y = asym_prelu(layer, arith_asym.inner_product_accumulator(rows, layer.weights, layer.bias_a), tensors)
+        else:
+            ptype, bounds = asym_pre_activation(layer, tensors)
+            y = activate(layer, arith_asym.inner_product_mma(rows, layer.weights, layer.bias_a, layer.mma_scale,
+                                                             layer.mma_shift, ptype, bounds=bounds), tensors)
         return [y.reshape(x.shape[:-1] + y.shape[-1:]) if x.ndim > 2 else y]
     pre = arith.inner_product(rows, layer.weights, layer.bias_a, layer.bias_b, layer.round_bits, ptype,
                               bounds=bounds, negative_slopes=negative_slopes(layer))
@@ -145,6 +172,15 @@ def batch_norm_kernel(layer, xs, tensors):
 def prelu_kernel(layer, xs, tensors):
     """A standalone PReLU / leaky ReLU layer: TI's batch norm of weight 1 and bias 0 with the PReLU
     activation (§8.10.1): ``x w[c]``, the slopes on the negative accumulators, one roundSat."""
+    if layer.table_on_input and layer.activation_table is not None:   # TI's leaky ReLU table (§8.10.1, §12.12)
+        return [arith.lookup_activation(xs[0], layer.activation_table, _out(layer, tensors).fixed_type)]
+    if layer.asymmetric:   # §12.12: the positive or the channel's negative multiplier on q - zx, zy added
+        if layer.prelu_slopes is None:
+            raise FixedPointError(f"layer {layer.describe()}: a style-4 PReLU layer needs its negative multipliers")
+        return [arith_asym.prelu_mma(xs[0], tensors[layer.inputs[0]].zero_point, int(layer.mma_scale),
+                                     int(layer.mma_shift), layer.prelu_slopes, layer.attrs["negative_shifts"],
+                                     _out(layer, tensors).zero_point, _out(layer, tensors).fixed_type,
+                                     axis=int(layer.attrs.get("axis", 1)), bounds=layer.bounds)]
     if layer.prelu_slopes is None or layer.weights is None:
         raise FixedPointError(f"layer {layer.describe()}: a PReLU layer needs its weights and slopes")
     return batch_norm_kernel(layer, xs, tensors)

@@ -305,3 +305,91 @@ def symmetric_tensors(layers):
                     found.add(t)
                     changed = True
     return found
+
+
+# ---- §12.12 softmax, tables, PReLU, layer norm ----------------------------------------------------------
+
+def softmax_fixed_row(row, zx, in_scale, out_scale, bits, rule="double"):
+    """The input's zero point does not enter (d = q - max(q)); TI's output zero point is 0."""
+    import oracle
+    del zx
+    return oracle.softmax_fixed_row(list(row), in_scale, out_scale, bits, rule)
+
+
+def table_zp(kind, sx, zx, in_signed, sy, zy, out_signed, alpha=1.0, beta=0.5, bits=8):
+    """One entry per input value (8 or 16 bits), lowest first: x = float32(q - Zx) / float32(Sx), widened;
+    y = f(x) (§8.10.2); round(y Sy + Zy) half away from zero, saturated to the output type."""
+    import oracle
+    lo, hi = bounds(bits, in_signed)
+    olo, ohi = bounds(bits, out_signed)
+    out = []
+    for q in range(lo, hi + 1):
+        x = f32(f32(q - zx) / f32(sx))
+        out.append(min(max(half_away(oracle.ti_table_function(kind, x, alpha, beta) * f32(sy) + zy), olo), ohi))
+    return out
+
+
+def pla_sigmoid_zp(sx, zx, in_signed, rb):
+    """AM62A's segments (§8.10.2) with a = |q - Zx| and q < Zx the negative side, unsigned, zero point 0."""
+    s = f32(sx)
+    if s > 1:
+        factor = int(s) % 256
+        offsets = [int(f32(f32(o) * s) / f32(factor)) % 256 for o in (128, 108, 80, 64)]
+    else:
+        factor = 1
+        offsets = [int(f32(o) * s) % 256 for o in (128, 108, 80, 64)]
+    limits = [int(f32(f32(t) * f32(16)) * s) for t in (5.0, 2.375, 1.0)]
+    lo, hi = bounds(8, in_signed)
+    out = []
+    for q in range(lo, hi + 1):
+        a = abs(q - zx)
+        k = next((i for i, t in enumerate(limits) if 16 * a >= t), 3)
+        v = (0, 4, 16, 32)[k] * a + offsets[k] * factor
+        if q < zx:
+            v = offsets[0] * factor - v
+        out.append(round_sat(v, rb, 0, 255))
+    return out
+
+
+def leaky_table_zp(sx, zx, bits, in_signed, sy, zy, out_signed, slope):
+    lo, hi = bounds(bits, in_signed)
+    olo, ohi = bounds(bits, out_signed)
+    out = []
+    for q in range(lo, hi + 1):
+        x = f32(f32(q - zx) / f32(sx))
+        y = x if x >= 0 else x * f32(slope)
+        out.append(min(max(half_away(y * f32(sy) + zy), olo), ohi))
+    return out
+
+
+def prelu_factors(sx, sy, slopes, wbits=8):
+    r = f32(f32(sy) / f32(sx))
+    pos = mma(r, wbits)[:2]
+    neg = []
+    for a in slopes:
+        rc = f32(f32(abs(f32(a))) * r)
+        if rc == 0:
+            neg.append((0, 0))
+            continue
+        m, s, _ = mma(rc, wbits)
+        neg.append((-m if a < 0 else m, s))
+    return pos, neg
+
+
+def prelu_value(q, zx, zy, pos, neg_c, lo, hi):
+    d = q - zx
+    m, s = pos if d >= 0 else neg_c
+    v = d * m
+    if s > 0:
+        v = (v + (1 << (s - 1))) >> s
+    return min(max(zy + v, lo), hi)
+
+
+def fused_prelu_negative(sx, sw, sy, slope, wbits=8):
+    """The negative pair of a PReLU ending a weighted layer: §12.1 for |slope| x float32(Sy / float32(Sx Sw))."""
+    r = f32(f32(sy) / f32(f32(sx) * f32(sw)))
+    rc = f32(f32(abs(f32(slope))) * r)
+    if rc == 0:
+        return 0, 0
+    m, s, _ = mma(rc, wbits)
+    return (-m if slope < 0 else m), s

@@ -400,3 +400,144 @@ def test_symmetric_tensors_walk_through_zero_point_passing_layers():
     layers = [("Conv", (0,), (1,)), ("MaxPool", (1,), (2,)), ("Reshape", (2,), (3,)), ("BatchNorm", (3,), (4,)),
               ("Conv", (4,), (5,)), ("EltWise", (5, 1), (6,)), ("Deconv", (6,), (7,)), ("Conv", (7,), (8,))]
     assert oa.symmetric_tensors(layers) == {1, 2, 3, 6}
+
+
+# ---- §12.12 softmax, tables, PReLU, layer norm ----------------------------------------------------------
+
+from tidlx.emulator.fixed import arith as fa  # noqa: E402
+
+kinds = st.sampled_from(["Sigmoid", "Tanh", "GELU", "ELU", "HardSigmoid"])
+scales = st.floats(0.05, 300.0, **finite)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=20), st.integers(0, 55), st.floats(0.5, 64.0),
+       st.sampled_from(["double", "taylor"]))
+def test_softmax_reads_only_differences(row, shift, in_scale, rule):
+    """The fixed-point softmax of a row and of the row shifted by a common zero point are one output, the
+    oracle's (§8.9's integers, zero point 0)."""
+    count("§12.12 softmax")
+    q = np.array([row], np.uint8)
+    moved = np.array([[v + shift for v in row]], np.uint8)
+    expected = oa.softmax_fixed_row(row, 0, in_scale, 256.0, 8, rule)
+    for x in (q, moved):
+        got = fa.softmax_fixed(x, in_scale, 256.0, FixedType(8, False), exp_rule=rule)
+        assert got.reshape(-1).tolist() == expected
+    if len(row) <= 16:   # no pad lanes (11.x): the float output does not see the zero point either
+        signed = np.array([[v - 100 for v in row]], np.int8)
+        assert fa.softmax(signed, in_scale).tolist() == fa.softmax((signed + 7).astype(np.int8), in_scale).tolist()
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(kinds, scales, st.integers(-128, 255), st.booleans(), scales, st.integers(-128, 255), st.booleans(),
+       st.floats(0.05, 2.0), st.floats(-1.0, 1.0))
+def test_activation_table_with_zero_points(kind, sx, zx, in_signed, sy, zy, out_signed, alpha, beta):
+    count("§12.12 table")
+    lo, hi = (-128, 127) if in_signed else (0, 255)
+    zx = min(max(zx, lo), hi)
+    olo, ohi = (-128, 127) if out_signed else (0, 255)
+    zy = min(max(zy, olo), ohi)
+    got = asym.activation_table_zp(kind, sx, zx, in_signed, sy, zy, out_signed, alpha, beta)
+    assert got.tolist() == oa.table_zp(kind, sx, zx, in_signed, sy, zy, out_signed, alpha, beta)
+
+
+def test_sigmoid_table_example():
+    """§12.12's example: int8 at scale 16, zero point -10; the output [0, 1] at scale 255, zero point 0."""
+    table = asym.activation_table_zp("Sigmoid", 16.0, -10, True, 255.0, 0, False)
+    assert (table[-10 + 128], table[6 + 128], table[-26 + 128]) == (128, 186, 69)
+    assert table.tolist() == oa.table_zp("Sigmoid", 16.0, -10, True, 255.0, 0, False)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.floats(0.3, 60.0), st.integers(-128, 255), st.booleans(), st.integers(0, 12))
+def test_pla_sigmoid_with_zero_point(sx, zx, signed, rb):
+    count("§12.12 AM62A sigmoid")
+    lo, hi = (-128, 127) if signed else (0, 255)
+    zx = min(max(zx, lo), hi)
+    assert asym.pla_sigmoid_table_zp(sx, zx, signed, rb).tolist() == oa.pla_sigmoid_zp(sx, zx, signed, rb)
+
+
+def test_pla_sigmoid_output_scale():
+    import oracle
+    for sx, top in ((16.0, 1.0), (10.0, 0.9), (3.0, 0.5)):
+        rb, scale = asym.pla_sigmoid_output(sx, top, 8)
+        acc = 128 * sx
+        assert rb == oracle.round_bits(acc, 0.0, top, 8, False)
+        assert scale == oracle.tensor_scale(acc, rb)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(scales, st.integers(-200, 255), st.sampled_from([8, 16]), st.booleans(), scales, st.integers(-200, 255),
+       st.booleans(), st.floats(0.0, 0.9))
+def test_leaky_relu_table_with_zero_points(sx, zx, bits, in_signed, sy, zy, out_signed, slope):
+    count("§12.12 leaky ReLU table")
+    lo, hi = oa.bounds(bits, in_signed)
+    zx = min(max(zx, lo), hi)
+    olo, ohi = oa.bounds(bits, out_signed)
+    zy = min(max(zy, olo), ohi)
+    got = asym.leaky_relu_table_zp(sx, zx, bits, in_signed, sy, zy, out_signed, slope)
+    assert got.tolist() == oa.leaky_table_zp(sx, zx, bits, in_signed, sy, zy, out_signed, slope)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.floats(0.5, 60.0), st.integers(-128, 127), st.floats(0.5, 60.0), st.integers(-128, 127),
+       st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=4), st.data())
+def test_prelu(sx, zx, sy, zy, slopes, data):
+    count("§12.12 PReLU")
+    pos, neg = asym.prelu_factors(sy, sx, slopes)
+    opos, oneg = oa.prelu_factors(sx, sy, slopes)
+    assert (pos.scale, pos.shift) == tuple(opos) and [tuple(v) for v in neg] == oneg
+    c = len(slopes)
+    q = np.array(data.draw(st.lists(st.integers(-128, 127), min_size=2 * c, max_size=2 * c)), np.int8).reshape(1, c, 2)
+    got = ra.prelu_mma(q, zx, pos.scale, pos.shift, [m for m, _ in neg], [s for _, s in neg], zy, FixedType(8, True))
+    expected = [[oa.prelu_value(int(v), zx, zy, opos, oneg[ch], -128, 127) for v in q[0, ch]] for ch in range(c)]
+    assert got[0].tolist() == expected
+
+
+def test_prelu_example():
+    """§12.12's example: Sx 10, Zx 5, Sy 20, Zy -3, slope 0.25."""
+    pos, neg = asym.prelu_factors(20.0, 10.0, [0.25])
+    assert (pos.scale, pos.shift) == (2, 0) and neg == ((1, 1),)
+    q = np.array([[[25, -15, -14]]], np.int8)
+    assert ra.prelu_mma(q, 5, 2, 0, [1], [1], -3, FixedType(8, True)).tolist() == [[[37, -13, -12]]]
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.lists(st.integers(-60, 60), min_size=2, max_size=24), st.integers(-60, 60), st.floats(0.5, 50.0))
+def test_layer_norm_reads_only_differences(row, shift, in_scale):
+    """§12.12: W q - S1 and W S2 - S1^2 are the same for a row shifted by a common zero point."""
+    count("§12.12 layer norm")
+    q = np.array([row], np.int8)
+    moved = np.array([[v + shift for v in row]], np.int8)
+    out = FixedType(8, True)
+    assert np.array_equal(fa.layer_norm_core(q, in_scale, 16.0, 1e-5, out),
+                          fa.layer_norm_core(moved, in_scale, 16.0, 1e-5, out))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.floats(0.5, 60.0), st.floats(1.0, 500.0), st.floats(0.5, 60.0), st.integers(-128, 127),
+       st.floats(-1.0, 1.0), st.lists(st.integers(-(2 ** 20), 2 ** 20), min_size=1, max_size=6))
+def test_prelu_ending_a_weighted_layer(sx, sw, sy, zy, slope, accs):
+    """§12.12: the accumulator (zero point 0 in its bias) through the channel's positive pair (§12.3's) or its
+    negative pair, the output's zero point added."""
+    count("§12.12 fused PReLU")
+    r = float(np.float32(np.float32(sy) / np.float32(np.float32(sx) * np.float32(sw))))
+    pm, ps, _ = oa.mma(r, 8)
+    nm, ns = oa.fused_prelu_negative(sx, sw, sy, slope)
+    got_neg = asym.prelu_factors(sy, float(np.float32(np.float32(sx) * np.float32(sw))), [slope])[1][0]
+    assert got_neg == (nm, ns)
+    acc = np.array(accs, np.int64).reshape(1, 1, -1)
+    got = ra.prelu_requantize(acc, [pm], [ps], [nm], [ns], zy, FixedType(8, True))
+    assert got.reshape(-1).tolist() == [oa.prelu_value(a, 0, zy, (pm, ps), (nm, ns), -128, 127) for a in accs]
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(kinds, st.floats(1.0, 3000.0), st.integers(-30000, 30000), st.booleans(), st.floats(1.0, 30000.0),
+       st.integers(-30000, 30000), st.floats(0.05, 2.0))
+def test_16_bit_activation_table_with_zero_points(kind, sx, zx, out_signed, sy, zy, alpha):
+    """§12.12, tidlx's choice at 16 bits: the same rule over the 65536 input values."""
+    count("§12.12 16-bit table")
+    zy = zy if out_signed else abs(zy)
+    got = asym.activation_table_zp(kind, sx, zx, True, sy, zy, out_signed, alpha, 0.5, bits=16)
+    assert got.size == 65536
+    assert got.tolist() == oa.table_zp(kind, sx, zx, True, sy, zy, out_signed, alpha, 0.5, bits=16)
