@@ -401,17 +401,6 @@ def concat_factors(out_scale: float, in_scale: float, out_zp: int, in_zp: int,
     return f.scale, f.shift, int(math.trunc(float(bias)))
 
 
-def pool_factors(out_scale: float, in_scale: float, count: int, out_zp: int, in_zp: int) -> Tuple[int, int, int]:
-    """§12.8 (TI: the asymmetric global average pool's setup, ``TIDL_getMMAv2_ScaleAndShift``): the ratio
-    ``outScale / (inScale x H x W)`` (float32) as TI's runtime multiplier and shift, and the constant
-    ``round(zy / ratio - zx H W)`` added to the window sum. Returns (multiplier, shift, constant)."""
-    from ...emulator.fixed.arith import mma_scale_and_shift
-    ratio = np.float32(np.float32(out_scale) / np.float32(np.float32(in_scale) * np.float32(count)))
-    scale, shift = mma_scale_and_shift(float(ratio))
-    const = np.float32(np.float32(out_zp) / ratio) - np.float32(np.float32(in_zp) * np.float32(count))
-    return scale, shift, int(_round_half_away(float(const)))
-
-
 # -- §12.12: tables and PReLU ------------------------------------------------------------------------
 
 def activation_table_zp(kind: str, in_scale: float, in_zp: int, in_signed: bool, out_scale: float, out_zp: int,
@@ -501,6 +490,6 @@ __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "m
            "activation_scale_and_zero_point", "symmetric_scale",
            "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
-           "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors",
+           "sum_factors", "product_factors", "max_factors", "concat_factors",
            "activation_table_zp", "style4_table_widths", "pla_sigmoid_output", "pla_sigmoid_table_zp",
            "leaky_relu_table_zp", "prelu_factors"]

@@ -62,29 +62,47 @@ def output_range(q, layer) -> Tuple[float, float]:
 
 def runs_symmetric(layer) -> bool:
     """§12.13: a layer TI runs without zero-point arithmetic in style 6 (its docs' "Symmetric, Per-tensor"
-    layers; ``TIDL_asymDeriveBiasTerm`` only for convolutions and inner products): a batch norm, a
-    deconvolution, a spatial average pool."""
+    layers; ``TIDL_asymDeriveBiasTerm`` only for convolutions and inner products; the MMA global average
+    pool only in TI's TFLite style): a batch norm, a deconvolution, an average pool, global or not."""
     if layer.type in ("BatchNorm", "Deconv"):
         return True
-    return layer.type == "Pool" and layer.params.pool_type == "Avg" and not layer.params.global_pool
+    return layer.type == "Pool" and layer.params.pool_type == "Avg"
 
 
-def _passes_zero_point(layer) -> bool:
-    return layer.type in ASYM_KEEPING or layer.type == "ReLU" or (
-        layer.type == "Pool" and layer.params.pool_type == "Max")
+#: §12.2 (TI's quantization guide, "TIDL Layer Quantization Restrictions": the layers whose activations are
+#: "Asymmetric, Per-tensor" in style 6): the layer types whose input and output may carry a zero point; an
+#: element-wise layer only as a sum, an inner product only with a constant second operand.
+ZERO_POINT_LAYERS = ("Conv", "InnerProduct", "SoftMax", "Concat", "Flatten", "Reshape", "Transpose", "EltWise",
+                     "LayerNorm")
+#: ... of which these pass their input's zero point on as it is (TI's guide: "pass through layer")
+ZERO_POINT_PASSING = ("Flatten", "Reshape", "Transpose")
+
+
+def takes_zero_point(layer) -> bool:
+    """§12.2 (TI: ``TIDL_doesLayerSupportAsymTensors``, as TI's quantization guide lists it): whether
+    ``layer`` reads and writes tensors with a zero point in style 6. The data layers, pools, batch norms,
+    deconvolutions, the table activations, PReLU, element-wise products and maxima and the data-movement
+    layers other than flatten, reshape and transpose are symmetric."""
+    if layer.is_data or layer.type not in ZERO_POINT_LAYERS:
+        return False
+    if layer.type == "EltWise":
+        return layer.params.operation == "add"
+    if layer.type == "InnerProduct":
+        return len(layer.inputs) == 1
+    return True
 
 
 def read_symmetric(q, tid: int) -> bool:
-    """§12.13 (TI: ``TIDL_areConsumerLayersAsym``): tensor ``tid`` is symmetric (zero point 0) when a layer
-    that reads it runs symmetric; **tidlx's choice**: also when one reads it through layers that pass the
-    zero point on (data movement, max pool, ReLU)."""
+    """§12.2 (TI: ``TIDL_areConsumerLayersAsym``): tensor ``tid`` is symmetric (zero point 0) when a layer
+    that reads it does not take a zero point (``takes_zero_point``); **tidlx's choice**: also when one reads
+    it through flatten, reshape or transpose layers, which pass the zero point on."""
     seen, todo = set(), [tid]
     while todo:
         t = todo.pop()
         for consumer in q.consumers.get(t, ()):
-            if runs_symmetric(consumer):
+            if not takes_zero_point(consumer):
                 return True
-            if _passes_zero_point(consumer) and consumer.index not in seen:
+            if consumer.type in ZERO_POINT_PASSING and consumer.index not in seen:
                 seen.add(consumer.index)
                 todo.extend(consumer.outputs)
     return False
@@ -92,10 +110,10 @@ def read_symmetric(q, tid: int) -> bool:
 
 def asym_output(q, layer, bits: int) -> QuantizedTensor:
     """§12.2: the layer's output tensor, its type from the range's sign, its scale and zero point; §12.13: zero
-    point 0 at the symmetric scale when a symmetric layer reads it."""
+    point 0 at the symmetric scale when the layer or one that reads the tensor is symmetric."""
     lo, hi = output_range(q, layer)
     signed = nx.feature_map_is_signed(lo)
-    if read_symmetric(q, layer.outputs[0]):
+    if not takes_zero_point(layer) or read_symmetric(q, layer.outputs[0]):
         scale, zp = asym.symmetric_scale(lo, hi, bits, signed), 0
     else:
         scale, zp = asym.activation_scale_and_zero_point(lo, hi, bits, signed)
@@ -171,7 +189,7 @@ def weighted(q, layer) -> QuantizedLayer:
 
 
 def pool(q, layer) -> QuantizedLayer:
-    """§12.8: max pool keeps its input; a global average pool's multiplier, shift and constant."""
+    """§12.8: max pool keeps its input; an average pool, global or not, is TI's symmetric layer (§12.13)."""
     prm: PoolParams = layer.params
     x = q.tensors[layer.inputs[0]]
     attrs = {"pool_type": prm.pool_type, "kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads,
@@ -184,19 +202,7 @@ def pool(q, layer) -> QuantizedLayer:
                               acc_scale=x.scale, bounds=x.fixed_type.bounds)
     if prm.pool_type != "Avg":
         raise _not_yet(q, layer, f"a {prm.pool_type} pool")
-    if not prm.global_pool:
-        return symmetric(q, layer)
-    _, out_bits = q.widths(layer)
-    out = asym_output(q, layer, out_bits)
-    shape = q.net.tensors[layer.inputs[0]].shape
-    count = int(shape[-1]) * int(shape[-2])
-    try:
-        m, s, k = asym.pool_factors(out.scale, x.scale, count, out.zero_point, x.zero_point)
-    except FixedPointError as exc:
-        raise q.unsupported(layer, f"its scales ({exc})") from None
-    bounds, act = _bounds(q, layer, out)
-    return QuantizedLayer(layer.index, layer.name, "Pool", layer.type_id, layer.inputs, layer.outputs, attrs, act,
-                          bias_a=int(k), acc_scale=x.scale * count, bounds=bounds, mma_scale=m, mma_shift=s)
+    return symmetric(q, layer)
 
 
 def symmetric_form_gap(q_net, layer) -> Optional[str]:
@@ -239,7 +245,7 @@ def concat(q, layer, operands) -> QuantizedLayer:
         raise q.unsupported(layer, "a float input (the output of a softmax) to a concat")
     first = xs[0]
     if all((x.scale, x.zero_point, x.bits, x.signed) == (first.scale, first.zero_point, first.bits, first.signed)
-           for x in xs[1:]):
+           for x in xs[1:]) and (first.zero_point == 0 or not read_symmetric(q, layer.outputs[0])):
         _kept(q, layer, first)
         out = q.tensors[layer.outputs[0]]
         factors = [(1, 0, 0)] * len(xs)
@@ -660,7 +666,8 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
 
 
 __all__ = ["ASYM_ACTIVATIONS", "ASYM_KEEPING", "ASYM_LAYER_TYPES", "asymmetric_layer", "device_style", "output_range",
-           "read_symmetric", "runs_symmetric", "style4_gap"]
+           "read_symmetric", "runs_symmetric", "style4_gap", "takes_zero_point",
+           "ZERO_POINT_LAYERS", "ZERO_POINT_PASSING"]
 
 
 def device_style(networks, options, warn: bool = True):

@@ -196,16 +196,6 @@ def concat_mma(inputs: Sequence[np.ndarray], mma_scales, mma_shifts, biases, out
         raise FixedPointError(f"concat along axis {axis}: {e}") from e
 
 
-def global_average_pool_mma(x, mma_scale: int, mma_shift: int, constant: int, out: FixedType, *,
-                            bounds=None) -> np.ndarray:
-    """§12.8 (TI: the asymmetric global average pool): ``roundSat((sum(in) + constant) x scale, shift)``
-    per channel, the zero points folded into ``constant``. Output N x C x 1 x 1."""
-    xi, _ = _tensor(x, "global average pool input", 4)
-    lo, hi = _bounds(out, bounds)
-    acc = (xi.sum(axis=(2, 3), keepdims=True) + int(constant)) * int(mma_scale)
-    return round_sat(acc, int(mma_shift), lo, hi).astype(out.dtype)
-
-
 def data_convert_to_fixed_zp(x, tensor_scale: float, zero_point: int, out: FixedType) -> np.ndarray:
     """§12.9, tidlx's choice for a float input of a style-4 subgraph (TI: ``TIDL_QuantizeFloatToFixed``):
     ``round(x x scale + zp)`` half away from zero (float32 product and sum), saturated to the type."""
@@ -274,4 +264,4 @@ def prelu_requantize(d, pos_scales, pos_shifts, neg_scales, neg_shifts, out_zero
 __all__ = ["MMA_ACC_MASK_8", "exact_matmul", "mma_requantize", "convolution_accumulator", "convolution_mma",
            "inner_product_accumulator", "inner_product_mma", "eltwise_sum_mma", "eltwise_product_mma", "eltwise_max_mma",
            "prelu_mma", "prelu_requantize",
-           "global_average_pool_mma", "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]
+           "concat_mma", "data_convert_to_fixed_zp", "activation_bounds_zp"]

@@ -206,11 +206,9 @@ def pool_kernel(layer, xs, tensors):
     out = _out(layer, tensors).fixed_type
     if a["pool_type"] == "Max":
         return [arith.max_pool(xs[0], a["kernel"], a["strides"], a["pads"], ceil_mode=a["ceil_mode"])]
-    if layer.asymmetric:   # §12.8
-        if not a["global_pool"]:
-            raise FixedPointError("an MMA average pool is global (§12.8); a spatial one takes zero point 0 (§12.13)")
-        return [arith_asym.global_average_pool_mma(xs[0], layer.mma_scale, layer.mma_shift, int(layer.bias_a), out,
-                                                   bounds=layer.bounds)]
+    if layer.asymmetric:
+        raise FixedPointError(f"layer {layer.describe()}: an average pool with MMA factors; style 4 runs average "
+                              f"pools as TI's symmetric layer (docs/numerics.md §12.13)")
     zero_point_free(layer, tensors)   # §12.13
     if a["global_pool"]:
         return [arith.global_average_pool(xs[0], a["q"], layer.round_bits, out, bounds=layer.bounds)]

@@ -263,13 +263,16 @@ STYLE4 = {"advanced_options:quantization_scale_type": 4, "advanced_options:calib
 
 
 def _two_convs(tmp_path):
-    """x -> Conv -> Relu -> Conv 'conv2' (no activation: signed, a non-zero zero point) -> y."""
+    """x -> Conv -> Relu -> Conv 'conv2' (no activation: signed; read by a convolution, so a non-zero zero
+    point, §12.2) -> Conv 'conv3' -> y."""
     rng = np.random.default_rng(7)
     inits = [numpy_helper.from_array((rng.standard_normal(s) * k).astype(np.float32), n) for n, s, k in
-             (("W1", (4, 3, 3, 3), 0.5), ("B1", (4,), 0.2), ("W2", (3, 4, 3, 3), 0.4), ("B2", (3,), 0.6))]
+             (("W1", (4, 3, 3, 3), 0.5), ("B1", (4,), 0.2), ("W2", (3, 4, 3, 3), 0.4), ("B2", (3,), 0.6),
+              ("W3", (3, 3, 1, 1), 0.5), ("B3", (3,), 0.1))]
     return _save(tmp_path, [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
                             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-                            helper.make_node("Conv", ["r1", "W2", "B2"], ["y"], name="conv2", pads=[1, 1, 1, 1])],
+                            helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+                            helper.make_node("Conv", ["c2", "W3", "B3"], ["y"], name="conv3")],
                  (1, 3, 8, 8), (1, 3, 8, 8), inits, "two_convs")
 
 
@@ -297,7 +300,7 @@ def test_a_style_4_file_reads_back_into_the_same_fixed_point(tmp_path):
     text_format.Parse(proto.read_text(), msg)
     assert msg.quant_type == 1   # SYMMETRIC, as TI's export writes style 4's file
     written = [layer for layer in b.layers if layer.outputs]   # the file's entries, in the layers' order
-    assert [e.layer_name for e in msg.layers] == ["x", "r1", "y"] and len(written) == 3
+    assert [e.layer_name for e in msg.layers] == ["x", "r1", "c2", "y"] and len(written) == 4
     for entry, layer in zip(msg.layers, written):
         out, t = entry.outputs[0], b.tensors[layer.outputs[0]]
         assert (out.scale[0], int(np.uint32(out.zero_point[0]).astype(np.int32))) == (t.scale, t.zero_point)

@@ -68,24 +68,38 @@ def quantized():
     return mod, params, _quantize(mod, {"x": _frames(6, 2)}, **STYLE4)
 
 
+def _zero_point_kind(layer):
+    """The oracle's kind of a quantized layer for §12.2's list."""
+    if layer.type == "EltWise":
+        return "Sum" if layer.attrs["eltwise_type"] == "Sum" else "EltWise"
+    return _oracle_kind(layer)
+
+
 def test_every_tensor_takes_its_ranges_scale_and_zero_point(quantized):
-    """§12.2 from the final calibrated ranges (ReLU outputs unsigned with zero point 0; signed ones
-    asymmetric), the subgraph's style 6."""
+    """§12.2 from the final calibrated ranges: the tensors the oracle finds symmetric (the subgraph's input
+    and output, what a pool reads and writes) at the symmetric scale with zero point 0, the others
+    asymmetric (ReLU outputs unsigned with zero point 0); the subgraph's style 6."""
     _, _, q = quantized
     sub = q.subgraphs["tidl_0"]
     ranges = q.calibration["tidl_0"].tensors
     assert sub.quantization_style == nx.ASYM_NP2 == 6
-    kept = {layer.outputs[0] for layer in sub.layers if layer.type in ("Flatten", "Reshape")
-            or (layer.type == "Pool" and layer.attrs["pool_type"] == "Max")}
-    signed_zps = []
+    symmetric = oa.symmetric_tensors([(_zero_point_kind(layer), layer.inputs, layer.outputs) for layer in sub.layers])
+    # kept: the input's scale; pools: TI's symmetric layer's own output scale (§12.13)
+    kept = {layer.outputs[0] for layer in sub.layers if layer.type in ("Flatten", "Reshape", "Pool")}
+    signed_zps, checked = [], 0
     for t in sub.tensors:
         if t.id in kept or t.id not in ranges:
             continue
         rng = ranges[t.id]
-        assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+        if t.id in symmetric:
+            assert (t.scale, t.zero_point) == (oa.symmetric_scale(rng.min, rng.max, 8, rng.min < 0), 0), t.name
+        else:
+            assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
         assert t.signed == (rng.min < 0)
-        if t.signed:
+        if t.signed and t.id not in symmetric:
             signed_zps.append(t.zero_point)
+        checked += 1
+    assert checked == 5 and {sub.layers[0].outputs[0], sub.layers[-1].inputs[0]} <= symmetric
     assert any(z != 0 for z in signed_zps)   # the model has asymmetric signed tensors
 
 
@@ -111,8 +125,8 @@ def test_weighted_layers_hold_the_oracles_channels(quantized):
 
 
 def test_emulated_layers_are_the_oracles_kernels(quantized):
-    """§12.6-§12.8: what the emulator computes for the first convolution (ReLU, zero-point padding), the sum
-    and the global average pool, recomputed by the oracle from the same integer inputs."""
+    """§12.6-§12.7: what the emulator computes for the first convolution (ReLU, zero-point padding) and the
+    sum, recomputed by the oracle from the same integer inputs; the global average pool is symmetric."""
     mod, _, q = quantized
     seen = []
     q.run({"x": _frames(1, 7)}, fixed_observers=[seen.append])
@@ -134,11 +148,8 @@ def test_emulated_layers_are_the_oracles_kernels(quantized):
     flat = [np.asarray(v).ravel().tolist() for v in add.inputs]
     assert np.asarray(add.outputs[0]).ravel().tolist() == oa.eltwise_sum(flat, ms, k, c, shift, *add.layer.bounds)
     gap = next(o for o in seen if o.layer.type == "Pool" and o.layer.attrs["global_pool"])
-    xin, yout = sub.tensors[gap.layer.inputs[0]], sub.tensors[gap.layer.outputs[0]]
-    for c in range(gap.inputs[0].shape[1]):
-        values = gap.inputs[0][0, c].ravel().tolist()
-        assert int(gap.outputs[0][0, c, 0, 0]) == oa.gap(values, xin.scale, xin.zero_point, yout.scale,
-                                                         yout.zero_point, *gap.layer.bounds)
+    # §12.13: TI's symmetric global average pool (no MMA factors) on a zero-point-0 input
+    assert not gap.layer.asymmetric and sub.tensors[gap.layer.inputs[0]].zero_point == 0
     assert by_name  # every layer was observed
 
 
@@ -282,7 +293,9 @@ def test_a_pad_layer_fills_its_inputs_zero_point():
     assert y[0, 0, 0].tolist() == [-7] * 4 and y[0, 0, 1].tolist() == [-7, 5, 5, -7]
 
 
-def test_a_relu_layer_of_its_own_saturates_at_the_zero_point():
+def test_a_relu_layer_of_its_own_reads_a_symmetric_tensor():
+    """§12.2: a max pool and a ReLU layer are symmetric in TI's list, so the convolution's output they read
+    has zero point 0, and the ReLU keeps it and saturates at 0."""
     text = '''#[version = "0.0.5"]
 def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
   %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
@@ -296,9 +309,10 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     sub = q.subgraphs["tidl_0"]
     relu = sub.compute_layers()[-1]
     x, y = sub.tensors[relu.inputs[0]], sub.tensors[relu.outputs[0]]
-    assert relu.type == "ReLU" and x.zero_point != 0
+    conv = sub.tensors[sub.compute_layers()[0].outputs[0]]
+    assert relu.type == "ReLU" and x.zero_point == conv.zero_point == 0 and x.signed
     assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed)
-    assert relu.bounds == (x.zero_point, 127)
+    assert relu.bounds == (0, 127)
 
 
 SYMMETRIC = '''#[version = "0.0.5"]
@@ -348,7 +362,7 @@ def test_batch_norm_deconvolution_and_average_pool_read_symmetric_tensors():
     assert [(_oracle_kind(layer), layer.asymmetric) for layer in layers] == [
         ("Conv", True), ("Conv", True), ("EltWise", True), ("BatchNorm", False), ("AvgPool", False),
         ("Deconv", False), ("Conv", True), ("MaxPool", False), ("AvgPool", False)]
-    symmetric = oa.symmetric_tensors([(_oracle_kind(layer), layer.inputs, layer.outputs) for layer in layers])
+    symmetric = oa.symmetric_tensors([(_zero_point_kind(layer), layer.inputs, layer.outputs) for layer in sub.layers])
     ranges = q.calibration["tidl_0"].tensors
     produced_by_symmetric = {layer.outputs[0] for layer in layers if not layer.asymmetric
                              and _oracle_kind(layer) != "MaxPool"}
@@ -490,7 +504,8 @@ def test_element_wise_product_sum_and_constants_in_style_4():
     assert kinds == ["Prod", "Sum", "Sum", "Prod", "Sum"]
     product = next(o for o in seen if o.layer.type == "EltWise")
     assert [np.asarray(v).shape for v in product.inputs] == [(1, 4, 8, 8), (1, 1, 8, 8)]
-    assert any(z != 0 for z in product.layer.attrs["zero_points"])
+    # §12.2: a product is symmetric in TI's list, the tensors it reads have zero point 0
+    assert product.layer.attrs["zero_points"] == (0, 0) or list(product.layer.attrs["zero_points"]) == [0, 0]
 
 
 def test_a_constant_minus_a_tensor_has_no_style_4_rule():
@@ -535,7 +550,7 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     q.run({"x": calib[:1]}, fixed_observers=[seen.append])
     cat = next(o for o in seen if o.layer.type == "Concat")
     x, y = sub.tensors[cat.layer.inputs[0]], sub.tensors[cat.layer.outputs[0]]
-    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed) and x.zero_point != 0
+    assert (y.scale, y.zero_point, y.signed) == (x.scale, x.zero_point, x.signed)
     assert np.array_equal(cat.outputs[0], np.concatenate(cat.inputs, axis=1))
     assert cat.layer.mma_scale.tolist() == [1, 1] and cat.layer.bias_a.tolist() == [0, 0]
     own = oa.scale_zp(*(lambda rng: (rng.min, rng.max))(q.calibration["tidl_0"].tensors[y.id]), 8, True)

@@ -161,20 +161,6 @@ def relu_bounds(lo, hi, zp):
     return max(lo, min(zp, hi)), hi
 
 
-def doubling(r):
-    """§8.16's TIDL_getMMAv2_ScaleAndShift: (c, sh)."""
-    r, sh = f32(r), 0
-    while True:
-        r = f32(r * 2)
-        if sh >= 40:
-            break
-        if r > 255:
-            r = f32(r / 2)
-            break
-        sh += 1
-    return math.floor(r + 0.5), sh
-
-
 # §12.7
 def import_doubling(r, wbits=8):
     """§12.7 step 2: (c, sh)."""
@@ -245,15 +231,6 @@ def eltwise_max(inputs, zs, ms, k, c, s, lo, hi, acc_bits=32):
 
 
 # §12.8
-def gap(values, sx, zx, sy, zy, lo, hi):
-    """values: one channel's pixels."""
-    n = len(values)
-    r = f32(f32(sy) / f32(f32(sx) * f32(n)))
-    m, shift = doubling(r)
-    k = half_away(f32(f32(f32(zy) / r) - f32(f32(zx) * f32(n))))
-    return round_sat((sum(values) + k) * m, shift, lo, hi)
-
-
 # §12.9
 def convert_in(x, scale, zp, bits, signed):
     lo, hi = bounds(bits, signed)
@@ -273,8 +250,11 @@ def concat_part(values, m, s, bias, lo, hi):
 
 # §12.13 average pool, batch norm and deconvolution: the symmetric tensor they read
 SYMMETRIC_READERS = ("BatchNorm", "Deconv", "AvgPool")
-ZERO_POINT_PASSING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace",
-                      "Reduce", "MaxPool", "ReLU")
+# §12.2: the layer kinds whose tensors may carry a zero point ("Sum": an element-wise sum), and the ones of
+# them that pass it through
+ZERO_POINT_KINDS = ("Conv", "InnerProduct", "SoftMax", "Concat", "Flatten", "Reshape", "Transpose", "Sum",
+                    "LayerNorm")
+PASS_THROUGH = ("Flatten", "Reshape", "Transpose")
 
 
 def symmetric_scale(lo, hi, n, signed):
@@ -291,19 +271,33 @@ def symmetric_scale(lo, hi, n, signed):
 
 
 def symmetric_tensors(layers):
-    """1.: the tensors read by a batch norm, deconvolution or spatial average pool, directly or through
-    layers that pass the zero point on. ``layers``: (kind, inputs, outputs), kind one of
-    SYMMETRIC_READERS, ZERO_POINT_PASSING or anything else."""
-    found = set()
+    """§12.2: the tensors without a zero point. ``layers``: (kind, inputs, outputs), the data layers as
+    "Data". A tensor is symmetric when the layer writing it (a subgraph input: a data layer) or a layer
+    reading it is not of ZERO_POINT_KINDS, a pass-through reader counting by the readers of its output;
+    a pass-through layer's output is symmetric when its input is."""
+    writer = {t: kind for kind, _, outputs in layers for t in outputs}
+    readers = {}
+    for kind, inputs, outputs in layers:
+        for t in inputs:
+            readers.setdefault(t, []).append((kind, outputs))
+
+    def read_symmetric(t):
+        for kind, outputs in readers.get(t, ()):
+            if kind not in ZERO_POINT_KINDS:
+                return True
+            if kind in PASS_THROUGH and any(read_symmetric(o) for o in outputs):
+                return True
+        return False
+
+    found = {t for t in set(writer) | set(readers)
+             if writer.get(t, "Data") not in ZERO_POINT_KINDS or read_symmetric(t)}
     changed = True
     while changed:
         changed = False
         for kind, inputs, outputs in layers:
-            wanted = kind in SYMMETRIC_READERS or (kind in ZERO_POINT_PASSING and found & set(outputs))
-            for t in inputs:
-                if wanted and t not in found:
-                    found.add(t)
-                    changed = True
+            if kind in PASS_THROUGH and inputs[0] in found and not set(outputs) <= found:
+                found |= set(outputs)
+                changed = True
     return found
 
 
