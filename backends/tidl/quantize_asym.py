@@ -141,7 +141,7 @@ def _kept(q, layer, x: QuantizedTensor) -> None:
 
 
 def data_in(q, layer) -> QuantizedLayer:
-    """§12.9: a float subgraph input at its range's scale and zero point."""
+    """§12.9: a float subgraph input, symmetric (§12.2: zero point 0 at the symmetric scale of its range)."""
     t = q.net.tensors[layer.outputs[0]]
     if np.dtype(t.dtype) != np.float32:
         raise _not_yet(q, layer, f"a {np.dtype(t.dtype)} subgraph input")
