@@ -1,12 +1,13 @@
 """The quantizer's style-4 layers (``quantization_scale_type`` 4, TIDL's AsymNP2; docs/numerics.md §12).
 
 ``_Quantizer.layer`` hands every layer of a style-4 subgraph to ``asymmetric_layer``: each output gets a
-scale and zero point from its calibrated range (§12.2), a convolution / inner product per-channel weights,
-MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5), an element-wise
-sum, product or max, a concat and a global average pool their multipliers and constants (§12.7, §12.8,
-§12.11); max pool and the data-movement layers keep their input's type, scale and zero point. A batch norm,
-a deconvolution and a spatial average pool run TI's symmetric layer (§8) on a tensor of zero point 0, which
-their producer makes so (§12.13). A layer type whose style-4 rule tidlx does not have yet is a
+scale from its calibrated range and, where TI's list lets the writer and every reader take one, a zero point
+(§12.2; otherwise zero point 0 at the symmetric scale); a convolution / inner product per-channel weights,
+MMA multipliers and shifts and an integer bias with the zero-point terms (§12.3-§12.5); an element-wise
+sum, product or max and a concat their multipliers and constants (§12.7, §12.8, §12.11); softmax, layer
+norm, the tables and PReLU §12.12's rules; max pool and the data-movement layers keep their input's type,
+scale and zero point. A batch norm, a deconvolution and an average pool run TI's symmetric layer (§8) on a
+tensor of zero point 0 (§12.13). A layer type whose style-4 rule tidlx does not have yet is a
 ``QuantizationError`` naming it.
 """
 
@@ -25,7 +26,7 @@ from .layer_params import ConvParams, PoolParams
 
 #: the activations a style-4 layer ends in (saturation, §12.6)
 ASYM_ACTIVATIONS = ("none", "ReLU", "ReLU6", "Clip")
-#: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8; a pad fills the zero point)
+#: the data-movement layers style 4 runs (type, scale and zero point kept, §12.8)
 ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize", "Pad", "DepthToSpace", "Reduce")
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)",
