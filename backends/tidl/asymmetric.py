@@ -166,12 +166,14 @@ def symmetric_scale(lo: float, hi: float, bits: int, signed: bool) -> float:
 
 def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
     """§12.3 (TI: ``TIDL_asymRangeToScale`` on a symmetric weight tensor, one output channel): weights stay
-    symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32; a channel whose
-    range is under ``MIN_RANGE`` takes scale 1.0."""
+    symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32. A channel whose
+    range is under ``MIN_RANGE`` (every weight the same) takes that function's narrow-range scale, as a
+    feature map's (§12.2): ``top / |max|``, so a constant ``c`` quantizes to ``+-top``, or ``top x 1000``
+    for an all-zero channel."""
     w = np.asarray(w_channel, np.float32)
     lo, hi = float(w.min()), float(w.max())
     if abs(float(np.float32(hi - lo))) < MIN_RANGE:
-        return 1.0
+        return activation_scale_and_zero_point(lo, hi, weight_bits, True)[0]
     top = float((1 << (weight_bits - 1)) - 1)
     return float(np.float32(np.float32(top) / np.float32(max(abs(lo), abs(hi)))))
 

@@ -93,7 +93,11 @@ def channel(w, b, sx, zx, sy, zy, wbits=8):
     """(wq, sw, m, s, bias) of §12.3-§12.5."""
     w = [f32(v) for v in w]
     lo, hi = min(w), max(w)
-    sw = 1.0 if abs(f32(hi - lo)) < 1e-15 else f32(f32((1 << (wbits - 1)) - 1) / f32(max(abs(lo), abs(hi))))
+    top = (1 << (wbits - 1)) - 1
+    if abs(f32(hi - lo)) < 1e-15:   # every weight the same: top / |max|, or top x 1000 when it is 0
+        sw = f32(top / abs(hi)) if hi != 0 else f32(top * 1000.0)
+    else:
+        sw = f32(f32(top) / f32(max(abs(lo), abs(hi))))
     r, sw = _ratio(sy, sx, sw, wbits)
     m, s, e = mma(r, wbits)
     if f32(f32(e) / f32(r)) > f32(1e-3):

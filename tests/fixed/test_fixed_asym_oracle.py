@@ -81,6 +81,33 @@ def test_quantize_channel(w, b, sx, zx, sy, zy, wbits):
     assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
 
 
+@settings(max_examples=100, **SETTINGS)
+@given(st.sampled_from([0.0, 1 / 27, -0.2, 3.5, 1e-3]), st.integers(1, 12), st.floats(-5, 5, **finite),
+       st.floats(0.5, 300), st.integers(-128, 127), st.floats(0.05, 300), st.integers(-128, 127),
+       st.sampled_from([8, 16]))
+def test_constant_channel(c, n, b, sx, zx, sy, zy, wbits):
+    count("§12.3 constant channel")
+    w = np.full(n, c, np.float32)
+    got = asym.quantize_channel(w, b, sx, zx, sy, zy, wbits)
+    wq, sw, m, s, bias = oa.channel(w.tolist(), b, sx, zx, sy, zy, wbits)
+    assert got.weights.tolist() == wq
+    assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+def test_box_filter_keeps_its_weights():
+    """§12.3: a channel whose weights are all the same takes the narrow-range scale top / |c|: a 3x3x3
+    box filter of 1/27 quantizes to 127 everywhere (scale 127 x 27), not to 0 at scale 1."""
+    w = np.full((3, 3, 3), 1 / 27, np.float32)
+    assert asym.channel_weight_scale(w, 8) == float(np.float32(127 / np.float32(1 / 27)))
+    assert asym.channel_weight_scale(np.zeros(5, np.float32), 8) == 127000.0
+    assert asym.channel_weight_scale(np.full(5, -0.5, np.float32), 16) == 65534.0
+    ch = asym.quantize_channel(w, 0.0, 30.0, -5, 50.0, 0, 8)
+    assert (ch.weights == 127).all()
+    # the channel's real output for an input of ones (q = 30 + zp): 27 x 1/27 = 1.0 -> 50 at sy = 50
+    acc = int(ch.weights.astype(np.int64).sum()) * 25 + ch.bias
+    assert abs(acc * ch.mma_scale / 2 ** ch.mma_shift - 50.0) < 0.5
+
+
 def test_bias_term_width_limits_the_weight_scale():
     """A bias far above the accumulator range halves the weight scale until the bias term fits 30 bits."""
     w = np.array([1.0, -1.0, 0.5], np.float32)
