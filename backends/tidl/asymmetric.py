@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -178,6 +178,33 @@ def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
     return float(np.float32(np.float32(top) / np.float32(max(abs(lo), abs(hi)))))
 
 
+def product_width_weight_scale(weight_scale: float, in_scale: float, out_lo: float, out_hi: float,
+                               weight_bits: int = 8) -> float:
+    """§12.3 step 2 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, convolution and inner-product branches, right
+    after each channel's ``TIDL_asymRangeToScale``): the width of each end of the output range at the
+    accumulator's scale, ``ceil(log2(|sw x sx x v|))`` (float32 product and log; one more bit when the
+    product is negative; 0 for ``v = 0`` or an infinite product). When either width exceeds the bias-term
+    limit (30 bits for 8-bit weights, 53 for 16-bit), ``sw`` is divided by ``2^(widest - limit)`` (float32)."""
+    limit = MAX_BIAS_TERM_BITS_16 if weight_bits > 8 else MAX_BIAS_TERM_BITS_8
+    acc = np.float32(np.float32(weight_scale) * np.float32(in_scale))
+
+    def width(v: float) -> int:
+        if np.float32(v) == 0:
+            return 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            p = np.float32(acc * np.float32(v))
+        if not np.isfinite(p):   # an infinite scale (denormal weights): TI's int cast of inf is negative on
+            return 0             # x86, so no check; §12.3's ratio clamp then takes the channel
+        n = int(math.ceil(float(np.log2(np.abs(p)))))
+        return n + 1 if p < 0 else n
+
+    hi_bits, lo_bits = width(out_hi), width(out_lo)
+    if hi_bits <= limit and lo_bits <= limit:
+        return weight_scale
+    widest = lo_bits if lo_bits > hi_bits else hi_bits
+    return float(np.float32(np.float32(weight_scale) / np.float32(2.0 ** (widest - limit))))
+
+
 def scale_ratio(out_scale: float, in_scale: float, weight_scale: float, weight_bits: int = 8) -> Tuple[float, float]:
     """§12.3 (TI: ``TIDL_asymGetScaleRatio``): ``ratio = outScale / (weightScale x inScale)`` (float32),
     clamped to [min ratio, 255]; a clamped ratio moves the weight scale to ``outScale / (ratio x inScale)``.
@@ -249,14 +276,16 @@ class ChannelQuantization:
 
 
 def quantize_channel(w: np.ndarray, bias: float, in_scale: float, in_zp: int, out_scale: float, out_zp: int,
-                     weight_bits: int = 8) -> ChannelQuantization:
+                     weight_bits: int = 8, out_range: Optional[Tuple[float, float]] = None) -> ChannelQuantization:
     """§12.3-§12.5 for one output channel (TI: ``TIDL_asymUpdateScalesAndShifts`` and
-    ``TIDL_asymDeriveBiasTerm``): the symmetric weight scale, the ratio clamp and MMA search, the 0.1%/2%
-    refinement, the weights, the bias-term width limit (weight scale halved, at most bits - 1 times,
-    then 1.0), the final search, then the integer bias (or, when it overflows its container, TI's
-    bias-only channel)."""
+    ``TIDL_asymDeriveBiasTerm``): the symmetric weight scale, its width check against the output range
+    ``out_range`` (``(lo, hi)``; None skips it), the ratio clamp and MMA search, the 0.1%/2% refinement, the
+    weights, the bias-term width limit (weight scale halved, at most bits - 1 times, then 1.0), the final
+    search, then the integer bias (or, when it overflows its container, TI's bias-only channel)."""
     w = np.asarray(w, np.float32)
     sw = channel_weight_scale(w, weight_bits)
+    if out_range is not None:
+        sw = product_width_weight_scale(sw, in_scale, out_range[0], out_range[1], weight_bits)
     ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
     mma = mma_search(ratio, weight_bits)
     sw = refined_weight_scale(ratio, mma, out_scale, in_scale, sw)
@@ -501,7 +530,8 @@ def prelu_factors(out_scale: float, in_scale: float, slopes, weight_bits: int = 
 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain",
            "activation_scale_and_zero_point", "symmetric_scale",
-           "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
+           "channel_weight_scale", "product_width_weight_scale", "scale_ratio", "refined_weight_scale",
+           "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
            "sum_factors", "product_factors", "max_factors", "concat_factors", "pool_factors",
            "activation_table_zp", "style4_table_widths", "pla_sigmoid_output", "pla_sigmoid_table_zp",

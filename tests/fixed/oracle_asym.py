@@ -89,8 +89,18 @@ def term_bits(v):
     return k + 1
 
 
-def channel(w, b, sx, zx, sy, zy, wbits=8):
-    """(wq, sw, m, s, bias) of §12.3-§12.5."""
+def _width(sw, sx, v):
+    if f32(v) == 0:
+        return 0
+    p = f32(f32(f32(sw) * f32(sx)) * f32(v))
+    if not math.isfinite(p):
+        return 0
+    n = math.ceil(float(np.log2(np.float32(abs(p)))))
+    return n + 1 if p < 0 else n
+
+
+def channel(w, b, sx, zx, sy, zy, wbits=8, out_range=None):
+    """(wq, sw, m, s, bias) of §12.3-§12.5; ``out_range`` (lo, hi) for step 1's width check."""
     w = [f32(v) for v in w]
     lo, hi = min(w), max(w)
     top = (1 << (wbits - 1)) - 1
@@ -98,6 +108,11 @@ def channel(w, b, sx, zx, sy, zy, wbits=8):
         sw = f32(top / abs(hi)) if hi != 0 else f32(top * 1000.0)
     else:
         sw = f32(f32(top) / f32(max(abs(lo), abs(hi))))
+    if out_range is not None:
+        limit = 30 if wbits <= 8 else 53
+        widest = max(_width(sw, sx, out_range[0]), _width(sw, sx, out_range[1]))
+        if widest > limit:
+            sw = f32(f32(sw) / f32(2.0 ** (widest - limit)))
     r, sw = _ratio(sy, sx, sw, wbits)
     m, s, e = mma(r, wbits)
     if f32(f32(e) / f32(r)) > f32(1e-3):

@@ -108,6 +108,35 @@ def test_box_filter_keeps_its_weights():
     assert abs(acc * ch.mma_scale / 2 ** ch.mma_shift - 50.0) < 0.5
 
 
+out_ranges = st.tuples(st.floats(-1e5, 1e5, **finite), st.floats(-1e5, 1e5, **finite)).map(sorted)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(st.floats(-0.0078125, 0.0078125, **finite, width=32), min_size=1, max_size=12), st.floats(-5, 5, **finite),
+       st.floats(0.5, 3e4), st.integers(-128, 127), st.floats(0.05, 300), st.integers(-128, 127), out_ranges,
+       st.sampled_from([8, 16]))
+def test_quantize_channel_with_the_width_check(w, b, sx, zx, sy, zy, out_range, wbits):
+    count("§12.3 width check")
+    got = asym.quantize_channel(np.array(w, np.float32), b, sx, zx, sy, zy, wbits, tuple(out_range))
+    wq, sw, m, s, bias = oa.channel(w, b, sx, zx, sy, zy, wbits, tuple(out_range))
+    assert got.weights.tolist() == wq
+    assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+def test_width_check_example():
+    """§12.3: sw = 127 / 0.001, sx = 1000, output max 20: 2.54e9 needs 32 bits, two more than 30, so the
+    weight scale is divided by 4; a negative end takes a sign bit more (33 bits: divided by 8)."""
+    sw = float(np.float32(127 / np.float32(0.001)))
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 20.0, 8) == float(np.float32(sw / 4))
+    assert asym.product_width_weight_scale(sw, 1000.0, -20.0, 0.0, 8) == float(np.float32(sw / 8))
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 8.0, 8) == sw          # 1.016e9: 30 bits
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 20.0, 16) == sw         # 53 bits at 16
+    w = np.array([0.001, -0.0005], np.float32)
+    ch = asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8, (0.0, 20.0))
+    assert ch.weight_scale == pytest.approx(sw / 4, rel=0.02) and ch.weights.tolist() == [32, -16]
+    assert asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8).weights[0] == 127   # no range: no check
+
+
 def test_bias_term_width_limits_the_weight_scale():
     """A bias far above the accumulator range halves the weight scale until the bias term fits 30 bits."""
     w = np.array([1.0, -1.0, 0.5], np.float32)
