@@ -161,8 +161,8 @@ def weighted(q, layer) -> QuantizedLayer:
     if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
         q.float_biases[layer.index] = p.affine.bias
     checked = width_check_range(q, layer)
-    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, out.scale, out.zero_point, wbits,
-                                      checked) for c in range(w.shape[0])]
+    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, out.scale, out.zero_point, wbits, checked,
+                                      layer.type == "InnerProduct")
     wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
     notes = tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
                   for c, ch in enumerate(channels) if ch.zeroed)
@@ -466,8 +466,8 @@ def weighted_activation(q, layer) -> QuantizedLayer:
     from .quantize import BIAS_CALIBRATED
     if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
         q.float_biases[layer.index] = p.affine.bias
-    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, target[0], target[1], wbits,
-                                      checked) for c in range(w.shape[0])]
+    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, target[0], target[1], wbits, checked,
+                                      layer.type == "InnerProduct")
     wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
     notes += tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
                    for c, ch in enumerate(channels) if ch.zeroed)

@@ -103,9 +103,9 @@ def test_weighted_layers_hold_the_oracles_channels(quantized):
         b = b if calibrated is None else calibrated
         x, y = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
         assert layer.asymmetric and layer.per_channel
-        for c in range(w.shape[0]):
-            wq, sw, m, s, bias = oa.channel(w[c].ravel().tolist(), float(b[c]), x.scale, x.zero_point, y.scale,
-                                            y.zero_point)
+        want = oa.channels([w[c].ravel().tolist() for c in range(w.shape[0])], [float(v) for v in b], x.scale,
+                           x.zero_point, y.scale, y.zero_point, inner=layer.type == "InnerProduct")
+        for c, (wq, sw, m, s, bias) in enumerate(want):
             assert layer.weights[c].ravel().tolist() == wq
             assert (layer.weight_scale[c], layer.mma_scale[c], layer.mma_shift[c], layer.bias_a[c]) == (sw, m, s, bias)
 

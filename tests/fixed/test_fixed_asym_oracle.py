@@ -33,6 +33,16 @@ def test_mma_search(r, wbits):
     assert 1 <= got.scale <= 255 and 0 <= got.shift <= (40 if wbits == 8 else 64)
 
 
+@settings(max_examples=300, **SETTINGS)
+@given(ratios, st.sampled_from([8, 16]))
+def test_mma_search_from_above(r, wbits):
+    count("§12.1 search from above")
+    got = asym.mma_search_from_above(r, wbits)
+    m, s, e = oa.mma(r, wbits, above=True)
+    assert (got.scale, got.shift, got.error) == (m, s, e)
+    assert np.float32(got.scale / 2.0 ** got.shift) >= np.float32(r)
+
+
 def test_mma_search_examples():
     # an exact power of 2 is found exactly; 1/3 is best as 171/2^9 (error 1/1536)
     assert (asym.mma_search(0.25).scale / 2 ** asym.mma_search(0.25).shift) == 0.25
@@ -135,6 +145,33 @@ def test_width_check_example():
     ch = asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8, (0.0, 20.0))
     assert ch.weight_scale == pytest.approx(sw / 4, rel=0.02) and ch.weights.tolist() == [32, -16]
     assert asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8).weights[0] == 127   # no range: no check
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.lists(weights, min_size=1, max_size=5), st.data(), st.floats(0.5, 300), st.integers(-128, 127),
+       st.floats(0.05, 300), st.integers(-128, 127), st.sampled_from([8, 16]), st.booleans())
+def test_quantize_channels(ws, data, sx, zx, sy, zy, wbits, inner):
+    count("§12.3 inner-product channels" if inner else "§12.3 convolution channels")
+    bs = data.draw(st.lists(st.floats(-50, 50, **finite), min_size=len(ws), max_size=len(ws)))
+    n = min(len(w) for w in ws)
+    ws = [w[:n] for w in ws]
+    got = asym.quantize_channels(np.array(ws, np.float32), bs, sx, zx, sy, zy, wbits, None, inner)
+    want = oa.channels(ws, bs, sx, zx, sy, zy, wbits, None, inner)
+    assert [(g.weights.tolist(), g.weight_scale, g.mma_scale, g.mma_shift, g.bias) for g in got] == \
+        [(list(wq), sw, m, s, b) for wq, sw, m, s, b in want]
+
+
+def test_inner_product_channels_differ_from_a_convolutions():
+    """§12.3, Inner products: ratio 0.7 (sy = 0.7, sx = 1, sw = 127 / 127): the convolution's search takes
+    179 / 2^8 = 0.69922, below the ratio, an inner product's 45 / 2^6 = 0.703125, above it. Both miss by more
+    than 0.1% and move the weight scale to make it exact; the convolution searches again, the inner product
+    keeps its first pair."""
+    w = np.array([[127.0, -3.0]], np.float32)
+    conv = asym.quantize_channels(w, [0.0], 1.0, 0, 0.7, 0, 8)[0]
+    ip = asym.quantize_channels(w, [0.0], 1.0, 0, 0.7, 0, 8, inner_product=True)[0]
+    assert (conv.mma_scale, conv.mma_shift) == (179, 8) and conv.weight_scale > 1.0
+    assert (ip.mma_scale, ip.mma_shift) == (45, 6) and ip.weight_scale < 1.0
+    assert ip.missed and conv.missed
 
 
 def test_bias_term_width_limits_the_weight_scale():
