@@ -192,7 +192,7 @@ def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
 
 def product_width_weight_scale(weight_scale: float, in_scale: float, out_lo: float, out_hi: float,
                                weight_bits: int = 8) -> float:
-    """§12.3 step 2 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, convolution and inner-product branches, right
+    """§12.3 step 1 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, convolution and inner-product branches, right
     after each channel's ``TIDL_asymRangeToScale``): the width of each end of the output range at the
     accumulator's scale, ``ceil(log2(|sw x sx x v|))`` (float32 product and log; one more bit when the
     product is negative; 0 for ``v = 0`` or an infinite product). When either width exceeds the bias-term
@@ -232,7 +232,7 @@ def scale_ratio(out_scale: float, in_scale: float, weight_scale: float, weight_b
 
 
 def ratio_missed(ratio: float, mma: MmaFactor) -> bool:
-    """§12.3 step 4 (TI: ``TIDL_asymUpdateScalesAndShifts``): the multiplier misses the ratio by more than
+    """§12.3 step 3 (TI: ``TIDL_asymUpdateScalesAndShifts``): the multiplier misses the ratio by more than
     0.1% (relative, float32)."""
     return bool(np.float32(np.float32(mma.error) / np.float32(ratio)) > MAX_RATIO_ERROR)
 
@@ -292,7 +292,7 @@ class ChannelQuantization:
     mma_shift: int
     bias: int              # the accumulator's constant (int32 for 8-bit weights, int64 for 16-bit)
     zeroed: bool = False   # §12.5: the bias alone drives the channel, its weights were zeroed
-    missed: bool = False   # §12.3 step 4: the first search missed the ratio by more than 0.1%
+    missed: bool = False   # §12.3 step 3: the first search missed the ratio by more than 0.1%
 
 
 def quantize_channel(w: np.ndarray, bias: float, in_scale: float, in_zp: int, out_scale: float, out_zp: int,

@@ -133,7 +133,7 @@ def data_in(q, layer) -> QuantizedLayer:
 
 
 def width_check_range(q, layer) -> Tuple[float, float]:
-    """§12.3 step 2: the output range TI's width check reads (``outData``'s min and max when
+    """§12.3 step 1: the output range TI's width check reads (``outData``'s min and max when
     ``TIDL_asymUpdateScalesAndShifts`` checks it): a Clip's bounds, else the calibrated range, a ReLU6's too
     (TI sets the ReLU6 range to [0, 6] only after the check)."""
     if layer.activation.type == "ReLU6":
