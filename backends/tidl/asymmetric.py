@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -100,8 +100,16 @@ def mma_search(ratio: float, weight_bits: int = 8) -> MmaFactor:
     return _mma_search_vector(float(_positive_ratio(ratio)), mma_max_shift(weight_bits))
 
 
+def mma_search_from_above(ratio: float, weight_bits: int = 8) -> MmaFactor:
+    """§12.1 as TI's inner products search (TI 11.x: ``TIDL_getMMAv2_ScaleShiftAndError`` with ``skipCheck``,
+    from the inner-product branches of ``TIDL_asymUpdateScalesAndShifts`` and ``TIDL_asymDeriveBiasTerm``): a
+    pair whose float32 value is below the ratio does not take part (it would widen the weight scale); of the
+    others the nearest, the smallest multiplier on a tie."""
+    return _mma_search_vector(float(_positive_ratio(ratio)), mma_max_shift(weight_bits), True)
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def _mma_search_vector(ratio: float, limit: int) -> MmaFactor:
+def _mma_search_vector(ratio: float, limit: int, from_above: bool = False) -> MmaFactor:
     r = np.float32(ratio)
     log2 = np.log(_MULTIPLIERS / float(r)) / math.log(2.0)
     near_tie = np.abs(np.abs(log2) - np.floor(np.abs(log2)) - 0.5) < _TIE_MARGIN
@@ -110,6 +118,10 @@ def _mma_search_vector(ratio: float, limit: int) -> MmaFactor:
     shifts = np.clip(np.copysign(np.floor(np.abs(log2) + 0.5), log2), 0, limit)
     approx = (_MULTIPLIERS / np.exp2(shifts)).astype(np.float32)
     errors = np.abs(r - approx)   # float32 arithmetic, as the plain rule
+    if from_above:
+        errors = np.where(approx < r, np.float32(np.inf), errors)
+        if not np.isfinite(errors).any():
+            raise FixedPointError(f"MMA scale ratio {ratio}: no multiplier and shift reach it from above")
     best = int(np.argmin(errors))   # the first of equal errors: the smallest multiplier
     return MmaFactor(best + 1, int(shifts[best]), float(errors[best]))
 
@@ -166,14 +178,43 @@ def symmetric_scale(lo: float, hi: float, bits: int, signed: bool) -> float:
 
 def channel_weight_scale(w_channel: np.ndarray, weight_bits: int = 8) -> float:
     """§12.3 (TI: ``TIDL_asymRangeToScale`` on a symmetric weight tensor, one output channel): weights stay
-    symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32; a channel whose
-    range is under ``MIN_RANGE`` takes scale 1.0."""
+    symmetric, ``scale = (2^(bits-1) - 1) / max(|min|, |max|)`` (127 for 8 bits), float32. A channel whose
+    range is under ``MIN_RANGE`` (every weight the same) takes that function's narrow-range scale, as a
+    feature map's (§12.2): ``top / |max|``, so a constant ``c`` quantizes to ``+-top``, or ``top x 1000``
+    for an all-zero channel."""
     w = np.asarray(w_channel, np.float32)
     lo, hi = float(w.min()), float(w.max())
     if abs(float(np.float32(hi - lo))) < MIN_RANGE:
-        return 1.0
+        return activation_scale_and_zero_point(lo, hi, weight_bits, True)[0]
     top = float((1 << (weight_bits - 1)) - 1)
     return float(np.float32(np.float32(top) / np.float32(max(abs(lo), abs(hi)))))
+
+
+def product_width_weight_scale(weight_scale: float, in_scale: float, out_lo: float, out_hi: float,
+                               weight_bits: int = 8) -> float:
+    """§12.3 step 1 (TI 11.x: ``TIDL_asymUpdateScalesAndShifts``, convolution and inner-product branches, right
+    after each channel's ``TIDL_asymRangeToScale``): the width of each end of the output range at the
+    accumulator's scale, ``ceil(log2(|sw x sx x v|))`` (float32 product and log; one more bit when the
+    product is negative; 0 for ``v = 0`` or an infinite product). When either width exceeds the bias-term
+    limit (30 bits for 8-bit weights, 53 for 16-bit), ``sw`` is divided by ``2^(widest - limit)`` (float32)."""
+    limit = MAX_BIAS_TERM_BITS_16 if weight_bits > 8 else MAX_BIAS_TERM_BITS_8
+    acc = np.float32(np.float32(weight_scale) * np.float32(in_scale))
+
+    def width(v: float) -> int:
+        if np.float32(v) == 0:
+            return 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            p = np.float32(acc * np.float32(v))
+        if not np.isfinite(p):   # an infinite scale (denormal weights): TI's int cast of inf is negative on
+            return 0             # x86, so no check; §12.3's ratio clamp then takes the channel
+        n = int(math.ceil(float(np.log2(np.abs(p)))))
+        return n + 1 if p < 0 else n
+
+    hi_bits, lo_bits = width(out_hi), width(out_lo)
+    if hi_bits <= limit and lo_bits <= limit:
+        return weight_scale
+    widest = lo_bits if lo_bits > hi_bits else hi_bits
+    return float(np.float32(np.float32(weight_scale) / np.float32(2.0 ** (widest - limit))))
 
 
 def scale_ratio(out_scale: float, in_scale: float, weight_scale: float, weight_bits: int = 8) -> Tuple[float, float]:
@@ -190,17 +231,24 @@ def scale_ratio(out_scale: float, in_scale: float, weight_scale: float, weight_b
     return float(r), float(sw)
 
 
+def ratio_missed(ratio: float, mma: MmaFactor) -> bool:
+    """§12.3 step 3 (TI: ``TIDL_asymUpdateScalesAndShifts``): the multiplier misses the ratio by more than
+    0.1% (relative, float32)."""
+    return bool(np.float32(np.float32(mma.error) / np.float32(ratio)) > MAX_RATIO_ERROR)
+
+
 def refined_weight_scale(ratio: float, mma: MmaFactor, out_scale: float, in_scale: float,
-                         weight_scale: float) -> float:
+                         weight_scale: float, any_move: bool = False) -> float:
     """§12.3 (TI: ``TIDL_asymUpdateScalesAndShifts``): when the multiplier misses the ratio by more than
     0.1% (relative), the weight scale that makes the multiplier exact, ``outScale / (mma x inScale)``, is
-    taken if it moves the weight scale by less than 2% (float32)."""
-    if np.float32(np.float32(mma.error) / np.float32(ratio)) <= MAX_RATIO_ERROR:
+    taken if it moves the weight scale by less than 2% (float32), or whatever the move with ``any_move``
+    (TI's inner product with 16-bit weights)."""
+    if not ratio_missed(ratio, mma):
         return weight_scale
     hw = np.float32(mma.value)
     ideal = np.float32(np.float32(out_scale) / np.float32(hw * np.float32(in_scale)))
     sw = np.float32(weight_scale)
-    if np.float32(abs(np.float32(ideal - sw)) / sw) < MAX_WEIGHT_SCALE_MOVE:
+    if any_move or np.float32(abs(np.float32(ideal - sw)) / sw) < MAX_WEIGHT_SCALE_MOVE:
         return float(ideal)
     return weight_scale
 
@@ -244,20 +292,29 @@ class ChannelQuantization:
     mma_shift: int
     bias: int              # the accumulator's constant (int32 for 8-bit weights, int64 for 16-bit)
     zeroed: bool = False   # §12.5: the bias alone drives the channel, its weights were zeroed
+    missed: bool = False   # §12.3 step 3: the first search missed the ratio by more than 0.1%
 
 
 def quantize_channel(w: np.ndarray, bias: float, in_scale: float, in_zp: int, out_scale: float, out_zp: int,
-                     weight_bits: int = 8) -> ChannelQuantization:
+                     weight_bits: int = 8, out_range: Optional[Tuple[float, float]] = None,
+                     inner_product: bool = False, missed_before: bool = False) -> ChannelQuantization:
     """§12.3-§12.5 for one output channel (TI: ``TIDL_asymUpdateScalesAndShifts`` and
-    ``TIDL_asymDeriveBiasTerm``): the symmetric weight scale, the ratio clamp and MMA search, the 0.1%/2%
-    refinement, the weights, the bias-term width limit (weight scale halved, at most bits - 1 times,
-    then 1.0), the final search, then the integer bias (or, when it overflows its container, TI's
-    bias-only channel)."""
+    ``TIDL_asymDeriveBiasTerm``): the symmetric weight scale, its width check against the output range
+    ``out_range`` (``(lo, hi)``; None skips it), the ratio clamp and MMA search, the 0.1%/2% refinement, the
+    weights, the bias-term width limit (weight scale halved, at most bits - 1 times, then 1.0), the final
+    search, then the integer bias (or, when it overflows its container, TI's bias-only channel).
+    ``inner_product``: TI's inner-product branch (§12.3, *Inner products*): searches from above, any move
+    with 16-bit weights, and no final search once a channel of the layer (``missed_before``, or this one)
+    missed its ratio. ``quantize_channels`` carries that across a layer's channels."""
+    search = mma_search_from_above if inner_product else mma_search
     w = np.asarray(w, np.float32)
     sw = channel_weight_scale(w, weight_bits)
+    if out_range is not None:
+        sw = product_width_weight_scale(sw, in_scale, out_range[0], out_range[1], weight_bits)
     ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
-    mma = mma_search(ratio, weight_bits)
-    sw = refined_weight_scale(ratio, mma, out_scale, in_scale, sw)
+    mma = search(ratio, weight_bits)
+    missed = ratio_missed(ratio, mma)
+    sw = refined_weight_scale(ratio, mma, out_scale, in_scale, sw, any_move=inner_product and weight_bits == 16)
     wq = quantize_symmetric_weights(w, sw, weight_bits)
     limit = MAX_BIAS_TERM_BITS_16 if weight_bits > 8 else MAX_BIAS_TERM_BITS_8
     most = weight_bits - 1
@@ -272,27 +329,46 @@ def quantize_channel(w: np.ndarray, bias: float, in_scale: float, in_zp: int, ou
         bits = bias_term_bits(bias_term(bias, in_scale, sw, in_zp, out_scale, out_zp, int(wq.astype(np.int64).sum())))
         if reductions > most:
             break
-    ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
-    mma = mma_search(ratio, weight_bits)
+    if not (inner_product and (missed_before or missed)):
+        ratio, sw = scale_ratio(out_scale, in_scale, sw, weight_bits)
+        mma = search(ratio, weight_bits)
     acc_lo, acc_hi = saturation_bounds(32 if weight_bits <= 8 else 64, True)
     term = bias_term(bias, in_scale, sw, in_zp, out_scale, out_zp, int(wq.astype(np.int64).sum()))
     if abs(term) > acc_hi:
-        return bias_only_channel(w.shape, bias, in_scale, out_scale, out_zp, weight_bits)
-    return ChannelQuantization(wq, sw, mma.scale, mma.shift, int(_round_half_away(term)))
+        only = bias_only_channel(w.shape, bias, in_scale, out_scale, out_zp, weight_bits, inner_product)
+        return ChannelQuantization(only.weights, only.weight_scale, only.mma_scale, only.mma_shift, only.bias,
+                                   zeroed=True, missed=missed)
+    return ChannelQuantization(wq, sw, mma.scale, mma.shift, int(_round_half_away(term)), missed=missed)
+
+
+def quantize_channels(w: np.ndarray, biases, in_scale: float, in_zp: int, out_scale: float, out_zp: int,
+                      weight_bits: int = 8, out_range: Optional[Tuple[float, float]] = None,
+                      inner_product: bool = False) -> list:
+    """§12.3-§12.5 for a layer's output channels in order (``w[c]`` the weights of channel ``c``): each by
+    ``quantize_channel``; an inner product's channels after the first that missed its ratio skip the final
+    search (TI's layer-wide ``weightScaleCorrection``, set and never cleared in its channel loop)."""
+    out, missed = [], False
+    for c in range(len(w)):
+        ch = quantize_channel(w[c], float(biases[c]), in_scale, in_zp, out_scale, out_zp, weight_bits, out_range,
+                              inner_product, missed)
+        missed = missed or ch.missed
+        out.append(ch)
+    return out
 
 
 def bias_only_channel(shape, bias: float, in_scale: float, out_scale: float, out_zp: int,
-                      weight_bits: int = 8) -> ChannelQuantization:
+                      weight_bits: int = 8, inner_product: bool = False) -> ChannelQuantization:
     """§12.5 (TI: ``TIDL_asymDeriveBiasTerm``, saturation case): a bias term beyond its container makes the
     channel a constant: weights 0, weight scale 1 multiplied by 10 until ``outScale / (sw x inScale)`` is at
-    most 255, the multiplier searched for that ratio, the bias ``b sx sw + zy sx sw / sy``."""
+    most 255, the multiplier searched for that ratio (from above for an inner product), the bias
+    ``b sx sw + zy sx sw / sy``."""
     sx, sy = float(np.float32(in_scale)), float(np.float32(out_scale))
     sw = 1.0
     while sy / (sw * sx) > MMA_MAX_SCALE:
         sw *= 10.0
     sw = float(np.float32(sw))
     n_scale = (sx * sw) / sy
-    mma = mma_search(1.0 / n_scale, weight_bits)
+    mma = (mma_search_from_above if inner_product else mma_search)(1.0 / n_scale, weight_bits)
     term = float(bias) * sx * sw + out_zp * n_scale
     lo, hi = saturation_bounds(32 if weight_bits <= 8 else 64, True)
     return ChannelQuantization(np.zeros(shape, np.int8 if weight_bits == 8 else np.int16), sw, mma.scale, mma.shift,
@@ -487,8 +563,10 @@ def prelu_factors(out_scale: float, in_scale: float, slopes, weight_bits: int = 
 
 
 __all__ = ["MmaFactor", "ChannelQuantization", "mma_max_shift", "mma_search", "mma_search_plain",
+           "mma_search_from_above", "ratio_missed", "quantize_channels",
            "activation_scale_and_zero_point", "symmetric_scale",
-           "channel_weight_scale", "scale_ratio", "refined_weight_scale", "quantize_symmetric_weights", "bias_term",
+           "channel_weight_scale", "product_width_weight_scale", "scale_ratio", "refined_weight_scale",
+           "quantize_symmetric_weights", "bias_term",
            "bias_term_bits", "quantize_channel", "bias_only_channel", "eltwise_doubling", "eltwise_multipliers",
            "sum_factors", "product_factors", "max_factors", "concat_factors",
            "activation_table_zp", "style4_table_widths", "pla_sigmoid_output", "pla_sigmoid_table_zp",

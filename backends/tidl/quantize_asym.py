@@ -151,6 +151,16 @@ def data_in(q, layer) -> QuantizedLayer:
                           acc_scale=out.scale)
 
 
+def width_check_range(q, layer) -> Tuple[float, float]:
+    """§12.3 step 1: the output range TI's width check reads (``outData``'s min and max when
+    ``TIDL_asymUpdateScalesAndShifts`` checks it): a Clip's bounds, else the calibrated range, a ReLU6's too
+    (TI sets the ReLU6 range to [0, 6] only after the check)."""
+    if layer.activation.type == "ReLU6":
+        rng = q.range_of(layer.outputs[0])
+        return float(rng.min), float(rng.max)
+    return output_range(q, layer)
+
+
 def weighted(q, layer) -> QuantizedLayer:
     """§12.3-§12.6: a convolution or inner product, per output channel."""
     if layer.type not in ("Conv", "InnerProduct") or (layer.type == "InnerProduct"
@@ -169,8 +179,9 @@ def weighted(q, layer) -> QuantizedLayer:
     from .quantize import BIAS_CALIBRATED
     if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
         q.float_biases[layer.index] = p.affine.bias
-    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, out.scale, out.zero_point, wbits)
-                for c in range(w.shape[0])]
+    checked = width_check_range(q, layer)
+    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, out.scale, out.zero_point, wbits, checked,
+                                      layer.type == "InnerProduct")
     wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
     notes = tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
                   for c, ch in enumerate(channels) if ch.zeroed)
@@ -431,6 +442,7 @@ def weighted_activation(q, layer) -> QuantizedLayer:
     if kind == "PReLU":
         out = asym_output(q, layer, out_bits)
         target = (out.scale, 0)
+        checked = (float(rng.min), float(rng.max))
     else:
         if not asym.style4_table_widths(q.tidl_version, out_bits, out_bits):
             raise _not_yet(q, layer, f"a {kind} activation of {out_bits} bits with tidl_version {q.tidl_version} "
@@ -438,6 +450,7 @@ def weighted_activation(q, layer) -> QuantizedLayer:
         plo, phi = nx.table_pre_range(kind, rng.min, rng.max, out_bits, float(params.get("alpha", 1.0)))
         pre_scale, pre_zp = asym.activation_scale_and_zero_point(plo, phi, out_bits, True)
         target = (pre_scale, pre_zp)
+        checked = (float(plo), float(phi))
         attrs["pre_zero_point"] = int(pre_zp)
         t = q.net.tensors[layer.outputs[0]]
         if q.device == "pla" and out_bits == 8:
@@ -460,8 +473,8 @@ def weighted_activation(q, layer) -> QuantizedLayer:
     from .quantize import BIAS_CALIBRATED
     if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
         q.float_biases[layer.index] = p.affine.bias
-    channels = [asym.quantize_channel(w[c], float(bias[c]), x.scale, x.zero_point, target[0], target[1], wbits)
-                for c in range(w.shape[0])]
+    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, target[0], target[1], wbits, checked,
+                                      layer.type == "InnerProduct")
     wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
     notes += tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
                    for c, ch in enumerate(channels) if ch.zeroed)

@@ -117,9 +117,9 @@ def test_weighted_layers_hold_the_oracles_channels(quantized):
         b = b if calibrated is None else calibrated
         x, y = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
         assert layer.asymmetric and layer.per_channel
-        for c in range(w.shape[0]):
-            wq, sw, m, s, bias = oa.channel(w[c].ravel().tolist(), float(b[c]), x.scale, x.zero_point, y.scale,
-                                            y.zero_point)
+        want = oa.channels([w[c].ravel().tolist() for c in range(w.shape[0])], [float(v) for v in b], x.scale,
+                           x.zero_point, y.scale, y.zero_point, inner=layer.type == "InnerProduct")
+        for c, (wq, sw, m, s, bias) in enumerate(want):
             assert layer.weights[c].ravel().tolist() == wq
             assert (layer.weight_scale[c], layer.mma_scale[c], layer.mma_shift[c], layer.bias_a[c]) == (sw, m, s, bias)
 
@@ -555,3 +555,34 @@ def @main(%x: Tensor[(1, 2, 4, 4), float32]) {
     assert cat.layer.mma_scale.tolist() == [1, 1] and cat.layer.bias_a.tolist() == [0, 0]
     own = oa.scale_zp(*(lambda rng: (rng.min, rng.max))(q.calibration["tidl_0"].tensors[y.id]), 8, True)
     assert own[0] > 1.5 * y.scale
+
+
+WIDE_CLIP = '''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 10, 10), float32]) {
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=2, kernel_size=[3, 3]);
+  %1 = nn.bias_add(%0, meta[relay.Constant][1]);
+  clip(%1, a_min=-5000f, a_max=5000f)
+}
+'''
+
+
+def test_the_output_range_limits_the_weight_scale():
+    """§12.3's width check: tiny weights (scale ~127 / 0.003) before a Clip of [-5000, 5000] put the clip's
+    ends at the accumulator's scale beyond 30 bits, so each channel's weight scale is divided down before
+    the ratio (the oracle with the clip's range); without the check the weights would fill the 8 bits."""
+    r = np.random.default_rng(4)
+    params = [(r.standard_normal((2, 3, 3, 3)) * 1e-3).astype(np.float32), np.array([0.1, -0.1], np.float32)]
+    mod = tidlx.parse_relay(WIDE_CLIP, params=params)
+    q = _quantize(mod, {"x": _frames(4, 5)}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    (layer,) = [layer for layer in sub.compute_layers() if layer.type == "Conv"]
+    assert layer.activation == "clip"
+    b = q.float_biases[("tidl_0", layer.index)]
+    x, y = sub.tensors[layer.inputs[0]], sub.tensors[layer.outputs[0]]
+    w = params[0]
+    for c in range(2):
+        wq, sw, m, s, bias = oa.channel(w[c].ravel().tolist(), float(b[c]), x.scale, x.zero_point, y.scale,
+                                        y.zero_point, 8, (-5000.0, 5000.0))
+        assert layer.weights[c].ravel().tolist() == wq
+        assert (layer.weight_scale[c], layer.mma_scale[c], layer.mma_shift[c], layer.bias_a[c]) == (sw, m, s, bias)
+        assert np.abs(layer.weights[c]).max() <= 32   # divided by 4 or more: 127 / 4 at most

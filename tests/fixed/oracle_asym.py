@@ -25,7 +25,8 @@ def round_sat(v, b, lo, hi):
 
 
 # §12.1
-def mma(r, wbits):
+def mma(r, wbits, above=False):
+    """``above``: an inner product's search, values below the ratio left out."""
     r = f32(r)
     limit = 64 if wbits > 8 else 40
     best = None
@@ -33,6 +34,8 @@ def mma(r, wbits):
         s = half_away(math.log(m / r) / math.log(2))
         s = min(max(s, 0), limit)
         a = f32(m / 2.0 ** s)
+        if above and a < r:
+            continue
         e = f32(abs(f32(r - a)))
         if best is None or e < best[2]:
             best = (m, s, e)
@@ -89,17 +92,51 @@ def term_bits(v):
     return k + 1
 
 
-def channel(w, b, sx, zx, sy, zy, wbits=8):
-    """(wq, sw, m, s, bias) of §12.3-§12.5."""
+def _width(sw, sx, v):
+    if f32(v) == 0:
+        return 0
+    p = f32(f32(f32(sw) * f32(sx)) * f32(v))
+    if not math.isfinite(p):
+        return 0
+    n = math.ceil(float(np.log2(np.float32(abs(p)))))
+    return n + 1 if p < 0 else n
+
+
+def channel(w, b, sx, zx, sy, zy, wbits=8, out_range=None):
+    """(wq, sw, m, s, bias) of §12.3-§12.5; ``out_range`` (lo, hi) for step 1's width check."""
+    return _channel(w, b, sx, zx, sy, zy, wbits, out_range)[:5]
+
+
+def channels(ws, bs, sx, zx, sy, zy, wbits=8, out_range=None, inner=False):
+    """A layer's channels in order; ``inner``: an inner product's (§12.3, Inner products)."""
+    out, missed = [], False
+    for w, b in zip(ws, bs):
+        *ch, miss = _channel(w, b, sx, zx, sy, zy, wbits, out_range, inner, missed)
+        missed = missed or miss
+        out.append(tuple(ch))
+    return out
+
+
+def _channel(w, b, sx, zx, sy, zy, wbits=8, out_range=None, inner=False, missed_before=False):
     w = [f32(v) for v in w]
     lo, hi = min(w), max(w)
-    sw = 1.0 if abs(f32(hi - lo)) < 1e-15 else f32(f32((1 << (wbits - 1)) - 1) / f32(max(abs(lo), abs(hi))))
+    top = (1 << (wbits - 1)) - 1
+    if abs(f32(hi - lo)) < 1e-15:   # every weight the same: top / |max|, or top x 1000 when it is 0
+        sw = f32(top / abs(hi)) if hi != 0 else f32(top * 1000.0)
+    else:
+        sw = f32(f32(top) / f32(max(abs(lo), abs(hi))))
+    if out_range is not None:
+        limit = 30 if wbits <= 8 else 53
+        widest = max(_width(sw, sx, out_range[0]), _width(sw, sx, out_range[1]))
+        if widest > limit:
+            sw = f32(f32(sw) / f32(2.0 ** (widest - limit)))
     r, sw = _ratio(sy, sx, sw, wbits)
-    m, s, e = mma(r, wbits)
-    if f32(f32(e) / f32(r)) > f32(1e-3):
+    m, s, e = mma(r, wbits, inner)
+    missed = f32(f32(e) / f32(r)) > f32(1e-3)
+    if missed:
         a = f32(m / 2.0 ** s)
         ideal = f32(f32(sy) / f32(a * f32(sx)))
-        if f32(abs(f32(ideal - sw)) / f32(sw)) < f32(0.02):
+        if f32(abs(f32(ideal - sw)) / f32(sw)) < f32(0.02) or (inner and wbits == 16):
             sw = ideal
     wq = _quant(w, sw, wbits)
     most = 7 if wbits <= 8 else 15
@@ -113,8 +150,9 @@ def channel(w, b, sx, zx, sy, zy, wbits=8):
         wq = _quant(w, sw, wbits)
         if halvings > most:
             break
-    r, sw = _ratio(sy, sx, sw, wbits)
-    m, s, _ = mma(r, wbits)
+    if not (inner and (missed or missed_before)):
+        r, sw = _ratio(sy, sx, sw, wbits)
+        m, s, _ = mma(r, wbits, inner)
     t = _term(b, sx, sw, zx, sy, zy, sum(wq))
     acc_hi = (1 << 31) - 1 if wbits <= 8 else (1 << 63) - 1
     if abs(t) > acc_hi:
@@ -123,9 +161,9 @@ def channel(w, b, sx, zx, sy, zy, wbits=8):
             sw *= 10
         sw = f32(sw)
         n = f32(sx) * sw / f32(sy)
-        m, s, _ = mma(1 / n, wbits)
-        return [0] * len(w), sw, m, s, min(max(half_away(b * f32(sx) * sw + zy * n), -acc_hi - 1), acc_hi)
-    return wq, sw, m, s, half_away(t)
+        m, s, _ = mma(1 / n, wbits, inner)
+        return [0] * len(w), sw, m, s, min(max(half_away(b * f32(sx) * sw + zy * n), -acc_hi - 1), acc_hi), missed
+    return wq, sw, m, s, half_away(t), missed
 
 
 # §12.6

@@ -33,6 +33,16 @@ def test_mma_search(r, wbits):
     assert 1 <= got.scale <= 255 and 0 <= got.shift <= (40 if wbits == 8 else 64)
 
 
+@settings(max_examples=300, **SETTINGS)
+@given(ratios, st.sampled_from([8, 16]))
+def test_mma_search_from_above(r, wbits):
+    count("§12.1 search from above")
+    got = asym.mma_search_from_above(r, wbits)
+    m, s, e = oa.mma(r, wbits, above=True)
+    assert (got.scale, got.shift, got.error) == (m, s, e)
+    assert np.float32(got.scale / 2.0 ** got.shift) >= np.float32(r)
+
+
 def test_mma_search_examples():
     # an exact power of 2 is found exactly; 1/3 is best as 171/2^9 (error 1/1536)
     assert (asym.mma_search(0.25).scale / 2 ** asym.mma_search(0.25).shift) == 0.25
@@ -79,6 +89,89 @@ def test_quantize_channel(w, b, sx, zx, sy, zy, wbits):
     wq, sw, m, s, bias = oa.channel(w, b, sx, zx, sy, zy, wbits)
     assert got.weights.tolist() == wq
     assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.sampled_from([0.0, 1 / 27, -0.2, 3.5, 1e-3]), st.integers(1, 12), st.floats(-5, 5, **finite),
+       st.floats(0.5, 300), st.integers(-128, 127), st.floats(0.05, 300), st.integers(-128, 127),
+       st.sampled_from([8, 16]))
+def test_constant_channel(c, n, b, sx, zx, sy, zy, wbits):
+    count("§12.3 constant channel")
+    w = np.full(n, c, np.float32)
+    got = asym.quantize_channel(w, b, sx, zx, sy, zy, wbits)
+    wq, sw, m, s, bias = oa.channel(w.tolist(), b, sx, zx, sy, zy, wbits)
+    assert got.weights.tolist() == wq
+    assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+def test_box_filter_keeps_its_weights():
+    """§12.3: a channel whose weights are all the same takes the narrow-range scale top / |c|: a 3x3x3
+    box filter of 1/27 quantizes to 127 everywhere (scale 127 x 27), not to 0 at scale 1."""
+    w = np.full((3, 3, 3), 1 / 27, np.float32)
+    assert asym.channel_weight_scale(w, 8) == float(np.float32(127 / np.float32(1 / 27)))
+    assert asym.channel_weight_scale(np.zeros(5, np.float32), 8) == 127000.0
+    assert asym.channel_weight_scale(np.full(5, -0.5, np.float32), 16) == 65534.0
+    ch = asym.quantize_channel(w, 0.0, 30.0, -5, 50.0, 0, 8)
+    assert (ch.weights == 127).all()
+    # the channel's real output for an input of ones (q = 30 + zp): 27 x 1/27 = 1.0 -> 50 at sy = 50
+    acc = int(ch.weights.astype(np.int64).sum()) * 25 + ch.bias
+    assert abs(acc * ch.mma_scale / 2 ** ch.mma_shift - 50.0) < 0.5
+
+
+out_ranges = st.tuples(st.floats(-1e5, 1e5, **finite), st.floats(-1e5, 1e5, **finite)).map(sorted)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(st.floats(-0.0078125, 0.0078125, **finite, width=32), min_size=1, max_size=12), st.floats(-5, 5, **finite),
+       st.floats(0.5, 3e4), st.integers(-128, 127), st.floats(0.05, 300), st.integers(-128, 127), out_ranges,
+       st.sampled_from([8, 16]))
+def test_quantize_channel_with_the_width_check(w, b, sx, zx, sy, zy, out_range, wbits):
+    count("§12.3 width check")
+    got = asym.quantize_channel(np.array(w, np.float32), b, sx, zx, sy, zy, wbits, tuple(out_range))
+    wq, sw, m, s, bias = oa.channel(w, b, sx, zx, sy, zy, wbits, tuple(out_range))
+    assert got.weights.tolist() == wq
+    assert (got.weight_scale, got.mma_scale, got.mma_shift, got.bias) == (sw, m, s, bias)
+
+
+def test_width_check_example():
+    """§12.3: sw = 127 / 0.001, sx = 1000, output max 20: 2.54e9 needs 32 bits, two more than 30, so the
+    weight scale is divided by 4; a negative end takes a sign bit more (33 bits: divided by 8)."""
+    sw = float(np.float32(127 / np.float32(0.001)))
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 20.0, 8) == float(np.float32(sw / 4))
+    assert asym.product_width_weight_scale(sw, 1000.0, -20.0, 0.0, 8) == float(np.float32(sw / 8))
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 8.0, 8) == sw          # 1.016e9: 30 bits
+    assert asym.product_width_weight_scale(sw, 1000.0, 0.0, 20.0, 16) == sw         # 53 bits at 16
+    w = np.array([0.001, -0.0005], np.float32)
+    ch = asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8, (0.0, 20.0))
+    assert ch.weight_scale == pytest.approx(sw / 4, rel=0.02) and ch.weights.tolist() == [32, -16]
+    assert asym.quantize_channel(w, 0.0, 1000.0, 0, 255 / 20, 0, 8).weights[0] == 127   # no range: no check
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.lists(weights, min_size=1, max_size=5), st.data(), st.floats(0.5, 300), st.integers(-128, 127),
+       st.floats(0.05, 300), st.integers(-128, 127), st.sampled_from([8, 16]), st.booleans())
+def test_quantize_channels(ws, data, sx, zx, sy, zy, wbits, inner):
+    count("§12.3 inner-product channels" if inner else "§12.3 convolution channels")
+    bs = data.draw(st.lists(st.floats(-50, 50, **finite), min_size=len(ws), max_size=len(ws)))
+    n = min(len(w) for w in ws)
+    ws = [w[:n] for w in ws]
+    got = asym.quantize_channels(np.array(ws, np.float32), bs, sx, zx, sy, zy, wbits, None, inner)
+    want = oa.channels(ws, bs, sx, zx, sy, zy, wbits, None, inner)
+    assert [(g.weights.tolist(), g.weight_scale, g.mma_scale, g.mma_shift, g.bias) for g in got] == \
+        [(list(wq), sw, m, s, b) for wq, sw, m, s, b in want]
+
+
+def test_inner_product_channels_differ_from_a_convolutions():
+    """§12.3, Inner products: ratio 0.7 (sy = 0.7, sx = 1, sw = 127 / 127): the convolution's search takes
+    179 / 2^8 = 0.69922, below the ratio, an inner product's 45 / 2^6 = 0.703125, above it. Both miss by more
+    than 0.1% and move the weight scale to make it exact; the convolution searches again, the inner product
+    keeps its first pair."""
+    w = np.array([[127.0, -3.0]], np.float32)
+    conv = asym.quantize_channels(w, [0.0], 1.0, 0, 0.7, 0, 8)[0]
+    ip = asym.quantize_channels(w, [0.0], 1.0, 0, 0.7, 0, 8, inner_product=True)[0]
+    assert (conv.mma_scale, conv.mma_shift) == (179, 8) and conv.weight_scale > 1.0
+    assert (ip.mma_scale, ip.mma_shift) == (45, 6) and ip.weight_scale < 1.0
+    assert ip.missed and conv.missed
 
 
 def test_bias_term_width_limits_the_weight_scale():
