@@ -32,14 +32,24 @@ def activations_model() -> onnx.ModelProto:
             x = f"p{i}"
         attrs = {"PRelu": {}, "LeakyRelu": {"alpha": 0.1}, "Elu": {"alpha": 1.0},
                  "HardSigmoid": {"alpha": 0.2, "beta": 0.5}}.get(act, {})
-        inputs = [x]
-        if act == "PRelu":
-            inits.append(numpy_helper.from_array(rng.uniform(-0.2, 0.3, (8, 1, 1)).astype(np.float32), f"s{i}"))
-            inputs.append(f"s{i}")
-        nodes.append(helper.make_node(act, inputs, [f"a{i}"], **attrs))
-        x = f"a{i}"
+        x = _activation(nodes, inits, rng, act, x, i, attrs)
+    return _softmax_model(nodes, inits, x, "acts")
+
+
+def _activation(nodes, inits, rng, act, x, i, attrs):
+    """Appends activation ``act`` of ``x`` (a PReLU with its per-channel slopes); returns its output."""
+    inputs = [x]
+    if act == "PRelu":
+        inits.append(numpy_helper.from_array(rng.uniform(-0.2, 0.3, (8, 1, 1)).astype(np.float32), f"s{i}"))
+        inputs.append(f"s{i}")
+    nodes.append(helper.make_node(act, inputs, [f"a{i}"], **attrs))
+    return f"a{i}"
+
+
+def _softmax_model(nodes, inits, x, name) -> onnx.ModelProto:
+    """The model of ``nodes`` from a 1x3x8x8 input, ending in a softmax over the last axis of ``x``."""
     nodes.append(helper.make_node("Softmax", [x], ["y"], axis=3))
-    graph = helper.make_graph(nodes, "acts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -62,18 +72,8 @@ def fused_model() -> onnx.ModelProto:
                 inits.append(numpy_helper.from_array(v.astype(np.float32), f"{name}{i}"))
             nodes.append(helper.make_node("BatchNormalization", [x, f"g{i}", f"be{i}", f"mu{i}", f"va{i}"], [f"n{i}"]))
             x = f"n{i}"
-        inputs, attrs = [x], ({"alpha": 0.1} if act == "LeakyRelu" else {})
-        if act == "PRelu":
-            inits.append(numpy_helper.from_array(rng.uniform(-0.2, 0.3, (8, 1, 1)).astype(np.float32), f"s{i}"))
-            inputs.append(f"s{i}")
-        nodes.append(helper.make_node(act, inputs, [f"a{i}"], **attrs))
-        x = f"a{i}"
-    nodes.append(helper.make_node("Softmax", [x], ["y"], axis=3))
-    graph = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+        x = _activation(nodes, inits, rng, act, x, i, {"alpha": 0.1} if act == "LeakyRelu" else {})
+    return _softmax_model(nodes, inits, x, "fused")
 
 
 def layer_norm_model() -> onnx.ModelProto:

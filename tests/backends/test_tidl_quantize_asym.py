@@ -75,6 +75,14 @@ def _zero_point_kind(layer):
     return _oracle_kind(layer)
 
 
+def _assert_oracle_scale(t, rng, symmetric: bool):
+    """§12.2: tensor ``t``'s scale and zero point are the oracle's for its 8-bit range, symmetric or not."""
+    if symmetric:
+        assert (t.scale, t.zero_point) == (oa.symmetric_scale(rng.min, rng.max, 8, rng.min < 0), 0), t.name
+    else:
+        assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+
+
 def test_every_tensor_takes_its_ranges_scale_and_zero_point(quantized):
     """§12.2 from the final calibrated ranges: the tensors the oracle finds symmetric (the subgraph's input
     and output, what a pool reads and writes) at the symmetric scale with zero point 0, the others
@@ -91,10 +99,7 @@ def test_every_tensor_takes_its_ranges_scale_and_zero_point(quantized):
         if t.id in kept or t.id not in ranges:
             continue
         rng = ranges[t.id]
-        if t.id in symmetric:
-            assert (t.scale, t.zero_point) == (oa.symmetric_scale(rng.min, rng.max, 8, rng.min < 0), 0), t.name
-        else:
-            assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+        _assert_oracle_scale(t, rng, t.id in symmetric)
         assert t.signed == (rng.min < 0)
         if t.signed and t.id not in symmetric:
             signed_zps.append(t.zero_point)
@@ -376,10 +381,7 @@ def test_batch_norm_deconvolution_and_average_pool_read_symmetric_tensors():
             assert (t.scale, t.zero_point) == (sub.tensors[layers[7].inputs[0]].scale, 0)
             continue
         rng = ranges[t.id]
-        if t.id in symmetric:
-            assert (t.scale, t.zero_point) == (oa.symmetric_scale(rng.min, rng.max, 8, rng.min < 0), 0), t.name
-        else:
-            assert (t.scale, t.zero_point) == oa.scale_zp(rng.min, rng.max, 8, rng.min < 0), t.name
+        _assert_oracle_scale(t, rng, t.id in symmetric)
         checked += 1
     assert checked == 5 and any(sub.tensors[layer.outputs[0]].zero_point for layer in layers[:2])
     seen = []

@@ -57,15 +57,18 @@ def test_mma_search_examples():
 ranges = st.tuples(st.floats(-300, 300, **finite), st.floats(-300, 300, **finite)).map(sorted)
 
 
-@settings(max_examples=400, **SETTINGS)
+@pytest.mark.parametrize("rule, ours, oracles", [
+    ("§12.2 scale and zero point", asym.activation_scale_and_zero_point, oa.scale_zp),
+    ("§12.13 symmetric scale", asym.symmetric_scale, oa.symmetric_scale)])
+@settings(max_examples=350, **SETTINGS)
 @given(ranges, st.sampled_from([8, 16]), st.booleans())
-def test_activation_scale_and_zero_point(rng, bits, signed):
-    count("§12.2 scale and zero point")
+def test_activation_scale_and_zero_point(rule, ours, oracles, rng, bits, signed):
+    count(rule)
     lo, hi = rng
     if not signed:
         lo = max(lo, 0.0)
         hi = max(hi, lo)
-    assert asym.activation_scale_and_zero_point(lo, hi, bits, signed) == oa.scale_zp(lo, hi, bits, signed)
+    assert ours(lo, hi, bits, signed) == oracles(lo, hi, bits, signed)
 
 
 def test_activation_scale_and_zero_point_examples():
@@ -453,17 +456,6 @@ def test_mma_search_matches_the_plain_rule():
     for wbits in (8, 16):
         for r in ratios:
             assert asym.mma_search(r, wbits) == asym.mma_search_plain(r, wbits), (r, wbits)
-
-
-@settings(max_examples=300, **SETTINGS)
-@given(ranges, st.sampled_from([8, 16]), st.booleans())
-def test_symmetric_scale(rng, bits, signed):
-    count("§12.13 symmetric scale")
-    lo, hi = rng
-    if not signed:
-        lo = max(lo, 0.0)
-        hi = max(hi, lo)
-    assert asym.symmetric_scale(lo, hi, bits, signed) == oa.symmetric_scale(lo, hi, bits, signed)
 
 
 def test_symmetric_scale_examples():
