@@ -93,6 +93,21 @@ def test_run_dir_runs_the_built_host_part_with_the_ir_host_parts_numbers(x86, fi
     _close(deployed, ir)
 
 
+def test_a_style_4_folder_runs_its_host_part_with_the_ir_host_parts_numbers(files, capsys):
+    """target_device=AM68A (style 4, docs/numerics.md §12): the folder's subgraphs are style 6, and the built
+    host part between them gives the IR host part's numbers."""
+    out = files / "tiny_x86_am68a"
+    assert main(["compile", str(files / "tiny.onnx"), "-o", str(out), "--target", "x86", "-o",
+                 "target_device=AM68A"] + QUICK) == 0
+    compiled = load_compiled(out)
+    assert compiled.host_target == "x86"
+    assert {sub.quantization_style for sub in compiled.quantized_subgraphs().values()} == {6}
+    deployed = _run(out, files, "am68a_deployed")
+    ir = _run(out, files, "am68a_ir", "--host", "ir")
+    assert set(deployed) == {"depth", "volume"}
+    _close(deployed, ir)
+
+
 def test_compiling_twice_into_other_folders_gives_the_same_bytes(x86, files):
     again = _compile(files, "x86", "tiny_x86_again")
     for root, _, names in os.walk(x86):
