@@ -56,3 +56,26 @@ def test_style_4_compares_next_to_style_0(files, capsys):
 def test_the_calibration_line_says_the_ranges_are_kept(files, capsys):
     data = compare(capsys, files, 4)
     assert data["calibration"].endswith("2 fixed-point iterations (the float pass's minmax ranges kept, biases)")
+
+
+def test_a_style_4_asked_for_refuses_a_layer_without_a_rule_and_warns_of_no_device(tmp_path, capsys):
+    """An explicit quantization_scale_type 4 keeps style 4 (the device fallback's warning is not printed)
+    and names the layer it has no rule for (a constant minus a tensor, docs/numerics.md §12.11)."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Sub", ["c", "a"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((2, 2, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.full((1, 2, 4, 4), 2, np.float32), "c")]
+    graph = helper.make_graph(nodes, "c_minus_x", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    save(model, str(tmp_path / "c_minus_x.onnx"))
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((2, 2, 4, 4)).astype(np.float32))
+    code = main(["compare", str(tmp_path / "c_minus_x.onnx"), "--calib", str(tmp_path / "calib.npz"), "-o",
+                 "advanced_options:quantization_scale_type=4", "-o", "advanced_options:calibration_iterations=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "layer 'Sub_1' (EltWise): quantization_scale_type 4" in err and "has no style-4 rule" in err
+    assert "uses TIDL's default quantization_scale_type 0" not in err

@@ -49,7 +49,6 @@ first: lowest SQNR, then subgraph, layer name, layer index).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import warnings
@@ -513,7 +512,7 @@ def compare(model, inputs=None, options=None, calib=None, *, frames: Optional[in
         calib_frames = load_frames(calib, partitioned, opts.calibration_frames, mean=mean, scale=scale)
         step = None if progress is None else (lambda done, total: progress("calibration", done, total))
         # the frames are loaded (and any shortfall warned about) once; calibrate takes them all
-        results = calibrate(partitioned, dataclasses.replace(opts, calibration_frames=len(calib_frames)),
+        results = calibrate(partitioned, opts.replace(calibration_frames=len(calib_frames)),
                             calib_frames, progress=step)
         # quantization runs the calibration iterations: calibration_iterations fixed-point runs of every frame
         steps = []

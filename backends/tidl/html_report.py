@@ -232,7 +232,7 @@ def _fixed_point(data: ReportData, mod: IRModule, partitioned: IRModule, values:
         step(stage, 0, 2)
         try:
             bit_opts = _options(dict(values, tensor_bits=bits))
-            results = calibrate(partitioned, dataclasses.replace(bit_opts, calibration_frames=len(frames)), frames)
+            results = calibrate(partitioned, bit_opts.replace(calibration_frames=len(frames)), frames)
             qmodel = quantize_model(partitioned, bit_opts, results)
             step(stage, 1, 2)
             result = compare(qmodel, compared, frames=1)

@@ -503,13 +503,12 @@ def from_proto(calibration: Mapping) -> bool:
 def quantize_with_proto(partitioned: IRModule, options, calibration):
     """``quantize_model`` with ``options.quant_params_proto_path`` set and ranges not from the file:
     read mode when the file exists, else write mode (quantize, write, then quantize from the file)."""
-    import dataclasses
     from .quantize import quantize_model
 
     path = options.quant_params_proto_path
     networks = build_networks(partitioned)
     if not exists(path):
-        first = quantize_model(partitioned, dataclasses.replace(options, quant_params_proto_path=""), calibration)
+        first = quantize_model(partitioned, options.replace(quant_params_proto_path=""), calibration)
         write(path, first, first.float_biases)
     level = next(iter(calibration.values())).accuracy_level if calibration else options.accuracy_level
     return quantize_model(partitioned, options, read(path, partitioned, networks, level,
