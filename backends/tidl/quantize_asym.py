@@ -31,7 +31,7 @@ ASYM_KEEPING = ("Reshape", "Flatten", "Squeeze", "Transpose", "Slice", "Resize",
 #: the layer types style 4 runs (docs/numerics.md §12)
 ASYM_LAYER_TYPES = ("Data", "Conv", "InnerProduct", "Pool (max, average)",
                     "EltWise (sum, product, max; sum or product with a constant)", "Concat", "ReLU", "SoftMax",
-                    "Sigmoid", "Tanh", "PReLU", "BatchNorm (GELU, ELU, hard sigmoid alone)", "Deconv",
+                    "Sigmoid", "Tanh", "PReLU", "BatchNorm (with any activation)", "Deconv",
                     "LayerNorm") + ASYM_KEEPING
 
 
@@ -617,13 +617,13 @@ def style4_gap(net, layer, options=None) -> Optional[str]:
         return None if dtype == np.float32 else f"a {dtype} subgraph input"
     if _activation_layer(layer):
         return _table_gap(layer, options)
+    if runs_symmetric(layer):   # TI's symmetric layer with its own activations (§12.13)
+        return symmetric_form_gap(net, layer)
     if layer.activation.type not in ASYM_ACTIVATIONS and not (layer.activation.type in FUSED_ACTIVATIONS
                                                               and layer.type in ("Conv", "InnerProduct")):
         return f"the {layer.activation.type} activation"
     if layer.activation.type in FUSED_ACTIVATIONS and _table_gap(layer, options):
         return _table_gap(layer, options)
-    if runs_symmetric(layer):
-        return symmetric_form_gap(net, layer)
     if layer.type in ("Conv", "InnerProduct"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
             return "an inner product of two tensors"
@@ -656,10 +656,10 @@ def asymmetric_layer(q, layer, operands) -> QuantizedLayer:
         return data_in(q, layer)
     if _activation_layer(layer):
         return prelu(q, layer) if layer.type == "PReLU" else table_activation(q, layer)
-    if layer.activation.type not in ASYM_ACTIVATIONS and layer.type not in ("Conv", "InnerProduct"):
-        raise _not_yet(q, layer, f"the {layer.activation.type} activation")
     if layer.type in ("BatchNorm", "Deconv"):
         return symmetric(q, layer)
+    if layer.activation.type not in ASYM_ACTIVATIONS and layer.type not in ("Conv", "InnerProduct"):
+        raise _not_yet(q, layer, f"the {layer.activation.type} activation")
     if layer.type in ("Conv", "InnerProduct"):
         if layer.type == "InnerProduct" and len(layer.inputs) == 2:
             raise _not_yet(q, layer, "an inner product of two tensors")

@@ -588,3 +588,43 @@ def test_the_output_range_limits_the_weight_scale():
         assert layer.weights[c].ravel().tolist() == wq
         assert (layer.weight_scale[c], layer.mma_scale[c], layer.mma_shift[c], layer.bias_a[c]) == (sw, m, s, bias)
         assert np.abs(layer.weights[c]).max() <= 32   # divided by 4 or more: 127 / 4 at most
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "tanh"])
+def test_a_batch_norm_with_a_table_activation_is_tis_symmetric_layer(activation):
+    """§12.13: a batch norm ending in a table activation runs as TIDL's symmetric batch norm with its table
+    (no MMA factors) on the zero-point-0 sum it reads, its output of zero point 0 read by a convolution,
+    and style 4 follows the float model about as style 0 does."""
+    text = f'''#[version = "0.0.5"]
+def @main(%x: Tensor[(1, 3, 10, 10), float32]) {{
+  %0 = nn.conv2d(%x, meta[relay.Constant][0], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %1 = nn.conv2d(%x, meta[relay.Constant][1], padding=[1, 1, 1, 1], channels=6, kernel_size=[3, 3]);
+  %2 = add(%0, %1);
+  %3 = nn.batch_norm(%2, meta[relay.Constant][2], meta[relay.Constant][3], meta[relay.Constant][4], meta[relay.Constant][5]);
+  %4 = %3.0;
+  %5 = {activation}(%4);
+  nn.conv2d(%5, meta[relay.Constant][6], padding=[1, 1, 1, 1], channels=4, kernel_size=[3, 3])
+}}
+'''
+    r = np.random.default_rng(5)
+    params = [(r.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32),
+              (r.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32),
+              r.uniform(0.5, 1.5, 6).astype(np.float32), (r.standard_normal(6) * 0.1).astype(np.float32),
+              (r.standard_normal(6) * 0.1).astype(np.float32), r.uniform(0.5, 1.5, 6).astype(np.float32),
+              (r.standard_normal((4, 6, 3, 3)) * 0.3).astype(np.float32)]
+    mod = tidlx.parse_relay(text, params=params)
+    calib = _frames(6, 2)
+    q = _quantize(mod, {"x": calib}, **STYLE4)
+    sub = q.subgraphs["tidl_0"]
+    bn = next(layer for layer in sub.compute_layers() if layer.type == "BatchNorm")
+    assert not bn.asymmetric and bn.activation == activation and bn.activation_table is not None
+    assert sub.tensors[bn.inputs[0]].zero_point == 0 and sub.tensors[bn.outputs[0]].zero_point == 0
+    seen = []
+    q.run({"x": calib[:1]}, fixed_observers=[seen.append])
+    o = next(o for o in seen if o.layer.type == "BatchNorm")
+    x = {"x": _frames(1, 9)}
+    y4 = q.run(x)[0]
+    y0 = _quantize(mod, {"x": calib}, **{**STYLE4, "advanced_options:quantization_scale_type": 0}).run(x)[0]
+    ref = tidlx.emulate(mod, x)[0]
+    assert o.outputs[0].dtype == (np.uint8 if activation == "sigmoid" else np.int8)
+    assert _sqnr(ref, y4) > 25.0 and _sqnr(ref, y4) > _sqnr(ref, y0) - 3.0
