@@ -70,14 +70,9 @@ def load(path, *, batch: Optional[int] = None, shapes: Optional[Mapping[str, Seq
                              f"models; Relay text has its shapes written in the text")
         if isinstance(params, (str, os.PathLike)):
             params = relay_params(params)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise TidlxError(f"cannot read {path}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise TidlxError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        return parse_relay(text, params=params, source_name=path)
+        from .files import read_text
+
+        return parse_relay(read_text(path), params=params, source_name=path)
     raise TidlxError(f"{path}: unknown model format '{ext}' (expected .onnx, or .txt/.relay Relay text)")
 
 

@@ -5,6 +5,7 @@ file (and the option it came from), never a numpy or zipfile traceback.
     arrays = read_npz("inputs.npz", what="--input")        # {name: array}
     params = read_params("resnet18.params")                 # .npz or TVM's params format
     path = write_npz("out", arrays, what="--output")        # writes out.npz, returns that path
+    text = read_text("model.txt")                           # a UTF-8 text file (Relay text, a study)
 """
 
 from __future__ import annotations
@@ -120,6 +121,18 @@ def read_params(path, what: str = "--params") -> Dict[str, np.ndarray]:
     except OSError as exc:
         raise ArrayFileError(f"{_label(path, what)}: cannot read the file ({exc.strerror})") from None
     return read_tvm_params(data, _label(path, what))
+
+
+def read_text(path, error=TidlxError, what: str = "") -> str:
+    """A UTF-8 text file's text; an unreadable file or one that is not UTF-8 is ``error`` naming it."""
+    label = _label(path, what)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise error(f"{label}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def npz_path(path) -> str:

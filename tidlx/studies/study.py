@@ -106,13 +106,9 @@ def read_yaml(path: str, text: Optional[str] = None):
     import yaml
 
     if text is None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise StudyError(f"{path}: cannot read the study ({exc.strerror})") from None
-        except UnicodeDecodeError as exc:
-            raise StudyError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        from ..files import read_text
+
+        text = read_text(path, StudyError, what="study")
     try:
         return yaml.load(text, Loader=_loader(path))  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
