@@ -171,25 +171,39 @@ def weighted(q, layer) -> QuantizedLayer:
     x = q.tensors[layer.inputs[0]]
     if x.is_float:
         raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
-    p = q.plan(layer)
     wbits, out_bits = q.widths(layer)
     out = asym_output(q, layer, out_bits)
+    channels, shape = _quantize_channels(q, layer, x, (out.scale, out.zero_point), wbits,
+                                         width_check_range(q, layer))
+    bounds, act = _bounds(q, layer, out)
+    return _channel_record(layer, x, channels, shape, wbits, {}, act, bounds, ())
+
+
+def _quantize_channels(q, layer, x: QuantizedTensor, target: Tuple[float, int], wbits: int,
+                       checked: Tuple[float, float]):
+    """§12.3-§12.5: the folded weights and bias of a convolution or inner product, per output channel, for an
+    output at ``target`` (scale, zero point), and the weights' shape; registers the float bias that bias
+    calibration moves (§12.10)."""
+    p = q.plan(layer)
     w = np.asarray(p.affine.folded_weights(), np.float32)
     bias = np.asarray(p.affine.bias, np.float64)
     from .quantize import BIAS_CALIBRATED
-    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
+    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:
         q.float_biases[layer.index] = p.affine.bias
-    checked = width_check_range(q, layer)
-    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, out.scale, out.zero_point, wbits, checked,
-                                      layer.type == "InnerProduct")
-    wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
-    notes = tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
-                  for c, ch in enumerate(channels) if ch.zeroed)
-    bounds, act = _bounds(q, layer, out)
-    attrs: Dict[str, Any] = {}
+    return asym.quantize_channels(w, bias, x.scale, x.zero_point, target[0], target[1], wbits, checked,
+                                  layer.type == "InnerProduct"), w.shape
+
+
+def _channel_record(layer, x: QuantizedTensor, channels, shape, wbits: int, attrs: Dict[str, Any], act: str, bounds,
+                    notes: Tuple[str, ...], **extra) -> QuantizedLayer:
+    """The per-channel record of a style-4 convolution or inner product: its integer weights, scales, biases
+    and MMA factors, a convolution's geometry in ``attrs``, a note for each bias-only channel."""
+    wq = np.stack([ch.weights for ch in channels]).reshape(shape)
+    notes = notes + tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
+                          for c, ch in enumerate(channels) if ch.zeroed)
     if layer.type == "Conv":
         prm: ConvParams = layer.params
-        attrs = {"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
+        attrs = {**attrs, "kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
                  "groups": prm.groups}
     ws = np.array([ch.weight_scale for ch in channels])
     return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs, act,
@@ -197,7 +211,7 @@ def weighted(q, layer) -> QuantizedLayer:
                           np.ones(len(channels), np.int64), 0.0, 0, (), float(x.scale) * float(ws.max()), bounds,
                           notes, per_channel=True,
                           mma_scale=np.array([ch.mma_scale for ch in channels], np.int64),
-                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64))
+                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64), **extra)
 
 
 def pool(q, layer) -> QuantizedLayer:
@@ -432,7 +446,6 @@ def weighted_activation(q, layer) -> QuantizedLayer:
     if x.is_float:
         raise q.unsupported(layer, "a float input (the output of a softmax) to a weighted layer")
     kind = layer.activation.type
-    p = q.plan(layer)
     wbits, out_bits = q.widths(layer)
     rng = q.range_of(layer.outputs[0])
     params = dict(layer.activation.params)
@@ -468,17 +481,7 @@ def weighted_activation(q, layer) -> QuantizedLayer:
                                              float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
                                              out_bits)
         extra = {"activation_table": table, "pre_scale": float(pre_scale)}
-    w = np.asarray(p.affine.folded_weights(), np.float32)
-    bias = np.asarray(p.affine.bias, np.float64)
-    from .quantize import BIAS_CALIBRATED
-    if p.affine.has_bias and layer.type in BIAS_CALIBRATED:   # §12.10: bias calibration moves it
-        q.float_biases[layer.index] = p.affine.bias
-    channels = asym.quantize_channels(w, bias, x.scale, x.zero_point, target[0], target[1], wbits, checked,
-                                      layer.type == "InnerProduct")
-    wq = np.stack([ch.weights for ch in channels]).reshape(w.shape)
-    notes += tuple(f"output channel {c}: bias term beyond its container, the channel is its bias"
-                   for c, ch in enumerate(channels) if ch.zeroed)
-    ws = np.array([ch.weight_scale for ch in channels])
+    channels, shape = _quantize_channels(q, layer, x, target, wbits, checked)
     if kind == "PReLU":
         slopes = np.broadcast_to(q.prelu_slopes(layer), (len(channels),))
         neg = [asym.prelu_factors(out.scale, float(np.float32(np.float32(x.scale) * np.float32(ch.weight_scale))),
@@ -486,16 +489,8 @@ def weighted_activation(q, layer) -> QuantizedLayer:
                for ch, a in zip(channels, slopes)]
         attrs["negative_shifts"] = tuple(s for _, s in neg)
         extra = {"prelu_slopes": np.array([m for m, _ in neg], np.int64), "prelu_shift": 0}
-    if layer.type == "Conv":
-        prm: ConvParams = layer.params
-        attrs.update({"kernel": prm.kernel, "strides": prm.strides, "pads": prm.pads, "dilations": prm.dilation,
-                      "groups": prm.groups})
-    return QuantizedLayer(layer.index, layer.name, layer.type, layer.type_id, layer.inputs, layer.outputs, attrs,
-                          kind.lower(), wq, wbits, ws, np.array([ch.bias for ch in channels], np.int64),
-                          np.ones(len(channels), np.int64), 0.0, 0, (), float(x.scale) * float(ws.max()),
-                          out.fixed_type.bounds, notes, per_channel=True,
-                          mma_scale=np.array([ch.mma_scale for ch in channels], np.int64),
-                          mma_shift=np.array([ch.mma_shift for ch in channels], np.int64), **extra)
+    return _channel_record(layer, x, channels, shape, wbits, attrs, kind.lower(), out.fixed_type.bounds, notes,
+                           **extra)
 
 
 #: §12.12: the standalone layers of TI's table and PReLU rules in style 4
