@@ -465,21 +465,7 @@ def weighted_activation(q, layer) -> QuantizedLayer:
         target = (pre_scale, pre_zp)
         checked = (float(plo), float(phi))
         attrs["pre_zero_point"] = int(pre_zp)
-        t = q.net.tensors[layer.outputs[0]]
-        if q.device == "pla" and out_bits == 8:
-            if kind != "Sigmoid":
-                raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 "
-                                           f"there; only the sigmoid's integer form is modelled)")
-            rb, scale = asym.pla_sigmoid_output(pre_scale, rng.max, out_bits)
-            out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
-            q.tensors[t.id] = out
-            table = asym.pla_sigmoid_table_zp(pre_scale, pre_zp, True, rb)
-            notes = ("AM62A's piecewise-linear sigmoid",)
-        else:
-            out = asym_output(q, layer, out_bits)
-            table = asym.activation_table_zp(kind, pre_scale, pre_zp, True, out.scale, out.zero_point, out.signed,
-                                             float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
-                                             out_bits)
+        out, table, notes = _table(q, layer, pre_scale, pre_zp, True, out_bits)
         extra = {"activation_table": table, "pre_scale": float(pre_scale)}
     channels, shape = _quantize_channels(q, layer, x, target, wbits, checked)
     if kind == "PReLU":
@@ -491,6 +477,31 @@ def weighted_activation(q, layer) -> QuantizedLayer:
         extra = {"prelu_slopes": np.array([m for m, _ in neg], np.int64), "prelu_shift": 0}
     return _channel_record(layer, x, channels, shape, wbits, attrs, kind.lower(), out.fixed_type.bounds, notes,
                            **extra)
+
+
+def _table(q, layer, in_scale: float, in_zp: int, in_signed: bool, out_bits: int):
+    """§12.12: the output tensor, table and notes of the layer's table activation on an input at
+    ``in_scale``/``in_zp``: TI's table with both zero points (``asym.activation_table_zp``), the output's
+    scale and zero point by §12.2; AM62A's 8-bit sigmoid: the piecewise-linear integers, unsigned, zero
+    point 0 (``asym.pla_sigmoid_output``)."""
+    kind = layer.activation.type
+    params = dict(layer.activation.params)
+    t = q.net.tensors[layer.outputs[0]]
+    if q.device == "pla" and out_bits == 8:
+        if kind != "Sigmoid":
+            raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 there; "
+                                       f"only the sigmoid's integer form is modelled)")
+        rb, scale = asym.pla_sigmoid_output(in_scale, q.range_of(t.id).max, out_bits)
+        out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
+        q.tensors[t.id] = out
+        return out, asym.pla_sigmoid_table_zp(in_scale, in_zp, in_signed, rb), ("AM62A's piecewise-linear sigmoid",)
+    out = asym_output(q, layer, out_bits)
+    try:
+        table = asym.activation_table_zp(kind, in_scale, in_zp, in_signed, out.scale, out.zero_point, out.signed,
+                                         float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)), out_bits)
+    except FixedPointError as exc:
+        raise q.unsupported(layer, str(exc)) from None
+    return out, table, ()
 
 
 #: §12.12: the standalone layers of TI's table and PReLU rules in style 4
@@ -527,26 +538,7 @@ def table_activation(q, layer) -> QuantizedLayer:
     if not asym.style4_table_widths(q.tidl_version, x.bits, out_bits):
         raise _not_yet(q, layer, f"a {kind} layer of {x.bits}-bit input and {out_bits}-bit output with tidl_version "
                                  f"{q.tidl_version} (style 4 runs the 8- and 16-bit tables of TIDL 10.x/11.x)")
-    params = dict(layer.activation.params)
-    t = q.net.tensors[layer.outputs[0]]
-    notes: Tuple[str, ...] = ()
-    if q.device == "pla" and out_bits == 8:
-        if kind != "Sigmoid":
-            raise q.unsupported(layer, f"the {kind} activation on AM62A (TI computes it per element in float32 there; "
-                                       f"only the sigmoid's integer form is modelled)")
-        rb, scale = asym.pla_sigmoid_output(x.scale, q.range_of(t.id).max, out_bits)
-        out = QuantizedTensor(t.id, t.name, t.shape, out_bits, False, float(scale), 0)
-        q.tensors[t.id] = out
-        table = asym.pla_sigmoid_table_zp(x.scale, x.zero_point, x.signed, rb)
-        notes = ("AM62A's piecewise-linear sigmoid",)
-    else:
-        out = asym_output(q, layer, out_bits)
-        try:
-            table = asym.activation_table_zp(kind, x.scale, x.zero_point, x.signed, out.scale, out.zero_point,
-                                             out.signed, float(params.get("alpha", 1.0)), float(params.get("beta", 0.5)),
-                                             out_bits)
-        except FixedPointError as exc:
-            raise q.unsupported(layer, str(exc)) from None
+    out, table, notes = _table(q, layer, x.scale, x.zero_point, x.signed, out_bits)
     weights: Dict[str, Any] = {}
     attrs: Dict[str, Any] = {}
     if layer.type == "BatchNorm":
