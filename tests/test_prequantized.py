@@ -196,7 +196,7 @@ def test_asymmetric_activations_are_the_ranges_of_a_style_4_quantization(asym_pa
         err = np.abs(qm.run({"x": frame[None]})[0].astype(np.float64) - session.run(None, {"x": frame[None]})[0])
         within += int(np.sum(err <= step * (1 + 1e-6)))
         total += err.size
-    assert within / total >= 0.9, within / total   # 97% measured: style 4 keeps the pairs' own scales
+    assert within / total >= 0.9, within / total   # style 4 keeps the asymmetric pairs' own scales
 
 
 def test_a_device_style_4_that_fell_back_says_why_it_refuses_the_pair(asym_path):
